@@ -1,0 +1,24 @@
+"""Positional encodings: one module per family, all registered in `ENCODINGS`.
+
+    >>> from lenbench.encodings import build_encoding, EncodingDims
+    >>> enc = build_encoding("alibi", EncodingDims(d_model=64, n_heads=8))
+"""
+
+from lenbench.encodings import alibi, learned, nope, rope, sinusoidal, t5  # noqa: F401  (registers)
+from lenbench.encodings.base import (
+    ENCODINGS,
+    EncodingDims,
+    PositionalEncoding,
+    build_encoding,
+    encoding_parameters,
+    register_encoding,
+)
+
+__all__ = [
+    "ENCODINGS",
+    "EncodingDims",
+    "PositionalEncoding",
+    "build_encoding",
+    "encoding_parameters",
+    "register_encoding",
+]

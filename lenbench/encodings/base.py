@@ -1,0 +1,142 @@
+"""The encoding interface: one class per encoding, up to three hooks.
+
+Every encoding subclasses `PositionalEncoding` and overrides only the hooks it needs:
+
+| hook                                  | family                          | returns                           |
+| ------------------------------------- | ------------------------------- | --------------------------------- |
+| `embed(h, pos)`                       | absolute (sinusoidal, learned)  | `h` with position information     |
+| `rotate(q, k, pos)`                   | rotary (RoPE, its variants)     | rotated `(q, k)`; values untouched |
+| `bias(q_pos, k_pos)`                  | additive bias (ALiBi, T5, …)    | `(B|1, H, Tq, Tk)` additive bias  |
+| `attention_bias(q, k, q_pos, k_pos)`  | content-dependent bias (CoPE)   | as `bias`, may read q and k       |
+
+Positions are always explicit integer tensors `pos` of shape `(B, T)`; no hook builds an
+`arange` of its own, so padding, offsets and randomized positions need no special case.
+
+One encoding instance serves every layer of the model (T5 shares its bias table across layers
+the same way), and a static bias is computed once per forward pass, not once per layer.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from lenbench.registry import Registry, did_you_mean
+
+
+@dataclass(frozen=True)
+class EncodingDims:
+    """The model geometry an encoding is built for.
+
+    Args:
+        d_model: width of the residual stream.
+        n_heads: number of attention heads.
+        max_len: the longest sequence the model will see (the suite's longest evaluation
+            length); tables such as `learned` are sized from it unless told otherwise.
+        causal: whether attention is causal (decoder) or bidirectional.
+    """
+
+    d_model: int
+    n_heads: int
+    max_len: int = 4096
+    causal: bool = True
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: every hook is the identity / no bias, so an encoding overrides only its own.
+
+    Class attributes describe the encoding for `lenbench list encodings`:
+        name: the registry name.
+        description: one line saying what it does.
+        paper: the citation, "Authors Year, Title".
+        causal_only: True when the encoding is defined for causal attention only.
+        content_dependent: True when `attention_bias` reads q / k (recomputed per layer).
+        variants: inference-time variants, name → one-line description.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    causal_only: ClassVar[bool] = False
+    content_dependent: ClassVar[bool] = False
+    variants: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, dims: EncodingDims) -> None:
+        super().__init__()
+        if self.causal_only and not dims.causal:
+            raise ValueError(f"encoding {self.name!r} is defined for causal attention only; set causal: true")
+        self.dims = dims
+
+    @classmethod
+    def variant_descriptions(cls) -> dict[str, str]:
+        """Inference-time variants this encoding can be evaluated with, name → one line."""
+        return dict(cls.variants)
+
+    def embed(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Add position information to token embeddings `h` (B, T, D) at positions `pos` (B, T)."""
+        return h
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate queries and keys (B, H, T, Dh) by positions `pos` (B, T); values are never passed."""
+        return q, k
+
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        """Additive attention bias (B|1, H, Tq, Tk) for query positions (B, Tq) and key positions (B, Tk)."""
+        return None
+
+    def attention_bias(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Bias that may read the (rotated) queries and keys; defaults to the static `bias`."""
+        return self.bias(q_pos, k_pos)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}"
+
+
+ENCODINGS: Registry[type[PositionalEncoding]] = Registry("encoding")
+
+
+def register_encoding(name: str):
+    """Class decorator: register an encoding under `name` and set its `name` attribute."""
+
+    def decorator(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
+        cls.name = name
+        return ENCODINGS.register(name)(cls)
+
+    return decorator
+
+
+def encoding_parameters(cls: type[PositionalEncoding]) -> dict[str, inspect.Parameter]:
+    """The keyword parameters an encoding accepts besides `dims`."""
+    params = inspect.signature(cls.__init__).parameters
+    return {n: p for n, p in params.items() if n not in ("self", "dims") and p.kind == p.KEYWORD_ONLY}
+
+
+def build_encoding(name: str, dims: EncodingDims, **params) -> PositionalEncoding:
+    """Instantiate the encoding `name` for `dims`; unknown parameters give a one-line error.
+
+    Example:
+        >>> enc = build_encoding("rope", EncodingDims(d_model=64, n_heads=4), theta=500000.0)
+    """
+    cls = ENCODINGS.get(name)
+    accepted = encoding_parameters(cls)
+    for key in params:
+        if key not in accepted:
+            raise ValueError(
+                f"encoding {name!r} has no parameter {key!r}{did_you_mean(key, list(accepted))} "
+                f"(parameters: {', '.join(accepted) or 'none'})"
+            )
+    return cls(dims, **params)

@@ -1,0 +1,116 @@
+"""Rotary position embeddings (Su et al. 2021) with swappable length-extension scaling."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.rope_scaling import ROPE_TYPES, rope_parameters
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) → (−x2, x1) over the two halves of the last dimension (GPT-NeoX / Llama layout)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_every_two(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, …) → (−x1, x0, −x3, x2, …) over adjacent pairs (GPT-J layout)."""
+    x = x.unflatten(-1, (-1, 2))  # (..., D/2, 2)
+    return torch.stack((-x[..., 1], x[..., 0]), dim=-1).flatten(-2)  # (..., D)
+
+
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Literal["half", "interleaved"]
+) -> torch.Tensor:
+    """Eager reference: rotate the first `2·cos.shape[-1]` channels of `x`, pass the rest through.
+
+    Args:
+        x: (B, H, T, Dh) queries or keys.
+        cos, sin: (B, 1, T, R/2) per rotated pair, already multiplied by the attention factor.
+        layout: "half" pairs channel i with i + R/2; "interleaved" pairs 2i with 2i + 1.
+    """
+    r = 2 * cos.shape[-1]
+    x_rot, x_pass = x[..., :r], x[..., r:]  # (B, H, T, R), (B, H, T, Dh − R)
+    if layout == "half":
+        cos2, sin2 = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)  # (B, 1, T, R)
+        out = x_rot * cos2 + rotate_half(x_rot) * sin2  # (B, H, T, R)
+    else:
+        cos2, sin2 = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)  # (B, 1, T, R)
+        out = x_rot * cos2 + rotate_every_two(x_rot) * sin2  # (B, H, T, R)
+    return torch.cat((out, x_pass), dim=-1) if x_pass.shape[-1] else out  # (B, H, T, Dh)
+
+
+@register_encoding("rope")
+class RoPE(PositionalEncoding):
+    """Rotary position embedding (Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary
+    Position Embedding", eq. 34): each pair of query/key channels is rotated by the angle
+    pos · θ_i, so q_m · k_n depends on positions only through m − n. Values are never rotated.
+
+    Args:
+        dims: model geometry.
+        theta: the base θ of θ_i = θ^(−2i/R) (10000 in the paper; 500000 in Llama 3).
+        layout: "half" (GPT-NeoX / Llama: channel i pairs with i + R/2) or "interleaved"
+            (GPT-J / the paper: channel 2i pairs with 2i + 1). The two give identical scores after
+            permuting the head dimension by [0, 2, 4, …, 1, 3, 5, …].
+        partial: fraction of the head dimension rotated (GPT-NeoX `rotary_pct`); R = partial · Dh
+            must be a positive even integer.
+        scaling: a transformers-style `rope_scaling` dict, e.g. {"rope_type": "yarn", "factor": 4,
+            "original_max_position_embeddings": 128}; swap it on a trained model with `set_scaling`.
+    """
+
+    description = "rotates query/key channel pairs by position; scores depend on m − n only"
+    paper = "Su et al. 2021, RoFormer: Enhanced Transformer with Rotary Position Embedding"
+
+    def __init__(
+        self,
+        dims: EncodingDims,
+        *,
+        theta: float = 10000.0,
+        layout: Literal["half", "interleaved"] = "half",
+        partial: float = 1.0,
+        scaling: dict | None = None,
+    ):
+        super().__init__(dims)
+        if layout not in ("half", "interleaved"):
+            raise ValueError(f"rope layout must be 'half' or 'interleaved', got {layout!r}")
+        rot = dims.head_dim * partial
+        if not (0 < partial <= 1) or rot != int(rot) or int(rot) % 2:
+            raise ValueError(
+                f"rope partial={partial} rotates {rot:g} of head_dim={dims.head_dim} channels; "
+                f"the rotated dimension must be a positive even integer (choose partial so that "
+                f"partial * head_dim is even)"
+            )
+        self.theta = float(theta)
+        self.layout = layout
+        self.partial = partial
+        self.rot_dim = int(rot)
+        self.scaling: dict | None = None
+        self.set_scaling(scaling)
+
+    @classmethod
+    def variant_descriptions(cls) -> dict[str, str]:
+        return {name: (fn.__doc__ or "").strip().splitlines()[0] for name, fn in ROPE_TYPES.items()}
+
+    def set_scaling(self, scaling: dict | None) -> None:
+        """Swap the length-extension scaling (a transformers `rope_scaling` dict, or None)."""
+        rope_parameters(scaling, self.rot_dim, self.theta, seq_len=1)  # validates names and parameters now
+        self.scaling = dict(scaling) if scaling else None
+
+    def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
+        """(inv_freq float64 (R/2,), attention_factor) for a sequence of `seq_len` positions."""
+        return rope_parameters(self.scaling, self.rot_dim, self.theta, seq_len)
+
+    def cos_sin(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin tables (B, 1, T, R/2) in `dtype`, scaled by the attention factor."""
+        seq_len = int(pos.max()) + 1 if pos.numel() else 1
+        inv_freq, factor = self.frequencies(seq_len)
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        angle = pos.to(work)[:, None, :, None] * inv_freq.to(pos.device, work)  # (B, 1, T, R/2)
+        return (angle.cos() * factor).to(dtype), (angle.sin() * factor).to(dtype)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = self.cos_sin(pos, q.dtype)  # (B, 1, T, R/2)
+        return apply_rotary(q, cos, sin, self.layout), apply_rotary(k, cos, sin, self.layout)  # (B, H, T, Dh)

@@ -1,0 +1,81 @@
+"""T5 relative position bias (Raffel et al. 2020)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+
+
+def t5_bucket(rel: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+    """Bucket ids for relative positions `rel = k_pos − q_pos` (Raffel et al. 2020, §2.1).
+
+    Half of the buckets are exact distances 0 … n/2−1; the rest grow logarithmically up to
+    `max_distance`, beyond which everything shares the last bucket. Bidirectional bucketing
+    spends half of `num_buckets` on keys after the query (rel > 0), offset by num_buckets/2.
+
+    Example (causal, 32 buckets, max_distance 128): distance 3 → 3, 16 → 16, 32 → 21, 64 → 26,
+    ≥ 128 → 31; keys after the query (rel > 0) → 0.
+
+    Args:
+        rel: integer tensor of relative positions (key minus query), any shape.
+        bidirectional: whether keys after the query get buckets of their own.
+        num_buckets: total number of buckets.
+        max_distance: distance at which the logarithmic buckets saturate.
+    """
+    n = num_buckets
+    ret = torch.zeros_like(rel)
+    if bidirectional:
+        n //= 2
+        ret = ret + (rel > 0).to(rel.dtype) * n
+        dist = rel.abs()
+    else:
+        dist = (-rel).clamp(min=0)
+    max_exact = n // 2
+    if max_exact < 1 or max_distance <= max_exact:
+        raise ValueError(f"T5 buckets need num_buckets >= {4 if bidirectional else 2} and max_distance > {max_exact}")
+    is_small = dist < max_exact
+    log_ratio = torch.log(dist.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (log_ratio * (n - max_exact)).to(rel.dtype)
+    large = large.clamp(max=n - 1)
+    return ret + torch.where(is_small, dist, large)
+
+
+@register_encoding("t5")
+class T5Bias(PositionalEncoding):
+    """Bucketed, learned relative position bias of T5 (Raffel et al. 2020, "Exploring the Limits of
+    Transfer Learning with a Unified Text-to-Text Transformer", §2.1).
+
+    Each head learns one scalar per bucket; bias[h, i, j] = table[bucket(j − i), h]. The bucketing
+    is causal or bidirectional with the model unless `bidirectional` is given.
+
+    Args:
+        dims: model geometry.
+        num_buckets: number of relative-position buckets (32 in T5).
+        max_distance: distance where buckets saturate (128 in T5).
+        bidirectional: bucketing mode; defaults to `not dims.causal`.
+    """
+
+    description = "learned scalar bias per head and log-spaced relative-distance bucket"
+    paper = "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer"
+
+    def __init__(
+        self, dims: EncodingDims, *, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool | None = None
+    ):
+        super().__init__(dims)
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bidirectional = (not dims.causal) if bidirectional is None else bidirectional
+        t5_bucket(torch.zeros(1, dtype=torch.long), bidirectional=self.bidirectional,
+                  num_buckets=num_buckets, max_distance=max_distance)  # validates the parameters
+        self.table = nn.Embedding(num_buckets, dims.n_heads)  # (NB, H)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        rel = k_pos[:, None, :] - q_pos[:, :, None]  # (B, Tq, Tk)
+        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                            max_distance=self.max_distance)  # (B, Tq, Tk)
+        return self.table(buckets).permute(0, 3, 1, 2)  # (B, Tq, Tk, H) -> (B, H, Tq, Tk)

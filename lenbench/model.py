@@ -1,0 +1,175 @@
+"""The small decoder Transformer that every positional encoding plugs into.
+
+Pre-LN blocks (LayerNorm → attention → residual, LayerNorm → MLP → residual) on
+`torch.nn.functional.scaled_dot_product_attention`. The encoding enters through its hooks:
+`embed` on the token embeddings, `rotate` on queries and keys, `attention_bias` as an additive
+attention mask. One encoding instance is shared by all layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lenbench.encodings import EncodingDims, PositionalEncoding, build_encoding
+
+
+@dataclass
+class ModelConfig:
+    """Model geometry and its positional encoding.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model: residual width.
+        n_layers: number of Transformer blocks.
+        n_heads: attention heads (d_model must divide evenly).
+        ff_mult: feed-forward hidden width as a multiple of d_model.
+        dropout: dropout on attention weights and residual branches while training.
+        causal: causal (decoder) or bidirectional attention.
+        encoding: registered encoding name.
+        encoding_params: keyword parameters of the encoding.
+        max_len: longest sequence the model will be evaluated at (sizes tables such as `learned`).
+    """
+
+    vocab_size: int
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    ff_mult: int = 4
+    dropout: float = 0.0
+    causal: bool = True
+    encoding: str = "rope"
+    encoding_params: dict = field(default_factory=dict)
+    max_len: int = 4096
+
+    def dims(self) -> EncodingDims:
+        return EncodingDims(d_model=self.d_model, n_heads=self.n_heads, max_len=self.max_len, causal=self.causal)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.dropout = cfg.dropout
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        enc: PositionalEncoding,
+        mask: torch.Tensor | None,
+        static_bias: torch.Tensor | None,
+        is_causal: bool,
+    ) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 × (B, T, D)
+        q, k, v = (t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
+        q, k = enc.rotate(q, k, pos)  # (B, H, T, Dh); values are never rotated
+        bias = enc.attention_bias(q, k, pos, pos) if enc.content_dependent else static_bias  # (B|1, H, T, T)
+        if bias is not None:
+            mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype) + mask  # (B, H, T, T)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, H, T, Dh)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model),
+            nn.GELU(),
+            nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model),
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, pos, enc, mask, static_bias, is_causal) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x), pos, enc, mask, static_bias, is_causal))  # (B, T, D)
+        return x + self.drop(self.mlp(self.ln2(x)))  # (B, T, D)
+
+
+class Transformer(nn.Module):
+    """Decoder-only (or bidirectional) pre-LN Transformer with a pluggable positional encoding.
+
+    Example:
+        >>> model = Transformer(ModelConfig(vocab_size=16, encoding="alibi"))
+        >>> logits = model(torch.randint(0, 16, (2, 10)))  # (2, 10, 16)
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_enc = build_encoding(cfg.encoding, cfg.dims(), **cfg.encoding_params)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        # The encoding initialises its own parameters (e.g. `learned` at std 0.02); re-apply nothing there.
+
+    def _init_weights(self, m: nn.Module) -> None:
+        if isinstance(m, PositionalEncoding):
+            return
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding) and m is self.tok:
+            nn.init.normal_(m.weight, std=0.02)
+
+    def forward(
+        self, tokens: torch.Tensor, pos: torch.Tensor | None = None, pad_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Next-token logits.
+
+        Args:
+            tokens: (B, T) token ids.
+            pos: (B, T) integer positions; defaults to 0 … T−1 in every row.
+            pad_mask: (B, T) bool, True at real tokens; padded keys are never attended to.
+
+        Returns:
+            (B, T, vocab_size) logits.
+        """
+        B, T = tokens.shape
+        assert T >= 1, f"empty sequence (T={T})"
+        if pos is None:
+            pos = torch.arange(T, device=tokens.device).expand(B, T)  # (B, T)
+        assert pos.shape == (B, T), f"pos has shape {tuple(pos.shape)}, expected {(B, T)}"
+        enc = self.pos_enc
+        x = self.drop(enc.embed(self.tok(tokens), pos))  # (B, T, D)
+        mask = self._mask(pad_mask, B, T, tokens.device, x.dtype)  # (B|1, 1, T, T) or None
+        static_bias = None if enc.content_dependent else enc.bias(pos, pos)  # (B|1, H, T, T) or None
+        is_causal = self.cfg.causal
+        if mask is None and static_bias is not None and is_causal:
+            mask = self._mask(None, B, T, tokens.device, x.dtype, force=True)  # (1, 1, T, T)
+        for block in self.blocks:
+            x = block(x, pos, enc, mask, static_bias, is_causal)  # (B, T, D)
+        return self.head(self.ln_f(x))  # (B, T, V)
+
+    def _mask(self, pad_mask, B, T, device, dtype, force: bool = False) -> torch.Tensor | None:
+        """Additive float mask (B|1, 1, T, T): −inf where attention is forbidden, 0 elsewhere."""
+        if pad_mask is None and not force:
+            return None
+        allowed = torch.ones(1, 1, T, T, dtype=torch.bool, device=device)  # (1, 1, T, T)
+        if self.cfg.causal:
+            allowed = allowed.tril()  # (1, 1, T, T)
+        if pad_mask is not None:
+            assert pad_mask.shape == (B, T), f"pad_mask has shape {tuple(pad_mask.shape)}, expected {(B, T)}"
+            eye = torch.eye(T, dtype=torch.bool, device=device)  # (T, T): a padded query still sees itself, so no row is empty
+            allowed = allowed & (pad_mask[:, None, None, :] | eye)  # (B, 1, T, T)
+        zero = torch.zeros((), dtype=dtype, device=device)
+        return torch.where(allowed, zero, torch.tensor(float("-inf"), dtype=dtype, device=device))  # (B|1, 1, T, T)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,86 @@
+"""The task interface: a small class whose `sample(batch_size, length, generator)` takes the length.
+
+A task produces decoder-only training examples: `inputs` (B, T) token ids, `targets` (B, T) the
+token to predict at each position (the next token), and `loss_mask` (B, T) marking the positions
+whose predictions are trained and scored (for transduction tasks: the output part only).
+
+`length` is in the task's own unit (items, digits or tokens, see `length_unit`); the number of
+tokens a sample of that length occupies is `seq_len(length)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from lenbench.registry import Registry
+
+
+@dataclass
+class Batch:
+    """One batch of examples.
+
+    Attributes:
+        inputs: (B, T) long token ids fed to the model.
+        targets: (B, T) long token ids the model should predict at each position.
+        loss_mask: (B, T) bool, True where the prediction is trained and scored.
+    """
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    loss_mask: torch.Tensor
+
+    def __post_init__(self) -> None:
+        assert self.inputs.shape == self.targets.shape == self.loss_mask.shape, (
+            f"inputs {tuple(self.inputs.shape)}, targets {tuple(self.targets.shape)} and "
+            f"loss_mask {tuple(self.loss_mask.shape)} must have one shape"
+        )
+        assert self.loss_mask.dtype == torch.bool, "loss_mask must be bool"
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(self.inputs.to(device), self.targets.to(device), self.loss_mask.to(device))
+
+
+class Task:
+    """Base class of every task.
+
+    Class attributes:
+        name: registry name.
+        description: one line.
+        length_unit: what `length` counts ("items", "digits", "tokens").
+        kind: "sequence" (scored by token accuracy and exact match) or "lm" (NLL and perplexity).
+        chance: chance-level token accuracy (None where not meaningful), drawn on plots.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    length_unit: ClassVar[str] = "tokens"
+    kind: ClassVar[str] = "sequence"
+    chance: ClassVar[float | None] = None
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def seq_len(self, length: int) -> int:
+        """Number of tokens in a sample of `length` (sizes position tables)."""
+        raise NotImplementedError
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
+        """Draw `batch_size` examples of `length` using only `generator` for randomness."""
+        raise NotImplementedError
+
+
+TASKS: Registry[type[Task]] = Registry("task")
+
+
+def register_task(name: str):
+    """Class decorator: register a task under `name` and set its `name` attribute."""
+
+    def decorator(cls: type[Task]) -> type[Task]:
+        cls.name = name
+        return TASKS.register(name)(cls)
+
+    return decorator
