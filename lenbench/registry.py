@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -23,6 +24,21 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
     """Return `"; did you mean 'x'?"` for the closest of `choices`, or an empty string."""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_keywords(what: str, fn: Callable, params: dict, skip: tuple[str, ...] = ()) -> None:
+    """Raise a one-line ValueError if `params` holds a keyword that `fn` does not accept.
+
+    Example message: "encoding 'rope' has no parameter 'thta'; did you mean 'theta'? (parameters: theta, layout)".
+    """
+    sig = inspect.signature(fn).parameters
+    accepted = [n for n, p in sig.items() if n not in ("self", *skip) and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for key in params:
+        if key not in accepted:
+            raise ValueError(
+                f"{what} has no parameter {key!r}{did_you_mean(key, accepted)} "
+                f"(parameters: {', '.join(accepted) or 'none'})"
+            )
 
 
 class UnknownNameError(KeyError):

@@ -25,7 +25,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from lenbench.registry import Registry, did_you_mean
+from lenbench.registry import Registry, check_keywords
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,5 @@ def build_encoding(name: str, dims: EncodingDims, **params) -> PositionalEncodin
         >>> enc = build_encoding("rope", EncodingDims(d_model=64, n_heads=4), theta=500000.0)
     """
     cls = ENCODINGS.get(name)
-    accepted = encoding_parameters(cls)
-    for key in params:
-        if key not in accepted:
-            raise ValueError(
-                f"encoding {name!r} has no parameter {key!r}{did_you_mean(key, list(accepted))} "
-                f"(parameters: {', '.join(accepted) or 'none'})"
-            )
+    check_keywords(f"encoding {name!r}", cls.__init__, params, skip=("dims",))
     return cls(dims, **params)

@@ -10,12 +10,11 @@ each attention logit by its square), as transformers does.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 
 import torch
 
-from lenbench.registry import Registry, did_you_mean
+from lenbench.registry import Registry, check_keywords
 
 RopeInit = Callable[..., tuple[torch.Tensor, float]]
 ROPE_TYPES: Registry[RopeInit] = Registry("rope_type")
@@ -46,11 +45,5 @@ def rope_parameters(scaling: dict | None, dim: int, base: float, seq_len: int | 
     rope_type = params.pop("rope_type", params.pop("type", "default"))
     base = float(params.pop("theta", base))
     fn = ROPE_TYPES.get(rope_type)
-    accepted = [n for n in inspect.signature(fn).parameters if n not in ("dim", "base", "seq_len")]
-    for key in params:
-        if key not in accepted:
-            raise ValueError(
-                f"rope_type {rope_type!r} has no parameter {key!r}{did_you_mean(key, accepted)} "
-                f"(parameters: {', '.join(accepted) or 'none'})"
-            )
+    check_keywords(f"rope_type {rope_type!r}", fn, params, skip=("dim", "base", "seq_len"))
     return fn(dim=dim, base=base, seq_len=seq_len, **params)

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import torch
 
-from lenbench.registry import Registry
+from lenbench.registry import Registry, check_keywords
 
 
 @dataclass
@@ -84,3 +84,10 @@ def register_task(name: str):
         return TASKS.register(name)(cls)
 
     return decorator
+
+
+def build_task(name: str, **params) -> Task:
+    """Instantiate the task `name`; unknown names and parameters give one-line errors."""
+    cls = TASKS.get(name)
+    check_keywords(f"task {name!r}", cls.__init__, params)
+    return cls(**params)
