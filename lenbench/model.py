@@ -147,6 +147,7 @@ class Transformer(nn.Module):
             pos = torch.arange(T, device=tokens.device).expand(B, T)  # (B, T)
         assert pos.shape == (B, T), f"pos has shape {tuple(pos.shape)}, expected {(B, T)}"
         enc = self.pos_enc
+        pos = enc.positions(pos)  # (B, T), e.g. randomized positions while training
         x = self.drop(enc.embed(self.tok(tokens), pos))  # (B, T, D)
         mask = self._mask(pad_mask, B, T, tokens.device, x.dtype)  # (B|1, 1, T, T) or None
         static_bias = None if enc.content_dependent else enc.bias(pos, pos)  # (B|1, H, T, T) or None

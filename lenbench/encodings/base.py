@@ -4,6 +4,7 @@ Every encoding subclasses `PositionalEncoding` and overrides only the hooks it n
 
 | hook                                  | family                          | returns                           |
 | ------------------------------------- | ------------------------------- | --------------------------------- |
+| `positions(pos)`                      | position remapping (randomized) | the positions the other hooks see |
 | `embed(h, pos)`                       | absolute (sinusoidal, learned)  | `h` with position information     |
 | `rotate(q, k, pos)`                   | rotary (RoPE, its variants)     | rotated `(q, k)`; values untouched |
 | `bias(q_pos, k_pos)`                  | additive bias (ALiBi, T5, …)    | `(B|1, H, Tq, Tk)` additive bias  |
@@ -83,6 +84,10 @@ class PositionalEncoding(nn.Module):
     def variant_descriptions(cls) -> dict[str, str]:
         """Inference-time variants this encoding can be evaluated with, name → one line."""
         return dict(cls.variants)
+
+    def positions(self, pos: torch.Tensor) -> torch.Tensor:
+        """Map input positions (B, T) to the positions every other hook sees; called once per forward."""
+        return pos
 
     def embed(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Add position information to token embeddings `h` (B, T, D) at positions `pos` (B, T)."""

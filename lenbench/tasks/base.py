@@ -68,9 +68,22 @@ class Task:
         """Number of tokens in a sample of `length` (sizes position tables)."""
         raise NotImplementedError
 
-    def sample(self, batch_size: int, length: int, generator: torch.Generator) -> Batch:
-        """Draw `batch_size` examples of `length` using only `generator` for randomness."""
+    def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
+        """Draw `batch_size` examples of `length` using only `generator` for randomness.
+
+        Args:
+            batch_size: number of examples B.
+            length: size in `length_unit`.
+            generator: the only source of randomness (determinism).
+            split: "train" or "eval". Synthetic tasks draw from the same distribution for both
+                (the engine seeds evaluation separately); `lm` reads held-out text for "eval" and
+                scores only the last tokens of each window.
+        """
         raise NotImplementedError
+
+    def fingerprint(self) -> dict:
+        """Identity of the task's data beyond its parameters (e.g. a corpus sha256); recorded in results."""
+        return {}
 
 
 TASKS: Registry[type[Task]] = Registry("task")
