@@ -26,10 +26,10 @@ def sinusoidal_table(pos: torch.Tensor, dim: int, base: float = 10000.0) -> torc
         raise ValueError(f"sinusoidal embeddings need an even width, got {dim}")
     dtype = torch.float64 if pos.dtype == torch.float64 else torch.float32
     i2 = torch.arange(0, dim, 2, device=pos.device, dtype=torch.float64)  # (dim/2,) = 2i
-    inv_freq = torch.exp(-math.log(base) * i2 / dim).to(dtype)  # (dim/2,) = 1 / base^(2i/dim)
-    angle = pos.to(dtype)[..., None] * inv_freq  # S + (dim/2,)
+    inv_freq = torch.exp(-math.log(base) * i2 / dim)  # (dim/2,) = 1 / base^(2i/dim)
+    angle = pos.to(torch.float64)[..., None] * inv_freq  # S + (dim/2,); float64 keeps large angles exact
     table = torch.stack((angle.sin(), angle.cos()), dim=-1)  # S + (dim/2, 2): sin at 2i, cos at 2i+1
-    return table.flatten(-2)  # S + (dim,)
+    return table.flatten(-2).to(dtype)  # S + (dim,)
 
 
 @register_encoding("sinusoidal")

@@ -1,0 +1,102 @@
+"""Helpers shared by the task modules: argument checks and the decoder-only shift.
+
+Every synthetic task builds the whole token sequence ``S`` of shape (B, N) whose answer is its last
+``answer_len`` tokens, then feeds ``inputs = S[:, :-1]`` and predicts ``targets = S[:, 1:]``; the
+loss mask is True exactly on the targets that are answer tokens (the last ``answer_len`` columns).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lenbench.tasks.base import Batch, Task
+
+SPLITS = ("train", "eval")
+
+
+def check_length(task: Task | str, length: int, minimum: int = 1, fix: str = "") -> int:
+    """Return `length` as an int, or raise a one-line ValueError naming the task, the length and the fix."""
+    name = task if isinstance(task, str) else task.name
+    unit = "tokens" if isinstance(task, str) else task.length_unit
+    if isinstance(length, bool) or not isinstance(length, int):
+        raise ValueError(f"task {name!r}: length must be an int, got {length!r} ({type(length).__name__})")
+    if length < minimum:
+        fix = fix or f"pass a length of at least {minimum} {unit}"
+        raise ValueError(f"task {name!r}: length {length} is too short (minimum {minimum} {unit}); {fix}")
+    return length
+
+
+def check_positive(task_name: str, param: str, value: int, minimum: int = 1) -> int:
+    """Validate an integer constructor parameter (one-line ValueError)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"task {task_name!r}: parameter {param} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def check_sample_args(task: Task, batch_size: int, split: str) -> None:
+    """Validate `batch_size` and `split` (one-line ValueErrors)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"task {task.name!r}: batch_size must be an int >= 1, got {batch_size!r}")
+    if split not in SPLITS:
+        raise ValueError(f"task {task.name!r}: unknown split {split!r} (known: {', '.join(SPLITS)})")
+
+
+def to_batch(seq: torch.Tensor, answer_len: int) -> Batch:
+    """Shift a full sequence into a decoder-only Batch scoring its last `answer_len` tokens.
+
+    Args:
+        seq: (B, N) long, the whole example (prompt followed by the answer).
+        answer_len: number of answer tokens at the end of `seq`.
+
+    Returns:
+        Batch with inputs/targets/loss_mask of shape (B, N - 1).
+    """
+    seq = seq.long()
+    inputs = seq[:, :-1].contiguous()  # (B, N-1)
+    targets = seq[:, 1:].contiguous()  # (B, N-1)
+    loss_mask = torch.zeros_like(targets, dtype=torch.bool)  # (B, N-1)
+    loss_mask[:, targets.shape[1] - answer_len :] = True
+    return Batch(inputs, targets, loss_mask)
+
+
+class ItemTransductionTask(Task):
+    """Shared layout of `copy`, `reverse` and `sort`: ``x_1 … x_n SEP f(x)_1 … f(x)_n``.
+
+    Token ids: items ``0 … vocab-1``, ``SEP = vocab``; ``vocab_size = vocab + 1``. ``length`` counts
+    items ``n``; a sample holds ``2n + 1`` tokens, so ``seq_len(n) = 2n``. The loss covers the ``n``
+    output tokens; chance is ``1 / vocab``. Subclasses define `transform`.
+    """
+
+    length_unit = "items"
+    chance = 1 / 8
+
+    def __init__(self, vocab: int = 8) -> None:
+        self.vocab = check_positive(self.name, "vocab", vocab, minimum=2)
+        self.sep = self.vocab
+        self.chance = 1.0 / self.vocab
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab + 1
+
+    def seq_len(self, length: int) -> int:
+        return 2 * check_length(self, length)
+
+    def transform(self, items: torch.Tensor) -> torch.Tensor:
+        """Map input items (B, n) to the output items (B, n)."""
+        raise NotImplementedError
+
+    def sequence(self, items: list[int]) -> list[int]:
+        """The full token sequence (prompt and answer) of one example with these `items`."""
+        if any(not 0 <= i < self.vocab for i in items):
+            raise ValueError(f"task {self.name!r}: items must lie in 0..{self.vocab - 1}, got {items}")
+        out = self.transform(torch.tensor([items], dtype=torch.long))[0].tolist()
+        return [*items, self.sep, *out]
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
+        n = check_length(self, length)
+        check_sample_args(self, batch_size, split)
+        items = torch.randint(0, self.vocab, (batch_size, n), generator=generator)  # (B, n)
+        sep = torch.full((batch_size, 1), self.sep, dtype=torch.long)  # (B, 1)
+        seq = torch.cat([items, sep, self.transform(items)], dim=1)  # (B, 2n+1)
+        return to_batch(seq, n)

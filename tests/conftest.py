@@ -1,0 +1,9 @@
+"""Shared fixtures for the unit tests."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
