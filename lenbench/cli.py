@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from lenbench.device import DEVICES
 
 
 def _list(what: str) -> int:
@@ -37,7 +40,51 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_list = sub.add_parser("list", help="list registered encodings, tasks or suites")
     p_list.add_argument("what", choices=["encodings", "tasks", "suites"])
+
+    p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)")
+    p_run.add_argument("--suite", default="quick", help="preset name (smoke, quick, standard, paper) or a YAML path")
+    p_run.add_argument("--device", default="auto", choices=DEVICES, help="auto picks CUDA / XPU / MPS if present, else CPU")
+    p_run.add_argument("--workers", type=int, default=1, help="cells run in parallel processes (CPU threads are shared out)")
+    p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
+    p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
+    p_run.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lenbench.engine import load_rows, run_suite
+    from lenbench.suite import load_suite
+
+    if args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    suite = load_suite(args.suite)
+    out = Path(args.out or Path("runs") / suite.name)
+    results = run_suite(suite, out, device=args.device, workers=args.workers, retry_failed=args.retry_failed,
+                        progress=not args.quiet)
+    failed = [r for r in results if r["status"] == "failed"]
+    rows = load_rows(out)
+    print(f"{len(results)} cell(s) run, {len(suite.cells()) - len(results)} already done, {len(failed)} failed; "
+          f"{len(rows)} rows in {out}")
+    for r in failed:
+        print(f"  failed: {r['title']}: {r['error']}")
+    print(summary_table(rows))
+    return 0
+
+
+def summary_table(rows: list[dict]) -> str:
+    """Primary metric per (task, encoding, variant) × length ratio, as text."""
+    import pandas as pd
+
+    from lenbench.evaluate import PRIMARY_METRIC
+
+    if not rows:
+        return "(no rows)"
+    df = pd.DataFrame(rows)
+    df = df[df["metric"].isin(set(PRIMARY_METRIC.values()))]
+    df = df.assign(value=pd.to_numeric(df["value"], errors="coerce"))
+    wide = df.groupby(["task", "metric", "encoding", "variant"], sort=False)["value"].mean().unstack("ratio")
+    wide.columns = [f"{c:g}x" for c in wide.columns]
+    return wide.to_string(float_format=lambda v: f"{v:.3f}", na_rep="fail")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "list":
             return _list(args.what)
+        if args.command == "run":
+            return _run(args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2

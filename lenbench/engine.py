@@ -1,0 +1,282 @@
+"""The engine: run suite cells (train once, evaluate at every length and variant), never lose a result.
+
+Layout of a results directory:
+
+    OUT/cells/<cell_id>.json        one file per finished cell (status ok or failed), written atomically
+    OUT/checkpoints/<train_id>.pt   trained weights, cached so evaluation variants never retrain
+
+A rerun skips every cell whose file exists, so a run killed at any moment resumes without losing
+or duplicating rows. `pytest bench`, `lenbench run` and any other executor call `run_cell`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import dataclasses
+import datetime as dt
+import functools
+import inspect
+import json
+import math
+import multiprocessing
+import os
+import subprocess
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+import lenbench
+from lenbench.device import resolve_device
+from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.evaluate import METRICS, evaluate_length, task_metrics
+from lenbench.model import ModelConfig, Transformer
+from lenbench.suite import Cell, Suite, VariantSpec, digest
+from lenbench.tasks import Task, build_task
+from lenbench.train import train_model
+
+SCHEMA_VERSION = 1
+BASE_VARIANT = "none"
+
+
+# --- atomic files -------------------------------------------------------------------------------
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same directory and `os.replace`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, allow_nan=True) + "\n").encode())
+
+
+def cell_path(out: Path, cell: Cell) -> Path:
+    return Path(out) / "cells" / f"{cell.cell_id}.json"
+
+
+def load_cell_results(out: str | Path) -> list[dict]:
+    """Every cell result in a results directory (temporary files of a killed run are ignored)."""
+    return [json.loads(p.read_text()) for p in sorted((Path(out) / "cells").glob("*.json"))]
+
+
+def load_rows(out: str | Path) -> list[dict]:
+    """All metric rows of a results directory, in a stable order."""
+    return [row for result in load_cell_results(out) for row in result["rows"]]
+
+
+# --- provenance ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def git_sha() -> str:
+    """The commit of the lenbench checkout, or "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# --- one cell -----------------------------------------------------------------------------------
+
+
+def model_config(cell: Cell, task: Task) -> ModelConfig:
+    longest = max([*cell.eval.ratios, *(v.finetune_ratio for v in cell.variants if v.finetune_steps)])
+    return ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
+                       encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
+                       max_len=task.seq_len(math.ceil(longest * cell.train_len)))
+
+
+def scaling_for(variant: VariantSpec, factor: float, train_tokens: int) -> dict:
+    """The transformers-style rope_scaling dict of a variant at `factor`.
+
+    `factor` and `original_max_position_embeddings` default to the evaluation ratio and the
+    number of tokens at the training length, where the rope_type takes them.
+    """
+    accepted = inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters
+    defaults = {"factor": max(1.0, float(factor)), "original_max_position_embeddings": train_tokens}
+    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted}, **variant.params}
+
+
+def _checkpoint(out: Path, name: str) -> Path:
+    return Path(out) / "checkpoints" / f"{name}.pt"
+
+
+def _save(model: Transformer, path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _trained_model(cell: Cell, task: Task, out: Path, device: torch.device, progress: bool) -> tuple[Transformer, float]:
+    """Train the cell's model, or load it from the checkpoint cache; returns (model, train_seconds)."""
+    torch.manual_seed(cell.seed)
+    model = Transformer(model_config(cell, task)).to(device)
+    ckpt = _checkpoint(out, cell.train_id)
+    if ckpt.exists():
+        model.load_state_dict(torch.load(ckpt, map_location=device, weights_only=True))
+        meta = json.loads(ckpt.with_suffix(".json").read_text()) if ckpt.with_suffix(".json").exists() else {}
+        return model.eval(), float(meta.get("train_seconds", float("nan")))
+    stats = train_model(model, task, cell.train_len, cell.train, seed=cell.seed, device=device,
+                        desc=cell.title, progress=progress)
+    _save(model, ckpt)
+    atomic_write_json(ckpt.with_suffix(".json"), {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
+                                                  "config": cell.training_config()})
+    return model, stats.seconds
+
+
+def _finetuned_model(cell, task, variant, base: Transformer, out, device, progress) -> Transformer:
+    """Continue training a copy of `base` at finetune_ratio × train_len with the variant's scaling."""
+    torch.manual_seed(cell.seed)
+    model = Transformer(model_config(cell, task)).to(device)
+    model.load_state_dict(base.state_dict())
+    train_tokens = task.seq_len(cell.train_len)
+    model.pos_enc.set_scaling(scaling_for(variant, variant.finetune_ratio, train_tokens))
+    key = f"{cell.train_id}-ft-{digest(dataclasses.asdict(variant))}"
+    ckpt = _checkpoint(out, key)
+    if ckpt.exists():
+        model.load_state_dict(torch.load(ckpt, map_location=device, weights_only=True))
+        return model.eval()
+    length = max(1, round(variant.finetune_ratio * cell.train_len))
+    train_model(model, task, length, cell.train, seed=cell.seed + 1, device=device, steps=variant.finetune_steps,
+                lr=variant.finetune_lr, desc=f"{cell.title} {variant.key}", progress=progress)
+    _save(model, ckpt)
+    return model.eval()
+
+
+def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True) -> dict:
+    """Train and evaluate one cell, write `OUT/cells/<cell_id>.json` atomically, return its result.
+
+    Never raises for a failure inside the cell: a diverged loss, an unrepresentable length or any
+    other exception is recorded (whole cell, or the one length / variant it concerns) with its reason.
+    """
+    out = Path(out)
+    device = device if isinstance(device, torch.device) else resolve_device(device)
+    provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
+                  "device": device.type, "dtype": "float32"}
+    base = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "suite": cell.suite, "task": cell.task.name,
+            "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance}
+    rows: list[dict] = []
+    result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
+                              "title": cell.title, "config": cell.config(), "status": "ok", "error": "",
+                              "provenance": provenance, "rows": rows}
+    start = time.perf_counter()
+    train_seconds = float("nan")
+    try:
+        task = build_task(cell.task.name, **cell.task.params)
+        result["task_fingerprint"] = task.fingerprint()
+        metrics = task_metrics(task)
+        model, train_seconds = _trained_model(cell, task, out, device, progress)
+        train_tokens = task.seq_len(cell.train_len)
+        variants: list[tuple[str, VariantSpec | None]] = [(BASE_VARIANT, None)]
+        if hasattr(model.pos_enc, "set_scaling"):
+            variants += [(v.key, v) for v in cell.variants]
+        for key, variant in variants:
+            try:
+                net = model
+                if variant is not None and variant.finetune_steps:
+                    net = _finetuned_model(cell, task, variant, model, out, device, progress)
+                for ratio in cell.eval.ratios:
+                    eval_len = max(1, round(ratio * cell.train_len))
+                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio)}
+                    try:
+                        if variant is not None:
+                            factor = variant.finetune_ratio if variant.finetune_steps else ratio
+                            net.pos_enc.set_scaling(scaling_for(variant, factor, train_tokens))
+                        values, n = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
+                                                    tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed,
+                                                    device=device)
+                        rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
+                                  "higher_is_better": METRICS[m], "status": "ok", "error": ""} for m in metrics]
+                    except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
+                        rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
+                                  "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
+                                 for m in metrics]
+            finally:
+                if variant is not None:
+                    model.pos_enc.set_scaling(None)
+    except Exception as err:
+        result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
+    timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    for row in rows:
+        row.update(timestamp=timestamp, train_seconds=train_seconds)
+    result.update(seconds=time.perf_counter() - start, train_seconds=train_seconds, timestamp=timestamp)
+    atomic_write_json(cell_path(out, cell), result)
+    return result
+
+
+def _reason(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}".splitlines()[0]
+
+
+# --- a whole suite ------------------------------------------------------------------------------
+
+
+def _worker_init(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def _run_in_worker(cell: Cell, out: str, device: str) -> dict:
+    return run_cell(cell, out, device, progress=False)
+
+
+def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False) -> list[Cell]:
+    """Cells without a result file (or with a failed one, when `retry_failed`)."""
+    todo = []
+    for cell in suite.cells():
+        path = cell_path(Path(out), cell)
+        if path.exists() and not (retry_failed and json.loads(path.read_text())["status"] == "failed"):
+            continue
+        todo.append(cell)
+    return todo
+
+
+def run_suite(
+    suite: Suite, out: str | Path, *, device: str = "auto", workers: int = 1, retry_failed: bool = False,
+    progress: bool = True,
+) -> list[dict]:
+    """Run every unfinished cell of `suite` into `out`; return the results of the cells run now.
+
+    With `workers` > 1 cells run in parallel processes, each with its share of the CPU threads.
+    """
+    resolve_device(device)  # a one-line error now rather than one per cell
+    out = Path(out)
+    todo = pending_cells(suite, out, retry_failed=retry_failed)
+    total = len(suite.cells())
+    bar = tqdm(total=total, initial=total - len(todo), desc=f"suite {suite.name}", unit="cell",
+               disable=not progress, dynamic_ncols=True)
+    results = []
+    if workers <= 1:
+        for cell in todo:
+            bar.set_postfix_str(cell.title)
+            results.append(run_cell(cell, out, device, progress=progress))
+            bar.update()
+    else:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        ctx = multiprocessing.get_context("spawn")
+        with futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
+            jobs = {pool.submit(_run_in_worker, cell, str(out), device): cell for cell in todo}
+            for job in futures.as_completed(jobs):
+                results.append(job.result())
+                bar.set_postfix_str(jobs[job].title)
+                bar.update()
+    bar.close()
+    return results

@@ -1,0 +1,333 @@
+"""Suite presets (YAML) → validated `Suite` → grid cells with stable ids.
+
+A suite names the tasks, encodings, seeds, model and training settings, evaluation ratios and
+inference-time variants. It is read with `yaml.safe_load`; every unknown key, task, encoding or
+variant is an error naming the file, the key and the closest valid name.
+
+    >>> suite = load_suite("smoke")
+    >>> cells = suite.cells()               # task × encoding × train_len × seed
+    >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import lenbench
+from lenbench.encodings import ENCODINGS
+from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.registry import check_keywords, did_you_mean
+from lenbench.tasks import TASKS
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "bench" / "suites"
+
+
+class SuiteError(ValueError):
+    """A malformed suite file; the message names the file and the offending key."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Model geometry shared by every cell (see `lenbench.model.ModelConfig`)."""
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    ff_mult: int = 4
+    dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Training settings: AdamW with linear warm-up then cosine decay, gradient clipping.
+
+    `length_sampling` is "fixed" (every batch at train_len) or "uniform" (each batch at a length
+    drawn uniformly from 1 … train_len).
+    """
+
+    steps: int = 1000
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    length_sampling: str = "fixed"
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """Evaluation settings: ratios of the training length and how many samples per length.
+
+    `tokens_per_batch` bounds the memory of one evaluation batch (batch = tokens // seq_len).
+    """
+
+    ratios: tuple[float, ...] = (1, 2, 4, 8, 16)
+    samples: int = 64
+    tokens_per_batch: int = 16384
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: its name, the training lengths (task units), and task parameters."""
+
+    name: str
+    train_len: tuple[int, ...]
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EncodingSpec:
+    """One encoding: registry name, parameters, and the label used in results (default: name)."""
+
+    name: str
+    params: dict = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """An inference-time RoPE length-extension variant, applied to every encoding that has `set_scaling`.
+
+    `rope_type` is a transformers rope_type; `params` are its parameters. Unless given,
+    `factor` is set to the evaluation ratio and `original_max_position_embeddings` to the number
+    of tokens at the training length. With `finetune_steps` > 0 the model is first trained that
+    many more steps at `finetune_ratio` × train_len with the scaling, then evaluated (Chen et al.
+    2023 fine-tune 1000 steps at paper scale; 200 is their position-interpolation default here).
+    """
+
+    rope_type: str
+    params: dict = field(default_factory=dict)
+    name: str = ""
+    finetune_steps: int = 0
+    finetune_ratio: float = 4
+    finetune_lr: float = 1e-4
+
+    @property
+    def key(self) -> str:
+        if self.name:
+            return self.name
+        return f"finetune-{self.rope_type}-x{self.finetune_ratio:g}" if self.finetune_steps else self.rope_type
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    tasks: tuple[TaskSpec, ...]
+    encodings: tuple[EncodingSpec, ...]
+    description: str = ""
+    seeds: tuple[int, ...] = (0,)
+    model: ModelSpec = ModelSpec()
+    train: TrainSpec = TrainSpec()
+    eval: EvalSpec = EvalSpec()
+    variants: tuple[VariantSpec, ...] = ()
+    source: str = ""
+
+    def cells(self) -> list[Cell]:
+        """Expand to cells in a stable order: task × train_len × encoding × seed."""
+        return [
+            Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=self.model, train=self.train,
+                 eval=self.eval, variants=self.variants)
+            for t in self.tasks for n in t.train_len for e in self.encodings for s in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: train once at `train_len`, evaluate at every ratio and variant."""
+
+    suite: str
+    task: TaskSpec
+    train_len: int
+    encoding: EncodingSpec
+    seed: int
+    model: ModelSpec
+    train: TrainSpec
+    eval: EvalSpec
+    variants: tuple[VariantSpec, ...]
+
+    def training_config(self) -> dict:
+        """Everything that determines the trained weights (the checkpoint key)."""
+        return {
+            "lenbench_version": lenbench.__version__,
+            "task": self.task.name, "task_params": self.task.params, "train_len": self.train_len,
+            "encoding": self.encoding.name, "encoding_params": self.encoding.params, "seed": self.seed,
+            "model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train),
+            "max_ratio": max(self.eval.ratios),  # sizes position tables such as `learned`
+        }
+
+    def config(self) -> dict:
+        """The canonical config of the whole cell (training + evaluation)."""
+        return {**self.training_config(), "label": self.encoding.key, "eval": dataclasses.asdict(self.eval),
+                "variants": [dataclasses.asdict(v) for v in self.variants]}
+
+    @property
+    def train_id(self) -> str:
+        return digest(self.training_config())
+
+    @property
+    def cell_id(self) -> str:
+        return digest(self.config())
+
+    @property
+    def title(self) -> str:
+        return f"{self.task.name}-{self.encoding.key}-L{self.train_len}-s{self.seed}"
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def list_suites() -> dict[str, Path]:
+    """Preset suite names → their YAML files in bench/suites/."""
+    return {p.stem: p for p in sorted(SUITES_DIR.glob("*.yaml"))}
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """Load a preset by name (smoke, quick, standard, paper) or any YAML file by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        presets = list_suites()
+        if str(name_or_path) not in presets:
+            raise SuiteError(f"unknown suite {str(name_or_path)!r}{did_you_mean(str(name_or_path), list(presets))} "
+                             f"(presets: {', '.join(presets)}; or give a path to a .yaml file)")
+        path = presets[str(name_or_path)]
+    if not path.is_file():
+        raise SuiteError(f"suite file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise SuiteError(f"{path}:{where} is not valid YAML ({getattr(err, 'problem', err)})") from None
+    return parse_suite(data, source=str(path), default_name=path.stem)
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def _check_keys(data: Any, cls: type, where: str, source: str) -> dict:
+    if not isinstance(data, dict):
+        raise SuiteError(f"{source}: {where} must be a mapping, got {type(data).__name__}")
+    valid = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
+    for key in data:
+        if key not in valid:
+            raise SuiteError(f"{source}: unknown key {where}.{key}{did_you_mean(str(key), valid)} (valid: {', '.join(valid)})")
+    return data
+
+
+def _typed(cls: type, data: dict, where: str, source: str):
+    """Build a flat dataclass, checking each value against its default's type."""
+    _check_keys(data, cls, where, source)
+    defaults = cls()
+    out = {}
+    for key, value in data.items():
+        want = type(getattr(defaults, key))
+        if want is tuple:
+            value = tuple(value) if isinstance(value, list) else value
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, want) or isinstance(value, bool) != (want is bool):
+            raise SuiteError(f"{source}: {where}.{key} must be {want.__name__}, got {value!r}")
+        out[key] = value
+    return cls(**out)
+
+
+def _name(kind: str, name: Any, registry, where: str, source: str) -> str:
+    if name not in registry:
+        raise SuiteError(f"{source}: {where}: unknown {kind} {name!r}{did_you_mean(str(name), registry.names())} "
+                         f"(known: {', '.join(sorted(registry.names()))})")
+    return name
+
+
+def _entries(data: Any, where: str, source: str) -> list[dict]:
+    """A list of mappings; a bare string `x` is shorthand for `{name: x}`."""
+    if not isinstance(data, list) or not data:
+        raise SuiteError(f"{source}: {where} must be a non-empty list")
+    return [{"name": d} if isinstance(d, str) else d for d in data]
+
+
+def _params(data: dict, where: str, source: str, check) -> dict:
+    params = data.get("params", {}) or {}
+    if not isinstance(params, dict):
+        raise SuiteError(f"{source}: {where}.params must be a mapping")
+    try:
+        check(params)
+    except ValueError as err:
+        raise SuiteError(f"{source}: {where}: {err}") from None
+    return params
+
+
+def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite") -> Suite:
+    """Validate a suite mapping (as read from YAML) into a `Suite`."""
+    if data is None:
+        raise SuiteError(f"{source}: the suite is empty")
+    _check_keys(data, Suite, "suite", source)
+    for required in ("tasks", "encodings"):
+        if required not in data:
+            raise SuiteError(f"{source}: missing required key {required!r}")
+
+    tasks = []
+    for i, t in enumerate(_entries(data["tasks"], "tasks", source)):
+        where = f"tasks[{i}]"
+        _check_keys(t, TaskSpec, where, source)
+        name = _name("task", t.get("name"), TASKS, where, source)
+        lens = t.get("train_len")
+        lens = (lens,) if isinstance(lens, int) else tuple(lens or ())
+        if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
+            raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
+        params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
+        tasks.append(TaskSpec(name=name, train_len=lens, params=params))
+
+    encodings = []
+    for i, e in enumerate(_entries(data["encodings"], "encodings", source)):
+        where = f"encodings[{i}]"
+        _check_keys(e, EncodingSpec, where, source)
+        name = _name("encoding", e.get("name"), ENCODINGS, where, source)
+        params = _params(e, where, source,
+                         lambda p, n=name: check_keywords(f"encoding {n!r}", ENCODINGS.get(n).__init__, p, skip=("dims",)))
+        encodings.append(EncodingSpec(name=name, params=params, label=str(e.get("label", ""))))
+    labels = [e.key for e in encodings]
+    if len(set(labels)) != len(labels):
+        raise SuiteError(f"{source}: two encodings share the label {next(x for x in labels if labels.count(x) > 1)!r}; give each a distinct `label`")
+
+    variants = []
+    for i, v in enumerate(data.get("variants") or []):
+        where = f"variants[{i}]"
+        v = {"rope_type": v} if isinstance(v, str) else v
+        _check_keys(v, VariantSpec, where, source)
+        rope_type = _name("variant", v.get("rope_type"), ROPE_TYPES, where, source)
+        params = _params(v, where, source, lambda p, r=rope_type: check_keywords(
+            f"rope_type {r!r}", ROPE_TYPES.get(r), {k: x for k, x in p.items() if k != "theta"}, skip=("dim", "base", "seq_len")))
+        extra = {k: v[k] for k in ("name", "finetune_steps", "finetune_ratio", "finetune_lr") if k in v}
+        for key, want in (("name", str), ("finetune_steps", int), ("finetune_ratio", (int, float)), ("finetune_lr", (int, float))):
+            if key in extra and (not isinstance(extra[key], want) or isinstance(extra[key], bool)):
+                raise SuiteError(f"{source}: {where}.{key} has the wrong type: {extra[key]!r}")
+        variants.append(VariantSpec(rope_type=rope_type, params=params, **extra))
+
+    seeds = data.get("seeds", [0])
+    seeds = (seeds,) if isinstance(seeds, int) else tuple(seeds)
+    if not seeds or not all(isinstance(s, int) for s in seeds):
+        raise SuiteError(f"{source}: seeds must be an integer or a list of integers")
+    train = _typed(TrainSpec, data.get("train") or {}, "train", source)
+    if train.length_sampling not in ("fixed", "uniform"):
+        raise SuiteError(f"{source}: train.length_sampling must be 'fixed' or 'uniform', got {train.length_sampling!r}")
+    ev = _typed(EvalSpec, data.get("eval") or {}, "eval", source)
+    if not ev.ratios or any(r <= 0 for r in ev.ratios):
+        raise SuiteError(f"{source}: eval.ratios must be positive numbers")
+    return Suite(
+        name=str(data.get("name", default_name)), description=str(data.get("description", "")),
+        tasks=tuple(tasks), encodings=tuple(encodings), seeds=seeds,
+        model=_typed(ModelSpec, data.get("model") or {}, "model", source), train=train, eval=ev,
+        variants=tuple(variants), source=source,
+    )
