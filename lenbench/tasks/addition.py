@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.tasks._common import check_length, check_positive, check_sample_args, to_batch
+from lenbench.tasks._common import check_length, check_sample_args, to_batch
 from lenbench.tasks.base import Batch, Task, register_task
 
 PLUS = 10

@@ -59,7 +59,9 @@ class PasskeyTask(Task):
     def _check(self, length: int) -> int:
         minimum = 2 * self.digits + 1
         return check_length(
-            self, length, minimum,
+            self,
+            length,
+            minimum,
             fix=f"pass length >= {minimum} tokens (2·digits + 1 for the needle and the query) or fewer digits",
         )
 

@@ -65,7 +65,9 @@ class AssociativeRecallTask(Task):
     def sequence(self, keys: list[int], values: list[int], query: int) -> list[int]:
         """Full token sequence of one example: pairs ``keys[i] → values[i]`` (value symbols), query key."""
         if len(set(keys)) != len(keys) or len(keys) != len(values) or query not in keys:
-            raise ValueError(f"task {self.name!r}: need distinct keys, one value per key and a query among the keys")
+            raise ValueError(
+                f"task {self.name!r}: need distinct keys, one value per key and a query among the keys"
+            )
         ids = [self.num_keys + v for v in values]
         pairs = [tok for kv in zip(keys, ids, strict=True) for tok in kv]
         return [*pairs, self.query_token, query, ids[keys.index(query)]]

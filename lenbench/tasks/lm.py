@@ -1,0 +1,152 @@
+"""`lm`: byte-level language modelling on a text file, scored on held-out text.
+
+Evaluation scores only the last `eval_tokens` predictions of each window, so a model is not
+rewarded at long lengths merely because most of its tokens sit far from the start of the window
+(the "early token curse"; Press et al. 2022, "Train Short, Test Long" (ALiBi), appendix on
+sliding-window evaluation).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from lenbench.tasks._common import check_length, check_positive, check_sample_args
+from lenbench.tasks.base import Batch, Task, register_task
+
+#: Standard-library modules whose source files, joined in this order, form the default corpus. They
+#: ship with every CPython installation, so the corpus needs no download; its bytes (and sha256,
+#: recorded by `fingerprint`) differ between Python versions.
+STDLIB_MODULES: tuple[str, ...] = (
+    "abc", "argparse", "bisect", "calendar", "collections", "dataclasses", "difflib", "enum",
+    "fractions", "functools", "heapq", "inspect", "json.decoder", "json.encoder", "shlex",
+    "statistics", "textwrap", "tokenize", "typing",
+)  # fmt: skip
+
+#: Fraction of the corpus (its first bytes) used for training; the rest is held out for "eval".
+TRAIN_FRACTION = 0.9
+
+
+def stdlib_module_path(module: str) -> Path:
+    """Source file of a standard-library module: ``<stdlib>/a/b.py`` or ``<stdlib>/a/b/__init__.py``."""
+    base = Path(sysconfig.get_paths()["stdlib"]) / module.replace(".", "/")
+    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"task 'lm': the standard-library source of {module!r} is missing under {base.parent} "
+        "(this Python ships without .py sources); pass path= to a UTF-8 text file"
+    )
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    data: torch.Tensor  # (N,) uint8
+    sha256: str
+
+    @property
+    def size(self) -> int:
+        return self.data.numel()
+
+    @property
+    def train_size(self) -> int:
+        return int(self.size * TRAIN_FRACTION)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(paths: tuple[str, ...]) -> _Corpus:
+    """Read and join `paths` once per process."""
+    raw = b"".join(Path(p).read_bytes() for p in paths)
+    data = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    return _Corpus(data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+@register_task("lm")
+class ByteLMTask(Task):
+    """Next-byte prediction on windows of ``length`` bytes of a text corpus.
+
+    Layout: token id = byte value, ``vocab_size = 256``. ``length`` counts tokens (bytes): a window of
+    ``length + 1`` bytes at a uniformly random offset gives ``inputs = w[:-1]`` and ``targets =
+    w[1:]``, so ``seq_len(length) = length``. Split "train" draws windows from the first 90 % of the
+    corpus and scores every target; split "eval" draws from the last 10 % and scores only the last
+    ``eval_tokens`` targets of each window (all of them when ``length <= eval_tokens``). ``kind =
+    "lm"``: scored by NLL / perplexity, so ``chance`` is None.
+
+    Args:
+        path: a UTF-8 text file to use as the corpus; default: the Python standard library's own
+            sources of `STDLIB_MODULES`, joined in that order.
+        eval_tokens: targets scored per window on the "eval" split.
+
+    Worked example (corpus bytes ``b"def f(x):"``, length 4, window at offset 0)::
+
+        window    = d    e    f    ␠    f          (100 101 102 32 102)
+        inputs    = 100  101  102  32
+        targets   = 101  102  32   102
+        loss_mask = x    x    x    x                (train)
+        loss_mask = .    .    x    x                (eval with eval_tokens=2)
+
+    >>> task = ByteLMTask(eval_tokens=2)
+    >>> task.seq_len(4), task.vocab_size, task.kind, task.chance
+    (4, 256, 'lm', None)
+    """
+
+    description = "byte-level language modelling on held-out text"
+    length_unit = "tokens"
+    kind = "lm"
+    chance = None
+
+    def __init__(self, path: str | os.PathLike | None = None, eval_tokens: int = 32) -> None:
+        self.eval_tokens = check_positive(self.name, "eval_tokens", eval_tokens)
+        if path is None:
+            self.path = None
+            self._paths = tuple(str(stdlib_module_path(m)) for m in STDLIB_MODULES)
+            version = f"{sys.version_info.major}.{sys.version_info.minor}"
+            self._description = f"Python {version} standard library sources: {', '.join(STDLIB_MODULES)}"
+        else:
+            p = Path(path).expanduser()
+            if not p.is_file():
+                raise ValueError(f"task {self.name!r}: corpus path {os.fspath(path)!r} is not a file")
+            self.path = p
+            self._paths = (str(p.resolve()),)
+            self._description = f"file {os.fspath(path)}"
+
+    @property
+    def vocab_size(self) -> int:
+        return 256
+
+    def seq_len(self, length: int) -> int:
+        return check_length(self, length)
+
+    @property
+    def corpus(self) -> _Corpus:
+        return _load(self._paths)
+
+    def fingerprint(self) -> dict:
+        return {"corpus": self._description, "corpus_sha256": self.corpus.sha256}
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
+        n = check_length(self, length)
+        check_sample_args(self, batch_size, split)
+        corpus = self.corpus
+        lo, hi = (0, corpus.train_size) if split == "train" else (corpus.train_size, corpus.size)
+        if hi - lo < n + 1:
+            raise ValueError(
+                f"task {self.name!r}: length {n} needs {n + 1} bytes but the {split} split of the corpus has "
+                f"{hi - lo} bytes (corpus {corpus.size} bytes, the last {1 - TRAIN_FRACTION:.0%} held out "
+                f"for eval: {self._description}); pass a shorter length or a larger path="
+            )
+        start = torch.randint(lo, hi - n, (batch_size, 1), generator=generator)  # (B, 1), start ≤ hi-(n+1)
+        window = corpus.data[start + torch.arange(n + 1)].long()  # (B, n+1)
+        inputs = window[:, :-1].contiguous()  # (B, n)
+        targets = window[:, 1:].contiguous()  # (B, n)
+        loss_mask = torch.ones_like(targets, dtype=torch.bool)  # (B, n)
+        if split == "eval":
+            loss_mask[:, : max(n - self.eval_tokens, 0)] = False
+        return Batch(inputs, targets, loss_mask)
