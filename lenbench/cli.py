@@ -82,7 +82,7 @@ def summary_table(rows: list[dict]) -> str:
     df = pd.DataFrame(rows)
     df = df[df["metric"].isin(set(PRIMARY_METRIC.values()))]
     df = df.assign(value=pd.to_numeric(df["value"], errors="coerce"))
-    wide = df.groupby(["task", "metric", "encoding", "variant"], sort=False)["value"].mean().unstack("ratio")
+    wide = df.groupby(["task", "metric", "encoding", "variant", "ratio"], sort=False)["value"].mean().unstack("ratio")
     wide.columns = [f"{c:g}x" for c in wide.columns]
     return wide.to_string(float_format=lambda v: f"{v:.3f}", na_rep="fail")
 

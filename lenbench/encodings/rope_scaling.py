@@ -10,6 +10,11 @@ each attention logit by its square), as transformers does.
 Where transformers reads the model's `max_position_embeddings` (the length the model was trained
 at), the variants here take it as the parameter `original_max_position_embeddings`, since there is
 no model config. Variant parameters are keyword-only; those without a default are required.
+
+Differences from transformers: frequencies are computed in float64 (transformers: float32); `ntk`
+(static NTK-aware scaling) is an extra type; `longrope` takes `max_position_embeddings` to derive
+`factor` when it is absent (transformers reads it from the model config); inconsistent parameters
+(factor < 1, wrong list lengths, beta_fast < beta_slow, …) are errors rather than logged warnings.
 """
 
 from __future__ import annotations
@@ -41,10 +46,10 @@ def get_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
-def _check_factor(rope_type: str, factor: float, name: str = "factor") -> None:
+def _check_factor(rope_type: str, factor: float) -> None:
     if factor < 1:
         raise ValueError(
-            f"rope_type {rope_type!r}: {name}={factor} is below 1; set {name} >= 1 "
+            f"rope_type {rope_type!r}: factor={factor} is below 1; set factor >= 1 "
             f"(the ratio of the evaluation length to the training length) or use rope_type 'default'"
         )
 
