@@ -1,0 +1,89 @@
+"""pytest options and fixtures of the lenbench suite (`pytest bench`), shared with `pytest tests`.
+
+Options:
+    --device {auto,cpu,cuda,xpu,mps}   where cells train and kernels run (auto: accelerator, else CPU)
+    --suite NAME|PATH                  suite preset or YAML file for bench/test_extrapolation.py (default quick)
+    --results-dir DIR                  per-cell results and the report (default runs/<suite name>)
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from lenbench.device import DEVICES, DeviceError, device_name, resolve_device, synchronize
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lenbench")
+    group.addoption("--device", default="auto", choices=DEVICES,
+                    help="device for cells and kernels: auto picks CUDA / XPU / MPS when present, else CPU")
+    group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
+    group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """The selected device; tests that need it are skipped, with the reason, when it is unavailable."""
+    name = request.config.getoption("--device")
+    try:
+        return resolve_device(name)
+    except DeviceError as err:
+        pytest.skip(str(err))
+
+
+def lenbench_machine_info(dev: torch.device) -> dict:
+    """Machine facts recorded in the benchmark JSON so timings compare across machines."""
+    import lenbench
+    from lenbench.engine import git_sha
+
+    info = {
+        "lenbench_version": lenbench.__version__,
+        "git_sha": git_sha(),
+        "torch_version": torch.__version__,
+        "device": dev.type,
+        "device_name": device_name(dev),
+        "cpu_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "cuda_runtime": torch.version.cuda,
+        "xpu_runtime": getattr(torch.version, "xpu", None),
+    }
+    if dev.type == "cuda":
+        info["cudnn"] = torch.backends.cudnn.version()
+    return info
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    try:
+        dev = resolve_device(config.getoption("--device"))
+    except DeviceError:
+        dev = torch.device("cpu")
+    machine_info["lenbench"] = lenbench_machine_info(dev)
+
+
+class SyncedTimer:
+    """Times `fn` with pytest-benchmark, synchronising the device after every call so that
+    asynchronous CUDA / XPU kernels are timed in full, with warm-up rounds (compilation and
+    autotuning happen there, never inside a timed round)."""
+
+    def __init__(self, benchmark, device: torch.device) -> None:
+        self.benchmark = benchmark
+        self.device = device
+
+    def __call__(self, fn, *args, rounds: int = 20, warmup_rounds: int = 3, iterations: int = 1):
+        def synced():
+            out = fn(*args)
+            synchronize(self.device)
+            return out
+
+        for _ in range(warmup_rounds):
+            synced()
+        return self.benchmark.pedantic(synced, rounds=rounds, iterations=iterations, warmup_rounds=0)
+
+
+@pytest.fixture
+def timed(benchmark, device) -> SyncedTimer:
+    """`timed(fn, *args, rounds=…, warmup_rounds=…)`: a device-synchronised pytest-benchmark run."""
+    return SyncedTimer(benchmark, device)
