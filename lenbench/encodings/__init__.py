@@ -4,7 +4,20 @@
     >>> enc = build_encoding("alibi", EncodingDims(d_model=64, n_heads=8))
 """
 
-from lenbench.encodings import alibi, learned, nope, rope, sinusoidal, t5  # noqa: F401  (registers)
+from lenbench.encodings import (  # noqa: F401  (registers)
+    alibi,
+    cope,
+    fire,
+    kerple,
+    learned,
+    nope,
+    randomized,
+    rope,
+    sandwich,
+    sinusoidal,
+    t5,
+    xpos,
+)
 from lenbench.encodings.base import (
     ENCODINGS,
     EncodingDims,

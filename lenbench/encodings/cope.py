@@ -1,0 +1,85 @@
+"""CoPE: contextual position encoding (Golovneva et al. 2024)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+
+
+@register_encoding("cope")
+class CoPE(PositionalEncoding):
+    """Contextual Position Encoding (Golovneva et al. 2024, "Contextual Position Encoding: Learning
+    to Count What's Important"):
+
+        g_ij = σ(q_i · k_j / √Dh)                 gates, for keys j ≤ i (0 for keys after the query)
+        p_ij = Σ_{t=j}^{i} g_it                   contextual position: how many gated keys lie in [j, i]
+        z_ij = (1 − w) · q_i · e[⌊p_ij⌋] + w · q_i · e[⌈p_ij⌉],  w = p_ij − ⌊p_ij⌋   (added to the logit)
+
+    p is clamped to npos_max − 1, and e is a learned table of `npos_max` vectors of the head
+    dimension, shared by all heads (and, here, by all layers) and initialised to zero, as in the
+    paper's code. The gates read the same scaled logits q·k/√Dh that attention uses (the paper's
+    code computes them from the scaled, masked logits); the position logit q_i · e[p] is not
+    scaled, as in the paper's code. With every gate at 1, p_ij = i − j + 1, the ordinary relative
+    position counted from 1.
+
+    Length extrapolation: contextual positions saturate at npos_max − 1, so a model trained with
+    counts below npos_max sees no new position embeddings at longer lengths; counts that exceed it
+    (gates rarely closed, long inputs) are indistinguishable from each other. Raise `npos_max` to
+    the training length to keep token-level distances distinct in-distribution.
+
+    The returned bias is −inf for keys after the query: CoPE is causal by definition, and the
+    bias then masks correctly on its own. The gate sum runs over sequence indices j … i of the (B, H, Tq, Tk) score matrix, so keys
+    after the query never count (causal), and right padding leaves real tokens untouched. The hook
+    does not see the pad mask, so padded keys *between* a key and its query (left padding) would
+    be counted: pad on the right with CoPE.
+
+    Args:
+        dims: model geometry.
+        npos_max: number of learned position vectors; contextual positions are clamped to
+            npos_max − 1 (64 by default).
+    """
+
+    description = "counts gated keys σ(q·k) between key and query; interpolated learned position logits"
+    paper = "Golovneva et al. 2024, Contextual Position Encoding: Learning to Count What's Important"
+    causal_only = True
+    content_dependent = True
+
+    def __init__(self, dims: EncodingDims, *, npos_max: int = 64):
+        super().__init__(dims)
+        if npos_max < 2:
+            raise ValueError(f"cope needs npos_max >= 2, got {npos_max}")
+        self.npos_max = int(npos_max)
+        self.pos_emb = nn.Parameter(torch.zeros(self.npos_max, dims.head_dim))  # (P, Dh)
+
+    def contextual_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """p_ij = Σ_{t=j}^{i} σ(q_i · k_t / √Dh), unclamped, (B, H, Tq, Tk); 0 for keys after the query."""
+        logits = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
+        gates = torch.sigmoid(logits) * self._causal(q, k)  # (B, H, Tq, Tk)
+        return gates.flip(-1).cumsum(-1).flip(-1)  # (B, H, Tq, Tk): sum over t ≥ j, zero past i
+
+    def attention_bias(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> torch.Tensor:
+        pos = self.contextual_positions(q, k).clamp(max=self.npos_max - 1)  # (B, H, Tq, Tk)
+        floor = pos.floor()  # (B, H, Tq, Tk)
+        w = pos - floor  # (B, H, Tq, Tk): weight of the ceiling, in [0, 1)
+        logits_int = q @ self.pos_emb.to(q.dtype).T  # (B, H, Tq, P): q_i · e[p] for every integer p
+        lo = logits_int.gather(-1, floor.long())  # (B, H, Tq, Tk)
+        hi = logits_int.gather(-1, pos.ceil().long())  # (B, H, Tq, Tk)
+        bias = lo * (1 - w) + hi * w  # (B, H, Tq, Tk)
+        # CoPE is causal by definition, so its bias carries the causal mask itself (−inf after the
+        # query): correct even where the caller adds no causal mask next to a content-dependent bias.
+        return bias.masked_fill(~self._causal(q, k), float("-inf"))  # (B, H, Tq, Tk)
+
+    @staticmethod
+    def _causal(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """(Tq, Tk) bool, True where key j ≤ query i (queries aligned to the last keys)."""
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        return torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)  # (Tq, Tk)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, npos_max={self.npos_max}"

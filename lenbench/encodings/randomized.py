@@ -1,0 +1,122 @@
+"""Randomized positional encodings: any encoding fed sorted random positions (Ruoss et al. 2023)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, build_encoding, register_encoding
+
+
+def sample_sorted_positions(batch: int, n: int, max_position: int, device: torch.device | str) -> torch.Tensor:
+    """For each of `batch` rows, `n` distinct positions from range(max_position), in increasing order.
+
+    Uses torch's global RNG (one uniform draw per candidate, the n largest kept), so the result is
+    reproducible under `torch.manual_seed`.
+
+    Returns:
+        int64 tensor (batch, n).
+    """
+    if n > max_position:
+        raise ValueError(f"cannot sample {n} distinct positions from max_position={max_position}")
+    keys = torch.rand(batch, max_position, device=device)  # (B, L)
+    return keys.topk(n, dim=-1).indices.sort(dim=-1).values  # (B, n)
+
+
+@register_encoding("randomized")
+class Randomized(PositionalEncoding):
+    """Randomized positional encodings (Ruoss et al. 2023, "Randomized Positional Encodings Boost
+    Length Generalization of Transformers"): wrap another encoding and, instead of positions
+    0 … N−1, give it an increasing random subset of a larger range [0, L), L = `max_position`,
+    so that at training length N the model already meets the positions (and distances) of lengths
+    up to L.
+
+    `positions(pos)` draws, per batch row, n = max(pos) + 1 sorted distinct positions
+    s_0 < s_1 < … < s_{n−1} from range(L) and maps every position p to s_p; every other hook
+    (embed / rotate / bias / attention_bias) is the wrapped encoding's, applied to the mapped
+    positions. Sampling is per row (the paper's code draws one subset per batch) and uses torch's
+    global RNG, so it is deterministic under `torch.manual_seed` and re-drawn on each forward pass.
+
+    At evaluation the paper's code samples in the same way (its noisy encodings draw a fresh
+    subset on every call, evaluation included); that is the default, `eval_positions="sampled"`.
+    `eval_positions="plain"` instead uses the input positions unchanged outside training (a
+    deterministic evaluation, at the cost of a train/test mismatch in the position distribution).
+
+    The wrapped encoding is built for max_len ≥ L, so that e.g. a `learned` table covers every
+    position that can be drawn; its `causal_only` and `content_dependent` carry over.
+
+    Args:
+        dims: model geometry.
+        base: registered name of the wrapped encoding ("rope" by default).
+        base_params: keyword parameters of the wrapped encoding.
+        max_position: L, the range positions are drawn from; must be at least the longest
+            sequence. Defaults to max(2048, dims.max_len).
+        eval_positions: "sampled" (the paper's code) or "plain" (0 … T−1 at evaluation).
+    """
+
+    description = "wraps an encoding; positions are sorted random draws from a larger range [0, L)"
+    paper = "Ruoss et al. 2023, Randomized Positional Encodings Boost Length Generalization of Transformers"
+
+    def __init__(
+        self,
+        dims: EncodingDims,
+        *,
+        base: str = "rope",
+        base_params: dict | None = None,
+        max_position: int | None = None,
+        eval_positions: Literal["sampled", "plain"] = "sampled",
+    ):
+        super().__init__(dims)
+        if base == self.name:
+            raise ValueError("encoding 'randomized' cannot wrap itself")
+        if eval_positions not in ("sampled", "plain"):
+            raise ValueError(f"randomized eval_positions must be 'sampled' or 'plain', got {eval_positions!r}")
+        self.max_position = int(max_position) if max_position is not None else max(2048, dims.max_len)
+        if self.max_position < 1:
+            raise ValueError(f"randomized max_position must be positive, got {self.max_position}")
+        if eval_positions == "sampled" and self.max_position < dims.max_len:
+            raise ValueError(
+                f"randomized max_position={self.max_position} is below the longest length "
+                f"max_len={dims.max_len}; sampled evaluation positions could not be drawn"
+            )
+        self.eval_positions = eval_positions
+        self.base_name = base
+        inner_dims = EncodingDims(d_model=dims.d_model, n_heads=dims.n_heads,
+                                  max_len=max(dims.max_len, self.max_position), causal=dims.causal)
+        self.inner = build_encoding(base, inner_dims, **(base_params or {}))
+        # Instance attributes shadow the class defaults: the model reads them on the instance.
+        self.causal_only = self.inner.causal_only
+        self.content_dependent = self.inner.content_dependent
+
+    def positions(self, pos: torch.Tensor) -> torch.Tensor:
+        if not self.training and self.eval_positions == "plain":
+            return self.inner.positions(pos)
+        if pos.numel() == 0:
+            return pos
+        n = int(pos.max()) + 1
+        if n > self.max_position or int(pos.min()) < 0:
+            raise ValueError(
+                f"encoding 'randomized' cannot represent length {n}: it draws positions from "
+                f"max_position={self.max_position} (raise max_position)"
+            )
+        sampled = sample_sorted_positions(pos.shape[0], n, self.max_position, pos.device)  # (B, n)
+        return self.inner.positions(sampled.gather(1, pos.long()))  # (B, T)
+
+    def embed(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.inner.embed(h, pos)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.inner.rotate(q, k, pos)
+
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        return self.inner.bias(q_pos, k_pos)
+
+    def attention_bias(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> torch.Tensor | None:
+        return self.inner.attention_bias(q, k, q_pos, k_pos)
+
+    def extra_repr(self) -> str:
+        return (f"name={self.name!r}, base={self.base_name!r}, max_position={self.max_position}, "
+                f"eval_positions={self.eval_positions!r}")

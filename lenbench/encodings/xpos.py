@@ -1,0 +1,96 @@
+"""xPos: rotary embeddings with an exponential distance decay (Sun et al. 2022)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.rope import apply_rotary
+from lenbench.encodings.rope_scaling import default_inv_freq
+
+
+def xpos_zeta(head_dim: int, gamma: float) -> torch.Tensor:
+    """Per-pair decay bases ζ_i = (i / (d/2) + γ) / (1 + γ), i = 0 … d/2 − 1 (Sun et al.
+    2022; the paper's code writes it as (2i + γ·d) / ((1 + γ)·d)).
+
+    Every ζ_i lies in [γ / (1 + γ), 1): the fastest-rotating pair (i = 0) decays fastest.
+
+    Returns:
+        float64 tensor (head_dim/2,).
+    """
+    i = torch.arange(head_dim // 2, dtype=torch.float64)  # (d/2,)
+    return (i / (head_dim / 2) + gamma) / (1.0 + gamma)
+
+
+@register_encoding("xpos")
+class XPos(PositionalEncoding):
+    """Extrapolatable position embedding (Sun et al. 2022, "A Length-Extrapolatable Transformer").
+
+    RoPE whose rotated query at position m is scaled by ζ_i^(m/γ_s) and rotated key at position n
+    by ζ_i^(−n/γ_s), per channel pair i, so the score carries the paper's decay factor:
+    q_m · k_n = Σ_i Re[q_i conj(k_i) e^{i(m−n)θ_i}] · ζ_i^((m−n)/γ_s), with ζ_i^((m−n)/γ_s) ≤ 1
+    for m ≥ n: attention decays exponentially with distance while the rotation keeps it relative.
+    γ_s is `scale_base` (512 in the paper's code).
+
+    Keys after the query would get ζ^(negative) > 1, an exponential *growth*, so xPos is defined
+    for causal attention only.
+
+    Numerics: only m − n matters, so the exponents use positions centred per row (minus the row's
+    midpoint (min + max) // 2), as the paper's reference code does; the scale factors then stay
+    within ζ_min^(±T/(2·γ_s)) instead of growing with the absolute position. The product is
+    unchanged. (At T = 4096 and the defaults that is at most e^±5; far longer sequences in half
+    precision would eventually overflow, as in the original.)
+
+    Args:
+        dims: model geometry (the head dimension must be even).
+        gamma: γ of ζ_i = (i/(d/2) + γ)/(1 + γ); 0.4 in the paper.
+        scale_base: γ_s, the distance over which the decay ζ_i applies once (512 in the paper).
+        theta: rotary base θ of θ_i = θ^(−2i/d) (10000 as in RoPE).
+        layout: "half" (pair i with i + d/2, like `rope`'s default) or "interleaved" (pair 2i with
+            2i + 1, the paper's code); ζ_i follows the pair's frequency index in both.
+    """
+
+    description = "RoPE times a per-pair exponential decay ζ^((m−n)/scale_base); causal only"
+    paper = "Sun et al. 2022, A Length-Extrapolatable Transformer"
+    causal_only = True
+
+    def __init__(
+        self,
+        dims: EncodingDims,
+        *,
+        gamma: float = 0.4,
+        scale_base: float = 512.0,
+        theta: float = 10000.0,
+        layout: Literal["half", "interleaved"] = "half",
+    ):
+        super().__init__(dims)
+        if layout not in ("half", "interleaved"):
+            raise ValueError(f"xpos layout must be 'half' or 'interleaved', got {layout!r}")
+        if dims.head_dim % 2:
+            raise ValueError(f"xpos needs an even head dimension, got head_dim={dims.head_dim}")
+        if gamma <= 0 or scale_base <= 0:
+            raise ValueError(f"xpos needs gamma > 0 and scale_base > 0, got gamma={gamma}, scale_base={scale_base}")
+        self.gamma = float(gamma)
+        self.scale_base = float(scale_base)
+        self.theta = float(theta)
+        self.layout = layout
+
+    def cos_sin_scale(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """(cos, sin, scale) tables (B, 1, T, d/2) for positions (B, T); keys use 1 / scale."""
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        p = pos.to(work)  # (B, T)
+        centre = torch.div(pos.amin(-1) + pos.amax(-1), 2, rounding_mode="floor").to(work)  # (B,)
+        rel = p - centre[:, None]  # (B, T), centred: only differences reach the scores
+        inv_freq = default_inv_freq(self.dims.head_dim, self.theta).to(pos.device, work)  # (d/2,)
+        log_zeta = xpos_zeta(self.dims.head_dim, self.gamma).log().to(pos.device, work)  # (d/2,)
+        angle = p[:, None, :, None] * inv_freq  # (B, 1, T, d/2)
+        scale = torch.exp(rel[:, None, :, None] / self.scale_base * log_zeta)  # (B, 1, T, d/2)
+        return angle.cos(), angle.sin(), scale
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin, scale = self.cos_sin_scale(pos, q.dtype)  # 3 × (B, 1, T, d/2)
+        q = apply_rotary(q, (cos * scale).to(q.dtype), (sin * scale).to(q.dtype), self.layout)  # (B, H, T, Dh)
+        k = apply_rotary(k, (cos / scale).to(k.dtype), (sin / scale).to(k.dtype), self.layout)  # (B, H, T, Dh)
+        return q, k
