@@ -9,6 +9,7 @@ Options:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +23,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="device for cells and kernels: auto picks CUDA / XPU / MPS when present, else CPU")
     group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
     group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
+
+
+def results_path(config: pytest.Config) -> Path:
+    """--results-dir, or runs/<suite name>."""
+    chosen = config.getoption("--results-dir")
+    if chosen:
+        return Path(chosen)
+    from lenbench.suite import load_suite
+
+    return Path("runs") / load_suite(config.getoption("--suite")).name
+
+
+@pytest.fixture(scope="session")
+def results_dir(request: pytest.FixtureRequest) -> Path:
+    """Where cells write their result files (and the report is written at the end of the session)."""
+    path = results_path(request.config)
+    request.config.stash[_RAN_CELLS] = True
+    return path
+
+
+_RAN_CELLS = pytest.StashKey[bool]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After cells ran, write the leaderboard, wide CSV, markdown and plots into the results directory."""
+    if not session.config.stash.get(_RAN_CELLS, False):
+        return
+    out = results_path(session.config)
+    if not (out / "cells").is_dir():
+        return
+    try:
+        from lenbench.results import write_report
+    except ImportError:
+        return
+    written = write_report(out, out)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"lenbench: report of {out} written: {', '.join(p.name for p in written)}")
 
 
 @pytest.fixture(scope="session")

@@ -223,6 +223,14 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
     return result
 
 
+def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True) -> tuple[dict, bool]:
+    """The cell's result, from its file when it finished before, else by running it: (result, reused)."""
+    path = cell_path(Path(out), cell)
+    if path.exists():
+        return json.loads(path.read_text()), True
+    return run_cell(cell, out, device, progress=progress), False
+
+
 def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}".splitlines()[0]
 
