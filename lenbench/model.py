@@ -115,18 +115,21 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.apply(self._init_weights)
-        # The encoding initialises its own parameters (e.g. `learned` at std 0.02); re-apply nothing there.
+        self._init_weights()
 
-    def _init_weights(self, m: nn.Module) -> None:
-        if isinstance(m, PositionalEncoding):
-            return
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, std=0.02)
-            if m.bias is not None:
+    def _init_weights(self) -> None:
+        """Normal(0, 0.02) linear and token-embedding weights, zero biases (GPT-2 / nanoGPT).
+
+        The encoding's own parameters (FIRE's MLP, the `learned` table …) keep the initialisation
+        their encoding chose.
+        """
+        for name, m in self.named_modules():
+            if name.startswith("pos_enc"):
+                continue
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding) and m is self.tok:
-            nn.init.normal_(m.weight, std=0.02)
 
     def forward(
         self, tokens: torch.Tensor, pos: torch.Tensor | None = None, pad_mask: torch.Tensor | None = None
@@ -152,7 +155,7 @@ class Transformer(nn.Module):
         mask = self._mask(pad_mask, B, T, tokens.device, x.dtype)  # (B|1, 1, T, T) or None
         static_bias = None if enc.content_dependent else enc.bias(pos, pos)  # (B|1, H, T, T) or None
         is_causal = self.cfg.causal
-        if mask is None and static_bias is not None and is_causal:
+        if mask is None and is_causal and (static_bias is not None or enc.content_dependent):
             mask = self._mask(None, B, T, tokens.device, x.dtype, force=True)  # (1, 1, T, T)
         for block in self.blocks:
             x = block(x, pos, enc, mask, static_bias, is_causal)  # (B, T, D)

@@ -112,3 +112,22 @@ def test_impossible_lengths_fail_loudly():
         model(torch.zeros(1, 0, dtype=torch.long))
     with pytest.raises(AssertionError, match="pos has shape"):
         model(torch.zeros(1, 4, dtype=torch.long), pos=torch.arange(3)[None])
+
+
+def test_model_init_leaves_the_encodings_own_initialisation():
+    """The model's N(0, 0.02) init must not overwrite an encoding's parameters (FIRE's MLP biases
+    start non-zero under nn.Linear's default init; the causal mask must hold for CoPE too)."""
+    model = make("fire", causal=True)
+    assert model.pos_enc.mlp[0].bias.abs().sum() > 0
+    assert model.blocks[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+@pytest.mark.parametrize("name", ENCODINGS.names())
+def test_causal_models_never_look_ahead(name):
+    """Changing a later token never changes earlier outputs of a causal model, for every encoding."""
+    model = make(name, causal=True)
+    tokens = torch.randint(1, 23, (1, 12))
+    changed = tokens.clone()
+    changed[0, 8:] = (changed[0, 8:] + 1) % 23
+    with torch.no_grad():
+        torch.testing.assert_close(model(changed)[:, :8], model(tokens)[:, :8], atol=1e-9, rtol=0)
