@@ -1,0 +1,73 @@
+"""`pytest bench` plumbing on a tiny suite: one benchmark per cell, rows in extra_info, reuse, report."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from lenbench.suite import parse_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "name": "tiny",
+    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+    "train": {"steps": 4, "batch_size": 4, "lr": 0.003, "warmup": 2},
+    "eval": {"ratios": [1, 2], "samples": 4},
+    "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 16}],
+    "encodings": ["nope", "rope"],
+    "variants": ["linear"],
+}
+
+
+def run_bench(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(yaml.safe_dump(TINY))
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cpu",
+         "--results-dir", str(tmp_path / "results"), "--benchmark-json", str(out), "-q", "-p", "no:cacheprovider",
+         *extra],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads(out.read_text())
+
+
+def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
+    _, data = run_bench(tmp_path)
+    cells = parse_suite(TINY).cells()
+    benches = data["benchmarks"]
+    assert sorted(b["param"] for b in benches) == sorted(c.title for c in cells)
+    for b in benches:
+        info = b["extra_info"]
+        assert info["lenbench_cell"]["status"] == "ok" and not info["lenbench_cell"]["reused"]
+        rows = info["lenbench_rows"]
+        assert {r["ratio"] for r in rows} == {1.0, 2.0}
+        assert all(r["cell_id"] == info["lenbench_cell"]["cell_id"] for r in rows)
+    variants = {r["variant"] for b in benches for r in b["extra_info"]["lenbench_rows"] if r["encoding"] == "rope"}
+    assert variants == {"none", "linear"}
+    machine = data["machine_info"]["lenbench"]
+    assert machine["torch_version"] and machine["device"] == "cpu" and machine["cpu_threads"] >= 1
+
+
+def test_second_session_reuses_finished_cells(tmp_path):
+    _, first = run_bench(tmp_path)
+    _, second = run_bench(tmp_path)
+    assert all(b["extra_info"]["lenbench_cell"]["reused"] for b in second["benchmarks"])
+    rows = lambda d: sorted(json.dumps(r, sort_keys=True) for b in d["benchmarks"] for r in b["extra_info"]["lenbench_rows"])  # noqa: E731
+    assert rows(first) == rows(second)
+
+
+def test_unavailable_device_skips_with_reason(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(yaml.safe_dump(TINY))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cuda",
+         "--results-dir", str(tmp_path / "r"), "-q", "-rs", "-p", "no:cacheprovider", "--benchmark-disable"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "4 skipped" in proc.stdout and "device 'cuda' is not available" in proc.stdout
