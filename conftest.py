@@ -1,7 +1,8 @@
 """pytest options and fixtures of the lenbench suite (`pytest bench`), shared with `pytest tests`.
 
 Options:
-    --device {auto,cpu,cuda,xpu,mps}   where cells train and kernels run (auto: accelerator, else CPU)
+    --device {cpu,auto,cuda,xpu,mps}   where cells train and kernels run (default cpu, so published
+                                       baselines compare like with like; auto: accelerator, else CPU)
     --suite NAME|PATH                  suite preset or YAML file for bench/test_extrapolation.py (default quick)
     --results-dir DIR                  per-cell results and the report (default runs/<suite name>)
 """
@@ -19,8 +20,8 @@ from lenbench.device import DEVICES, DeviceError, device_name, resolve_device, s
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lenbench")
-    group.addoption("--device", default="auto", choices=DEVICES,
-                    help="device for cells and kernels: auto picks CUDA / XPU / MPS when present, else CPU")
+    group.addoption("--device", default="cpu", choices=DEVICES,
+                    help="device for cells and kernels (default cpu); auto picks CUDA / XPU / MPS when present")
     group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
     group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
 
