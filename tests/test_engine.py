@@ -191,3 +191,17 @@ def test_cli_lists_encodings_tasks_and_suites():
         assert name in out
     assert "passkey" in _cli("list", "tasks").stdout
     assert "quick" in _cli("list", "suites").stdout
+
+
+def test_every_rope_variant_evaluates_at_16x(tmp_path):
+    """Each rope_type of the registry, swapped onto a trained model, evaluates at 16× the training length."""
+    from lenbench.encodings.rope_scaling import ROPE_TYPES
+
+    half = 8 // 2  # head_dim 8 → 4 frequencies
+    params = {"longrope": {"short_factor": [1.0] * half, "long_factor": [2.0] * half}}
+    variants = [{"rope_type": name, "params": params.get(name, {})} for name in ROPE_TYPES.names()]
+    data = {**TINY, "encodings": ["rope"], "eval": {"ratios": [1, 16], "samples": 2}, "variants": variants}
+    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False)
+    assert result["status"] == "ok", result["error"]
+    assert all(r["status"] == "ok" for r in result["rows"]), [r["error"] for r in result["rows"] if r["error"]]
+    assert {r["variant"] for r in result["rows"] if r["ratio"] == 16.0} == {"none", *ROPE_TYPES.names()}
