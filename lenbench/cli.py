@@ -2,6 +2,8 @@
 
     lenbench list {encodings,tasks,suites}
     lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--workers N] [--out DIR]
+    lenbench report RESULTS [--out DIR]
+    lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--fail-missing]
 """
 
 from __future__ import annotations
@@ -48,7 +50,43 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
     p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run")
+    p_report.add_argument("results", help="results directory (cells/*.json), tidy results CSV or benchmark JSON")
+    p_report.add_argument("--out", default=None,
+                          help="output directory (default: RESULTS itself when it is a directory, else results/)")
+    p_report.add_argument("--no-plots", action="store_true", help="tables only")
+
+    p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)")
+    p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
+    p_cmp.add_argument("head", help="results directory, results / leaderboard CSV or benchmark JSON")
+    p_cmp.add_argument("--tolerance", type=float, default=0.0,
+                       help="relative worsening of a metric tolerated, e.g. 0.01 = 1%% (default 0: any worse value)")
+    p_cmp.add_argument("--speed-threshold", type=float, default=0.10,
+                       help="relative slowdown of a kernel (time / copy time) tolerated (default 0.10)")
+    p_cmp.add_argument("--fail-missing", action="store_true", help="rows or kernels missing in HEAD are regressions")
     return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    from lenbench.results import write_report
+
+    source = Path(args.results)
+    out = Path(args.out) if args.out else (source if source.is_dir() else Path("results"))
+    written = write_report(source, out, plots=not args.no_plots)
+    print(f"wrote {len(written)} file(s) to {out}:")
+    for path in written:
+        print(f"  {path}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from lenbench.compare import compare
+
+    result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
+                     fail_missing=args.fail_missing)
+    print(result.format())
+    return result.exit_code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -94,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             return _list(args.what)
         if args.command == "run":
             return _run(args)
+        if args.command == "report":
+            return _report(args)
+        if args.command == "compare":
+            return _compare(args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2

@@ -1,21 +1,87 @@
-"""Figures: the position-encoding heatmap (and, with the leaderboard, metric-vs-length plots).
+"""Figures: metric against length, the leaderboard heatmap and the position-encoding heatmap.
 
 Every figure is written with the non-interactive Agg backend, so plotting works on machines
-without a display.
+without a display, in the format the path's suffix names (PNG or SVG), atomically (temporary
+file + os.replace) and reproducibly (no date in SVGs, fixed SVG ids).
+
+Every figure shares one style per line: the colour comes from the encoding's index in the
+encoding registry (`ENCODING_COLORS`, 20 fixed colours; a label outside the registry gets a
+colour from a hash of its name), the dash pattern from the variant's rope_type index in the
+rope_type registry (solid for the plain encoding), the marker says whether the variant was
+fine-tuned; lines and legends follow `lenbench.results.series_order`. Adding results never
+shuffles colours.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import tempfile
+import warnings
+import zlib
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
-from lenbench.encodings import EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
+from lenbench.encodings import ENCODINGS, EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
+from lenbench.results import (  # noqa: E402
+    BASE_VARIANT,
+    Leaderboard,
+    leaderboard,
+    load_results,
+    primary_metric,
+    publish_mode,
+    ratio_label,
+    series_label,
+    series_order,
+    task_order,
+    variant_rope_type,
+)
+
+# --- saving -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Silence seaborn's own deprecation chatter (matplotlib API changes it has not caught up with)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+_RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path"}
+
+
+def save_figure(fig, path: str | Path, *, dpi: int = 100) -> Path:
+    """Save `fig` to `path` (format from the suffix) atomically and reproducibly, then close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    metadata = {"Date": None} if fmt == "svg" else None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        with plt.rc_context(_RC):
+            fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
+        publish_mode(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+    return path
 
 
 def encoding_matrix(enc: PositionalEncoding, length: int) -> tuple[torch.Tensor, str]:
@@ -56,14 +122,280 @@ def encoding_heatmap(
         d_model, n_heads: model geometry the encoding is built for.
         params: encoding parameters.
     """
-    enc = build_encoding(encoding, EncodingDims(d_model=d_model, n_heads=n_heads, max_len=max(length, 1)), **params)
+    with torch.random.fork_rng(devices=[]):  # trainable encodings start from a fixed init: same picture every run
+        torch.manual_seed(0)
+        enc = build_encoding(encoding, EncodingDims(d_model=d_model, n_heads=n_heads, max_len=max(length, 1)), **params)
     enc.eval()
     matrix, xlabel = encoding_matrix(enc, length)
     fig, ax = plt.subplots(figsize=(7, 5))
-    sns.heatmap(matrix.float().numpy(), ax=ax, cmap="RdBu_r", center=0, xticklabels=False, yticklabels=False)
+    # rasterized: one image instead of T × D vector patches, so the SVG stays small.
+    with _quiet():
+        sns.heatmap(matrix.float().numpy(), ax=ax, cmap="RdBu_r", center=0, xticklabels=False, yticklabels=False,
+                    rasterized=True)
     ax.set(xlabel=xlabel, ylabel="position", title=f"{encoding}: position × {xlabel}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
+
+
+def has_fixed_pattern(encoding: str, *, length: int = 256, d_model: int = 128, n_heads: int = 8) -> bool:
+    """Whether an encoding's position matrix is fixed by its definition: no trainable parameters
+    (a learned table or bias would only show its random initialisation) and not all zeros (NoPE)."""
+    try:
+        enc = build_encoding(encoding, EncodingDims(d_model=d_model, n_heads=n_heads, max_len=length))
+        if any(p.requires_grad for p in enc.parameters()):
+            return False
+        matrix, _ = encoding_matrix(enc.eval(), length)
+        return bool(matrix.abs().sum() > 0)
+    except Exception:  # an encoding that cannot be drawn this way (e.g. contextual)
+        return False
+
+
+def safe_encoding_heatmap(encoding: str, path: str | Path, **kwargs) -> Path | None:
+    """`encoding_heatmap`, or None (with nothing written) when the encoding cannot be drawn."""
+    try:
+        return encoding_heatmap(encoding, path, **kwargs)
+    except Exception:  # an encoding without a position matrix of its own (e.g. contextual) is skipped
+        plt.close("all")
+        return None
+
+
+# --- the shared style of every line -------------------------------------------------------------
+
+_TAB20 = sns.color_palette("tab20", 20)
+#: 20 fixed colours: the ten strong tab20 shades first, then the ten light ones.
+ENCODING_COLORS: list[tuple[float, float, float]] = [_TAB20[i] for i in (*range(0, 20, 2), *range(1, 20, 2))]
+#: Dash patterns for variants, indexed by the rope_type's registry index (solid = the plain encoding).
+VARIANT_DASHES: list[tuple[float, ...]] = [(4, 1.5), (1, 1), (3, 1.25, 1.5, 1.25), (5, 1, 1, 1), (2, 2, 6, 2),
+                                           (6, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
+
+
+def _stable_index(name: str, n: int) -> int:
+    return zlib.crc32(name.encode()) % n
+
+
+def encoding_color(encoding: str) -> tuple[float, float, float]:
+    names = ENCODINGS.names()
+    n = len(ENCODING_COLORS)
+    if encoding in names:
+        index = names.index(encoding)
+    elif len(names) < n:  # other labels: a colour no registered encoding has, chosen by a hash of the label
+        index = len(names) + _stable_index(encoding, n - len(names))
+    else:
+        index = _stable_index(encoding, n)
+    return ENCODING_COLORS[index % n]
+
+
+def variant_dashes(variant: str) -> tuple[float, ...] | str:
+    """"" (solid) for the plain encoding, else a dash pattern fixed by the variant's rope_type."""
+    if variant == BASE_VARIANT:
+        return ""
+    from lenbench.encodings.rope_scaling import ROPE_TYPES
+
+    rope_type = variant_rope_type(variant)
+    index = ROPE_TYPES.names().index(rope_type) if rope_type else _stable_index(variant, len(VARIANT_DASHES))
+    return VARIANT_DASHES[index % len(VARIANT_DASHES)]
+
+
+def variant_marker(variant: str) -> str:
+    if variant == BASE_VARIANT:
+        return "o"
+    rope_type = variant_rope_type(variant)
+    if rope_type is None:
+        return "D"
+    return "o" if variant == rope_type else "^"
+
+
+def series_style(encoding: str, variant: str) -> dict:
+    """Colour, dashes and marker of the line of (encoding, variant) in every figure."""
+    return {"color": encoding_color(encoding), "dashes": variant_dashes(variant), "marker": variant_marker(variant)}
+
+
+def legend_handles(pairs: list[tuple[str, str]]) -> list[Line2D]:
+    handles = []
+    for encoding, variant in pairs:
+        style = series_style(encoding, variant)
+        handle = Line2D([], [], color=style["color"], marker=style["marker"], markersize=5, linewidth=1.6,
+                        label=series_label(encoding, variant))
+        if style["dashes"]:
+            handle.set_dashes(style["dashes"])
+        handles.append(handle)
+    return handles
+
+
+def task_chance(task: str) -> float | None:
+    """The chance-level token accuracy of a task (default parameters), or None."""
+    try:
+        from lenbench.tasks import build_task
+
+        chance = build_task(task).chance
+        return float(chance) if chance is not None else None
+    except Exception:  # unknown task, or one that cannot be built here (e.g. a missing corpus)
+        return None
+
+
+# --- metric against length ----------------------------------------------------------------------
+
+
+def _plain_log_labels(axis) -> None:
+    """Label a log axis 5, 10, 20 rather than 5×10⁰, 10¹, 2×10¹."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+
+
+def _ci95(values) -> tuple[float, float]:
+    """The error band: mean ± 95 % Student t interval over seeds (a point when n < 2)."""
+    from lenbench.results import mean_ci
+
+    mean, lo, hi, _ = mean_ci(float(v) for v in values)
+    return (mean, mean) if math.isnan(lo) else (lo, hi)
+
+
+def _boards(df: pd.DataFrame) -> list[tuple[str, int, str, pd.DataFrame]]:
+    """(task, train_len, primary metric, rows of that metric) in canonical task order."""
+    out = []
+    for task in task_order(df["task"]):
+        tdf = df[df["task"] == task]
+        metric = primary_metric(task, tdf["metric"].unique())
+        mdf = tdf[tdf["metric"] == metric]
+        for train_len in sorted(mdf["train_len"].unique()):
+            out.append((task, int(train_len), metric, mdf[mdf["train_len"] == train_len]))
+    return out
+
+
+def _grid(n: int, width: float, height: float):
+    ncols = min(3, max(1, n))
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def extrapolation_plot(source, path: str | Path) -> Path:
+    """The primary metric against evaluation length, one panel per task (and training length).
+
+    log2 x axis at the evaluated lengths, a dashed vertical line at the training length, one line
+    per (encoding, variant) in the shared style (see the module docstring) with the mean over seeds
+    and a 95 % band, a dotted horizontal line at chance for accuracy, × marks at the bottom where
+    every seed failed, perplexity on a log y axis.
+
+    Args:
+        source: anything `load_results` takes (a tidy frame, a results directory, CSV or benchmark JSON).
+        path: output file; the suffix (.png, .svg) chooses the format.
+    """
+    df = load_results(source)
+    boards = _boards(df)
+    if not boards:
+        raise ValueError("extrapolation_plot: no rows to plot")
+    fig, axes = _grid(len(boards), 5.0, 3.8)
+    all_pairs = series_order(zip(df["encoding"], df["variant"], strict=True))
+    for ax, (task, train_len, metric, bdf) in zip(axes, boards, strict=True):
+        pairs = series_order(zip(bdf["encoding"], bdf["variant"], strict=True))
+        data = bdf.assign(series=[series_label(e, v) for e, v in zip(bdf["encoding"], bdf["variant"], strict=True)])
+        order = [series_label(*p) for p in pairs]
+        styles = {series_label(*p): series_style(*p) for p in pairs}
+        ok = data[data["value"].notna()]
+        if len(ok):
+            sns.lineplot(data=ok, x="eval_len", y="value", hue="series", style="series", hue_order=order,
+                         style_order=order, palette={k: s["color"] for k, s in styles.items()},
+                         dashes={k: s["dashes"] for k, s in styles.items()},
+                         markers={k: s["marker"] for k, s in styles.items()}, markersize=5, linewidth=1.6,
+                         estimator="mean", errorbar=_ci95, err_kws={"alpha": 0.15, "linewidth": 0},
+                         legend=False, ax=ax)
+        failed = data.groupby(["series", "eval_len"], sort=True)["value"].apply(lambda v: v.isna().all())
+        for (series, eval_len), all_failed in failed.items():
+            if all_failed:
+                ax.plot([eval_len], [0.02], transform=ax.get_xaxis_transform(), marker="x", linestyle="none",
+                        color=styles[series]["color"], markersize=6, clip_on=False)
+        ax.set_xscale("log", base=2)
+        lengths = sorted(data["eval_len"].unique())
+        ax.set_xticks(lengths, labels=[str(x) for x in lengths])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
+        ax.set_xlim(lengths[0] / 2**0.25, lengths[-1] * 2**0.25)
+        if metric == "token_accuracy":
+            chance = task_chance(task)
+            if chance is not None:
+                ax.axhline(chance, color="0.45", linestyle=":", linewidth=1.2, zorder=0)
+                low, high = ax.get_ylim()
+                if chance < low or chance > high:  # keep the chance line in view
+                    pad = 0.05 * (max(high, chance) - min(low, chance))
+                    ax.set_ylim(min(low, chance - pad), max(high, chance + pad))
+        values = ok["value"].to_numpy(dtype=float)
+        if metric == "perplexity" and len(values) and (values > 0).all() and values.max() / values.min() > 10:
+            ax.set_yscale("log")
+            _plain_log_labels(ax.yaxis)
+        arrow = "↑" if metric in ("token_accuracy", "exact_match") else "↓"
+        ax.set(title=f"{task} (train length {train_len})", xlabel="evaluation length (log2)",
+               ylabel=f"{metric} {arrow}")
+        ax.grid(True, which="major", alpha=0.3)
+    extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length"),
+             Line2D([], [], color="0.45", linestyle=":", linewidth=1.2, label="chance"),
+             Line2D([], [], color="0.3", marker="x", linestyle="none", label="failed (all seeds)")]
+    fig.legend(handles=legend_handles(all_pairs) + extra, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               frameon=False, fontsize="small")
+    seeds = df["seed"].nunique()
+    fig.suptitle(f"lenbench: {metric_summary(boards)} against evaluation length "
+                 f"({seeds} seed{'s' if seeds != 1 else ''}{', mean and 95 % CI' if seeds > 1 else ''})")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def metric_summary(boards) -> str:
+    metrics = list(dict.fromkeys(m for _, _, m, _ in boards))
+    return " / ".join(metrics)
+
+
+# --- leaderboard heatmap ------------------------------------------------------------------------
+
+
+def _cell_text(value: float, metric: str) -> str:
+    if not math.isfinite(value):
+        return ""
+    if metric in ("token_accuracy", "exact_match"):
+        return f"{value:.2f}"
+    return f"{value:.1f}" if abs(value) < 100 else f"{value:.3g}"
+
+
+def leaderboard_heatmap(source, path: str | Path, *, board: Leaderboard | None = None) -> Path:
+    """The leaderboard as heatmaps: (encoding, variant) × length ratio, primary metric (mean over
+    seeds), one panel per task; brighter is better; "fail" marks a failed length.
+
+    Args:
+        source: anything `load_results` takes.
+        path: output file (.png or .svg).
+        board: the precomputed `leaderboard(source)`, if at hand.
+    """
+    df = load_results(source)
+    board = board if board is not None else leaderboard(df)
+    wide = board.wide
+    keys = list(dict.fromkeys(zip(wide["task"], wide["train_len"], strict=True)))
+    if not keys:
+        raise ValueError("leaderboard_heatmap: no rows to plot")
+    n_rows = max(int(((wide["task"] == t) & (wide["train_len"] == n)).sum()) for t, n in keys)
+    fig, axes = _grid(len(keys), 5.2, 0.9 + 0.32 * n_rows)
+    for ax, (task, train_len) in zip(axes, keys, strict=True):
+        rows = wide[(wide["task"] == task) & (wide["train_len"] == train_len)]
+        metric = rows["metric"].iloc[0]
+        hib = bool(rows["higher_is_better"].iloc[0])
+        ratios = sorted(df.loc[(df["task"] == task) & (df["train_len"] == train_len), "ratio"].unique())
+        cols = [ratio_label(r) for r in ratios]
+        matrix = rows.set_index("series")[cols].astype(float)
+        values = matrix.to_numpy()
+        finite = values[np.isfinite(values)]
+        norm = None
+        if metric == "perplexity" and len(finite) and (finite > 0).all() and finite.max() / finite.min() > 10:
+            norm = LogNorm(vmin=float(finite.min()), vmax=float(finite.max()))
+        annot = [[_cell_text(v, metric) for v in row] for row in values]
+        with _quiet():
+            sns.heatmap(matrix, ax=ax, cmap="viridis" if hib else "viridis_r", annot=np.array(annot, dtype=object),
+                        fmt="", norm=norm, annot_kws={"fontsize": 7},
+                        cbar_kws={"label": f"{metric} {'↑' if hib else '↓'}"}, linewidths=0.5, linecolor="white")
+        if norm is not None:
+            _plain_log_labels(ax.collections[0].colorbar.ax.yaxis)
+        for i, j in zip(*np.where(np.isnan(values)), strict=True):
+            ax.text(j + 0.5, i + 0.5, "fail", ha="center", va="center", fontsize=7, color="0.3")
+        ax.set(title=f"{task} (train length {train_len})", xlabel="length ratio (eval / train)", ylabel="")
+        ax.tick_params(axis="y", rotation=0)
+    fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
+    fig.tight_layout()
+    return save_figure(fig, path)

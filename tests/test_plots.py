@@ -1,0 +1,117 @@
+"""Figures render from a tiny results set, in PNG and SVG, with one fixed style per line."""
+
+import math
+
+import pytest
+
+from lenbench.encodings import ENCODINGS
+from lenbench.plots import (
+    ENCODING_COLORS,
+    encoding_color,
+    encoding_heatmap,
+    extrapolation_plot,
+    has_fixed_pattern,
+    leaderboard_heatmap,
+    series_style,
+    task_chance,
+    variant_dashes,
+)
+from lenbench.results import load_results, series_order
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def row(task, encoding, variant, ratio, metric, value, seed=0, train_len=8):
+    return {"schema_version": 1, "cell_id": f"{task}-{encoding}-{seed}", "suite": "tiny", "task": task,
+            "encoding": encoding, "variant": variant, "train_len": train_len, "eval_len": int(ratio * train_len),
+            "ratio": float(ratio), "metric": metric, "value": value, "n_samples": 4, "seed": seed,
+            "higher_is_better": metric == "token_accuracy", "status": "failed" if value is None else "ok",
+            "error": "", "lenbench_version": "0.1.0", "git_sha": "x", "torch_version": "2.13.0", "device": "cpu",
+            "dtype": "float32", "timestamp": "t", "train_seconds": 1.0}
+
+
+def tiny():
+    rows = []
+    for seed in (0, 1):
+        for i, (enc, var) in enumerate([("rope", "none"), ("rope", "yarn"), ("alibi", "none"), ("learned", "none"),
+                                        ("my-label", "none")]):
+            for ratio in (1, 2, 4):
+                failed = enc == "learned" and ratio > 2
+                rows.append(row("copy", enc, var, ratio, "token_accuracy",
+                                None if failed else 0.9 / ratio ** (0.2 * (i + 1)) + 0.01 * seed, seed))
+                rows.append(row("lm", enc, var, ratio, "perplexity",
+                                None if failed else 5.0 * ratio ** (0.3 * (i + 1)) + seed, seed, train_len=16))
+            rows.append(row("mystery", enc, var, 1, "token_accuracy", 0.5, seed))  # a task the registry lacks
+    return rows
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_extrapolation_plot_renders(tmp_path, suffix):
+    path = extrapolation_plot(tiny(), tmp_path / f"x.{suffix}")
+    data = path.read_bytes()
+    if suffix == "png":
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    else:
+        text = data.decode()
+        assert "<svg" in text and "</svg>" in text
+        for label in ("rope+yarn", "alibi", "learned", "my-label", "training length", "chance"):
+            assert f"<!-- {label} -->" in text  # text drawn as glyph paths keeps the string as a comment
+        assert "<dc:date>" not in text
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_leaderboard_heatmap_renders(tmp_path, suffix):
+    path = leaderboard_heatmap(load_results(tiny()), tmp_path / f"h.{suffix}")
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC) if suffix == "png" else b"<svg" in data
+
+
+def test_encoding_heatmap_still_works(tmp_path):
+    png = encoding_heatmap("sinusoidal", tmp_path / "s.png", length=64, d_model=32, n_heads=4)
+    svg = encoding_heatmap("alibi", tmp_path / "a.svg", length=64, d_model=32, n_heads=4)
+    assert png.read_bytes().startswith(PNG_MAGIC) and b"<svg" in svg.read_bytes()
+    # a trainable encoding draws its (seeded) initialisation identically every time
+    a = encoding_heatmap("learned", tmp_path / "l1.svg", length=32, d_model=16, n_heads=2).read_bytes()
+    b = encoding_heatmap("learned", tmp_path / "l2.svg", length=32, d_model=16, n_heads=2).read_bytes()
+    assert a == b
+    assert has_fixed_pattern("sinusoidal") and has_fixed_pattern("rope")
+    assert not has_fixed_pattern("learned") and not has_fixed_pattern("nope")
+
+
+def test_svg_is_reproducible(tmp_path):
+    a = extrapolation_plot(tiny(), tmp_path / "a.svg").read_bytes()
+    b = extrapolation_plot(tiny(), tmp_path / "b.svg").read_bytes()
+    assert a == b
+
+
+def test_fixed_palette_and_order():
+    names = ENCODINGS.names()
+    # colour from the registry index, never from what else is in the figure
+    assert encoding_color("rope") == ENCODING_COLORS[names.index("rope")]
+    assert series_style("rope", "yarn")["color"] == series_style("rope", "none")["color"]
+    assert variant_dashes("none") == "" and variant_dashes("yarn") != variant_dashes("linear")
+    assert variant_dashes("finetune-linear-x4") == variant_dashes("linear")
+    # a label outside the registry: a stable colour no registered encoding uses
+    assert encoding_color("my-label") == encoding_color("my-label")
+    if len(names) < len(ENCODING_COLORS):
+        assert encoding_color("my-label") not in [encoding_color(n) for n in names]
+    # one canonical order: registry order of encodings, then "none" before the rope types in registry order
+    pairs = [("rope", "yarn"), ("my-label", "none"), ("alibi", "none"), ("rope", "none"), ("rope", "linear")]
+    assert series_order(pairs) == [("alibi", "none"), ("rope", "none"), ("rope", "linear"), ("rope", "yarn"),
+                                   ("my-label", "none")]
+    assert series_order(reversed(pairs)) == series_order(pairs)
+
+
+def test_chance_levels():
+    assert task_chance("copy") == pytest.approx(1 / 8)
+    assert task_chance("parity") == 0.5
+    assert task_chance("lm") is None
+    assert task_chance("no-such-task") is None
+
+
+def test_plot_with_a_single_point_and_only_failures(tmp_path):
+    rows = [row("copy", "rope", "none", 1, "token_accuracy", 0.7),
+            row("copy", "learned", "none", 1, "token_accuracy", None)]
+    assert extrapolation_plot(rows, tmp_path / "one.png").read_bytes().startswith(PNG_MAGIC)
+    assert leaderboard_heatmap(rows, tmp_path / "one_h.png").read_bytes().startswith(PNG_MAGIC)
+    assert math.isnan(load_results(rows).set_index("encoding").loc["learned", "value"])

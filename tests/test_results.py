@@ -1,0 +1,349 @@
+"""Results loading, the leaderboard statistics (checked by hand) and the report files."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lenbench.cli import main
+from lenbench.engine import atomic_write_json
+from lenbench.results import (
+    COLUMNS,
+    ResultsError,
+    leaderboard,
+    leaderboard_markdown,
+    load_kernel_timings,
+    load_results,
+    mean_ci,
+    read_leaderboard_csv,
+    t_quantile_975,
+    to_csv_text,
+    write_report,
+)
+
+PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
+              "dtype": "float32", "timestamp": "2026-01-01T00:00:00+00:00"}
+
+
+def row(task, encoding, variant, train_len, ratio, metric, value, seed=0, **extra):
+    failed = value is None
+    return {"schema_version": 1, "cell_id": f"{task}-{encoding}-{train_len}-{seed}", "suite": "tiny", "task": task,
+            "encoding": encoding, "variant": variant, "train_len": train_len, "eval_len": int(ratio * train_len),
+            "ratio": float(ratio), "metric": metric, "value": value, "n_samples": 0 if failed else 8, "seed": seed,
+            "higher_is_better": metric in ("token_accuracy", "exact_match"), "status": "failed" if failed else "ok",
+            "error": "ValueError: learned: length 80 past max_len=40, \"quoted\"" if failed else "",
+            **PROVENANCE, "train_seconds": 1.25, **extra}
+
+
+# Hand-made curves: copy (token_accuracy ↑, train 10) and lm (perplexity ↓, train 20).
+COPY = {
+    ("rope", "none"): [1.0, 0.95, 0.85, 0.5],
+    ("alibi", "none"): [0.9, 0.9, 0.89, 0.85],
+    ("learned", "none"): [1.0, 0.99, 0.95, None],
+    ("nope", "none"): [0.8, 0.5, 0.75, 0.78],  # back within 10 % at 4x and 8x: "holds to" stays 1
+}
+LM = {
+    ("rope", "none"): [10.0, 10.5, 12.0],
+    ("alibi", "none"): [10.0, 10.9, 11.0],  # 11.0 = 1.1 × 10: within (inclusive)
+    ("learned", "none"): [9.0, None, None],
+    ("nope", "none"): [10.0, 10.2, 10.4],
+}
+
+
+def tiny_rows(seeds=(0,)) -> list[dict]:
+    rows = []
+    for seed in seeds:
+        for (enc, var), values in COPY.items():
+            for ratio, v in zip((1, 2, 4, 8), values, strict=True):
+                rows.append(row("copy", enc, var, 10, ratio, "token_accuracy", v, seed))
+                # exact_match ranks the other way round: the leaderboard must not use it
+                rows.append(row("copy", enc, var, 10, ratio, "exact_match", None if v is None else 1 - v, seed))
+        for (enc, var), values in LM.items():
+            for ratio, v in zip((1, 2, 4), values, strict=True):
+                rows.append(row("lm", enc, var, 20, ratio, "perplexity", v, seed))
+                rows.append(row("lm", enc, var, 20, ratio, "nll", None if v is None else 100 - v, seed))
+    return rows
+
+
+def write_cells(directory: Path, rows: list[dict]) -> Path:
+    by_cell: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cell.setdefault(r["cell_id"], []).append(r)
+    for cell_id, cell_rows in by_cell.items():
+        atomic_write_json(directory / "cells" / f"{cell_id}.json",
+                          {"schema_version": 1, "cell_id": cell_id, "status": "ok", "error": "", "rows": cell_rows})
+    return directory
+
+
+def bench_json(path: Path, rows: list[dict], kernels: list[dict] = ()) -> Path:
+    by_cell: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cell.setdefault(r["cell_id"], []).append(r)
+    benchmarks = [{"group": "extrapolation", "name": f"test_cell[{cid}]", "fullname": f"bench/test_extrapolation.py::test_cell[{cid}]",
+                   "extra_info": {"lenbench_rows": cell_rows}, "stats": {"median": 1.0, "mean": 1.0, "min": 1.0}}
+                  for cid, cell_rows in by_cell.items()]
+    benchmarks += list(kernels)
+    data = {"machine_info": {"lenbench": {"device": "cpu", "device_name": "test cpu"}}, "commit_info": {},
+            "benchmarks": benchmarks, "datetime": "2026-01-01T00:00:00", "version": "5.2.3"}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def kernel(encoding="rope", impl="fused", T=256, median=1e-3, copy_ratio=2.0) -> dict:
+    return {"group": "kernels", "name": f"test_kernel[{encoding}-{impl}-{T}]",
+            "fullname": f"bench/test_kernels.py::test_kernel[{encoding}-{impl}-{T}]",
+            "extra_info": {"encoding": encoding, "kind": "rotate", "impl": impl, "T": T, "dtype": "float32",
+                           "bytes": 4 * T * 64, "gbps": 1.5, "copy_ratio": copy_ratio},
+            "stats": {"median": median, "mean": median * 1.1, "min": median * 0.9, "max": median * 2, "stddev": 1e-5,
+                      "rounds": 20}}
+
+
+# --- loading and the round trip -----------------------------------------------------------------
+
+
+def test_frame_has_schema_columns_dtypes_and_nan_for_failed():
+    df = load_results(tiny_rows())
+    assert list(df.columns) == list(COLUMNS)
+    assert df["value"].dtype == np.float64 and df["train_len"].dtype == np.int64 and df["higher_is_better"].dtype == bool
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 2 * (1 + 2) and failed["value"].isna().all()
+    assert (failed["error"].str.contains("past max_len")).all()
+    assert df.index.tolist() == list(range(len(df)))
+    # stable order whatever the input order
+    shuffled = load_results(list(reversed(tiny_rows())))
+    pd.testing.assert_frame_equal(df, shuffled)
+
+
+def _same(a, b) -> bool:
+    missing = lambda v: v is None or (isinstance(v, float) and math.isnan(v))  # noqa: E731
+    return (missing(a) and missing(b)) or a == b
+
+
+def test_rows_csv_rows_round_trip_unchanged(tmp_path):
+    rows = tiny_rows(seeds=(0, 1))
+    rows[0]["error"] = "odd, \"quoted\"\nmultiline – ünïcode"
+    rows[0]["train_seconds"] = float("nan")
+    rows[1]["value"] = 0.1 + 0.2  # needs all 17 digits to round-trip
+    df = load_results(rows)
+    path = tmp_path / "results.csv"
+    path.write_text(to_csv_text(df))
+    back = load_results(path)
+    pd.testing.assert_frame_equal(df, back, check_exact=True)
+    assert (df.dtypes == back.dtypes).all()
+    # and the dicts themselves come back unchanged (None ↔ NaN for failed values)
+    by_key = {(r["cell_id"], r["variant"], r["ratio"], r["metric"]): r for r in back.to_dict("records")}
+    for original in rows:
+        again = by_key[(original["cell_id"], original["variant"], original["ratio"], original["metric"])]
+        for key, value in original.items():
+            assert _same(value, again[key]), (key, value, again[key])
+    # twice through is a fixed point, byte for byte
+    assert to_csv_text(back) == path.read_text()
+
+
+def test_load_from_benchmark_json_equals_load_from_directory(tmp_path):
+    rows = tiny_rows(seeds=(0, 1))
+    from_dir = load_results(write_cells(tmp_path / "run", rows))
+    from_json = load_results(bench_json(tmp_path / "bench.json", rows, [kernel()]))
+    pd.testing.assert_frame_equal(from_dir, from_json, check_exact=True)
+    assert len(from_dir) == len(rows)
+
+
+def test_kernel_timings(tmp_path):
+    path = bench_json(tmp_path / "bench.json", tiny_rows(), [kernel(T=512), kernel(impl="eager", copy_ratio=5.0)])
+    k = load_kernel_timings(path)
+    assert len(k) == 2 and set(k["impl"]) == {"fused", "eager"}
+    assert k.loc[k["impl"] == "eager", "copy_ratio"].item() == 5.0
+    assert k["device"].tolist() == ["cpu", "cpu"] and k["median"].tolist() == [1e-3, 1e-3]
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("{not json", "invalid JSON"),
+    ('{"rows": 3}', "not a cell result"),
+])
+def test_corrupt_cell_file_is_a_one_line_error(tmp_path, content, expected):
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "abc.json").write_text(content)
+    with pytest.raises(ResultsError) as err:
+        load_results(tmp_path)
+    assert "abc.json" in str(err.value) and expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unknown_sources_are_one_line_errors(tmp_path):
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "x.json").write_text('{"hello": 1}')
+    (tmp_path / "x.txt").write_text("hi")
+    (tmp_path / "empty").mkdir()
+    for name, expected in (("x.csv", "tidy columns"), ("x.json", "benchmarks"), ("x.txt", "unknown file type"),
+                           ("empty", "without cells"), ("nope", "no such file")):
+        with pytest.raises(ResultsError) as err:
+            load_results(tmp_path / name)
+        message = str(err.value)
+        assert name in message and expected in message and "expected" in message and "\n" not in message
+
+
+def test_leaderboard_csv_is_refused_by_load_results(tmp_path):
+    write_report(tiny_rows(), tmp_path, plots=False)
+    with pytest.raises(ResultsError, match="leaderboard CSV"):
+        load_results(tmp_path / "leaderboard.csv")
+
+
+# --- the leaderboard by hand --------------------------------------------------------------------
+
+
+def entry(board, task, encoding, variant="none"):
+    pt = board.per_task
+    sel = pt[(pt["task"] == task) & (pt["encoding"] == encoding) & (pt["variant"] == variant)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+def test_leaderboard_higher_is_better():
+    board = leaderboard(load_results(tiny_rows()))
+    rope, alibi, learned, nope = (entry(board, "copy", e) for e in ("rope", "alibi", "learned", "nope"))
+    assert rope.metric == "token_accuracy" and bool(rope.higher_is_better)
+    assert rope.in_dist == 1.0 and alibi.in_dist == 0.9
+    assert rope.past_train_mean == pytest.approx((0.95 + 0.85 + 0.5) / 3)
+    assert alibi.past_train_mean == pytest.approx((0.9 + 0.89 + 0.85) / 3)
+    assert learned.past_train_mean == pytest.approx((0.99 + 0.95 + 0.0) / 3)  # the failed length scores 0
+    assert nope.past_train_mean == pytest.approx((0.5 + 0.75 + 0.78) / 3)
+    # within 10 %: ≥ 0.9 × in-dist at every ratio up to it
+    assert rope.max_ratio_within_10pct == 2.0  # 0.85 < 0.9
+    assert alibi.max_ratio_within_10pct == 8.0  # 0.85 ≥ 0.81
+    assert learned.max_ratio_within_10pct == 4.0  # failed at 8 = not within
+    assert nope.max_ratio_within_10pct == 1.0  # 0.5 < 0.72 at 2x, though 4x and 8x are back within
+    assert (learned.n_failed, rope.n_failed) == (1.0, 0.0)
+    assert [alibi["rank"], rope["rank"], nope["rank"], learned["rank"]] == [1, 2, 3, 4]
+
+
+def test_leaderboard_lower_is_better_and_overall():
+    board = leaderboard(load_results(tiny_rows()))
+    rope, alibi, learned, nope = (entry(board, "lm", e) for e in ("rope", "alibi", "learned", "nope"))
+    assert rope.metric == "perplexity" and not bool(rope.higher_is_better)
+    assert rope.past_train_mean == pytest.approx(11.25) and alibi.past_train_mean == pytest.approx(10.95)
+    assert nope.past_train_mean == pytest.approx(10.3) and learned.past_train_mean == math.inf
+    # within 10 %: ≤ 1.1 × in-dist
+    assert rope.max_ratio_within_10pct == 2.0  # 12 > 11
+    assert alibi.max_ratio_within_10pct == 4.0  # 11.0 ≤ 11 (inclusive)
+    assert nope.max_ratio_within_10pct == 4.0
+    assert learned.max_ratio_within_10pct == 1.0 and learned.in_dist == 9.0 and learned.n_failed == 2.0
+    assert [nope["rank"], alibi["rank"], rope["rank"], learned["rank"]] == [1, 2, 3, 4]
+    overall = board.overall.set_index("series")
+    # copy ranks: alibi 1, rope 2, nope 3, learned 4; lm: nope 1, alibi 2, rope 3, learned 4
+    assert overall["mean_rank"].to_dict() == {"alibi": 1.5, "nope": 2.0, "rope": 2.5, "learned": 4.0}
+    assert overall["rank"].to_dict() == {"alibi": 1, "nope": 2, "rope": 3, "learned": 4}
+    assert board.overall["series"].tolist() == ["alibi", "nope", "rope", "learned"]
+    assert (overall["n_tasks"] == 2).all()
+
+
+def test_ties_share_a_rank():
+    rows = [r for r in tiny_rows() if r["task"] == "copy" and r["encoding"] in ("rope", "alibi")]
+    rows += [{**r, "encoding": "t5", "cell_id": "copy-t5"} for r in rows if r["encoding"] == "alibi"]
+    board = leaderboard(load_results(rows))
+    ranks = board.per_task.set_index("encoding")["rank"].to_dict()
+    assert ranks == {"alibi": 1, "t5": 1, "rope": 3}
+    # the tie lists in registry order
+    assert board.per_task["encoding"].tolist() == ["alibi", "t5", "rope"]
+
+
+def test_confidence_interval_over_seeds_by_hand():
+    # three seeds of one curve: in-dist 0.9, 0.8, 1.0; past-train 0.6, 0.5, 0.7; holds to 2, 1, 2
+    curves = {0: [0.9, 0.85, 0.35], 1: [0.8, 0.5, 0.5], 2: [1.0, 0.95, 0.45]}
+    rows = [row("copy", "rope", "none", 10, ratio, "token_accuracy", v, seed)
+            for seed, values in curves.items() for ratio, v in zip((1, 2, 4), values, strict=True)]
+    e = entry(leaderboard(load_results(rows)), "copy", "rope")
+    t2 = 4.302653  # t(0.975, df=2)
+    assert e.n_seeds == 3
+    assert e.in_dist == pytest.approx(0.9)
+    half = t2 * 0.1 / math.sqrt(3)  # sample sd of (0.9, 0.8, 1.0) is 0.1
+    assert (e.in_dist_ci_low, e.in_dist_ci_high) == (pytest.approx(0.9 - half), pytest.approx(0.9 + half))
+    past = [(0.85 + 0.35) / 2, (0.5 + 0.5) / 2, (0.95 + 0.45) / 2]  # 0.6, 0.5, 0.7
+    assert e.past_train_mean == pytest.approx(0.6)
+    assert e.past_train_mean_ci_high - e.past_train_mean == pytest.approx(t2 * np.std(past, ddof=1) / math.sqrt(3))
+    ratios = [2.0, 1.0, 2.0]
+    assert e.max_ratio_within_10pct == pytest.approx(5 / 3)
+    assert e.max_ratio_within_10pct_ci_low == pytest.approx(5 / 3 - t2 * np.std(ratios, ddof=1) / math.sqrt(3))
+    # one seed: no interval
+    single = entry(leaderboard(load_results(tiny_rows())), "copy", "rope")
+    assert math.isnan(single.in_dist_ci_low) and math.isnan(single.in_dist_ci_high)
+
+
+def test_t_quantiles():
+    assert t_quantile_975(1) == 12.706205 and t_quantile_975(30) == 2.042272
+    assert t_quantile_975(1000) == pytest.approx(1.96234, abs=1e-5)
+    assert mean_ci([1.0, 2.0, 3.0])[:2] == (2.0, pytest.approx(2.0 - 4.302653 / math.sqrt(3)))
+    assert math.isnan(mean_ci([1.0, math.inf])[1])
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 5, 29, 30, 31, 45, 200):
+        assert t_quantile_975(df) == pytest.approx(float(stats.t.ppf(0.975, df)), abs=1e-6)
+
+
+def test_leaderboard_long_form_and_markdown(tmp_path):
+    df = load_results(tiny_rows())
+    board = leaderboard(df)
+    long = board.long()
+    assert {"task", "encoding", "variant", "statistic", "value", "ci_low", "ci_high", "higher_is_better"} <= set(long.columns)
+    stats = long[(long["task"] == "lm") & (long["encoding"] == "rope")].set_index("statistic")
+    assert stats.loc["past_train_mean", "value"] == pytest.approx(11.25)
+    assert not stats.loc["past_train_mean", "higher_is_better"] and stats.loc["max_ratio_within_10pct", "higher_is_better"]
+    assert not stats.loc["rank", "higher_is_better"]
+    overall = long[long["task"] == "overall"]
+    assert set(overall["statistic"]) == {"mean_rank", "rank"} and len(overall) == 2 * 4
+    md = leaderboard_markdown(board, df)
+    assert "## copy (train length 10, token_accuracy ↑)" in md and "## lm (train length 20, perplexity ↓)" in md
+    assert "mean past train ↓" in md and "holds to (ratio) ↑" in md and "## Overall ranking" in md
+    lm_table = md.split("## lm")[1]
+    learned_line = next(line for line in lm_table.splitlines() if "| learned" in line)
+    assert learned_line.split("|")[4].strip() == "fail"  # mean past train: every length past it failed
+    # the long CSV reads back
+    (tmp_path / "leaderboard.csv").write_text(to_csv_text(long))
+    back = read_leaderboard_csv(tmp_path / "leaderboard.csv")
+    assert back["value"].tolist() == pytest.approx(long["value"].tolist(), nan_ok=True)
+
+
+def test_wide_table():
+    wide = leaderboard(load_results(tiny_rows())).wide
+    copy = wide[wide["task"] == "copy"].set_index("series")
+    assert list(copy.loc["learned", ["1x", "2x", "4x", "8x"]].fillna(-1)) == [1.0, 0.99, 0.95, -1]
+    assert copy.index.tolist() == ["alibi", "learned", "nope", "rope"]  # registry order, not rank
+    assert wide[wide["task"] == "lm"]["8x"].isna().all()
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def test_write_report_files_are_idempotent_and_round_trip(tmp_path):
+    rows = tiny_rows(seeds=(0, 1))
+    first = write_report(rows, tmp_path / "a")
+    names = [p.relative_to(tmp_path / "a").as_posix() for p in first]
+    for required in ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "extrapolation.png",
+                     "extrapolation.svg", "leaderboard_heatmap.png", "leaderboard_heatmap.svg"):
+        assert required in names
+    before = {n: (tmp_path / "a" / n).read_bytes() for n in names}
+    # a rerun into the same directory, and a report of the published results.csv elsewhere
+    write_report(rows, tmp_path / "a")
+    again = write_report(tmp_path / "a" / "results.csv", tmp_path / "b")
+    assert [p.relative_to(tmp_path / "b").as_posix() for p in again] == names
+    for n in names:
+        assert (tmp_path / "a" / n).read_bytes() == before[n], n
+        if not n.endswith(".png"):  # PNG bytes may depend on the renderer build; the text files may not
+            assert (tmp_path / "b" / n).read_bytes() == before[n], n
+    pd.testing.assert_frame_equal(load_results(tmp_path / "a"), load_results(rows), check_exact=True)
+    assert not list((tmp_path / "a").glob(".*.tmp"))
+
+
+def test_report_cli(tmp_path, monkeypatch, capsys):
+    run = write_cells(tmp_path / "run", tiny_rows())
+    assert main(["report", str(run), "--no-plots"]) == 0
+    assert (run / "leaderboard.md").is_file() and (run / "results.csv").is_file()
+    monkeypatch.chdir(tmp_path)
+    bench = bench_json(tmp_path / "bench.json", tiny_rows())
+    assert main(["report", str(bench), "--no-plots"]) == 0
+    assert (tmp_path / "results" / "leaderboard.csv").read_text() == (run / "leaderboard.csv").read_text()
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "missing: no such file" in capsys.readouterr().err
+    (tmp_path / "kernels.json").write_text(json.dumps({"benchmarks": [kernel()]}))
+    assert main(["report", str(tmp_path / "kernels.json")]) == 2
+    assert "no extrapolation rows" in capsys.readouterr().err
