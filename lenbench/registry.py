@@ -55,10 +55,14 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, *, set_name: bool = False) -> Callable[[T], T]:
+        """Decorator registering an object under `name`; `set_name` also sets its `name` attribute."""
+
         def decorator(obj: T) -> T:
             if name in self._items:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
+            if set_name:
+                obj.name = name  # type: ignore[attr-defined]
             self._items[name] = obj
             return obj
 

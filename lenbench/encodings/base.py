@@ -116,12 +116,7 @@ ENCODINGS: Registry[type[PositionalEncoding]] = Registry("encoding")
 
 def register_encoding(name: str):
     """Class decorator: register an encoding under `name` and set its `name` attribute."""
-
-    def decorator(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
-        cls.name = name
-        return ENCODINGS.register(name)(cls)
-
-    return decorator
+    return ENCODINGS.register(name, set_name=True)
 
 
 def encoding_parameters(cls: type[PositionalEncoding]) -> dict[str, inspect.Parameter]:

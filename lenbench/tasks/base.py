@@ -91,12 +91,7 @@ TASKS: Registry[type[Task]] = Registry("task")
 
 def register_task(name: str):
     """Class decorator: register a task under `name` and set its `name` attribute."""
-
-    def decorator(cls: type[Task]) -> type[Task]:
-        cls.name = name
-        return TASKS.register(name)(cls)
-
-    return decorator
+    return TASKS.register(name, set_name=True)
 
 
 def build_task(name: str, **params) -> Task:
