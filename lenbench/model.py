@@ -63,21 +63,38 @@ class Attention(nn.Module):
         pos: torch.Tensor,
         enc: PositionalEncoding,
         mask: torch.Tensor | None,
-        static_bias: torch.Tensor | None,
         is_causal: bool,
     ) -> torch.Tensor:
+        """`mask`: the additive (B|1, H|1, T, T) mask with the static bias already folded in, or None."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=-1)  # 3 × (B, T, D)
         q, k, v = (t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
         q, k = enc.rotate(q, k, pos)  # (B, H, T, Dh); values are never rotated
-        bias = enc.attention_bias(q, k, pos, pos) if enc.content_dependent else static_bias  # (B|1, H, T, T)
-        if bias is not None:
-            mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype) + mask  # (B, H, T, T)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=is_causal and mask is None,
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, H, T, Dh)
+        if enc.content_dependent:
+            bias = enc.attention_bias(q, k, pos, pos).to(q.dtype)  # (B|1, H, T, T), recomputed per layer
+            mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
+        y = attend(q, k, v, mask, is_causal and mask is None, self.dropout if self.training else 0.0)  # (B, H, T, Dh)
         return self.out(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, dropout_p: float
+) -> torch.Tensor:
+    """softmax(q·kᵀ/√Dh + mask)·v for (B, H, T, Dh) inputs and an additive (B|1, H|1, T, T) mask.
+
+    Scaled dot-product attention. SDPA's fused kernels (flash on the CPU) give no gradient to
+    `attn_mask`, so when the mask carries a learned bias (T5, KERPLE, FIRE: it requires grad)
+    SDPA falls back to its math path on the CPU. There the explicit form below is the same
+    computation in fewer passes over the (B, H, T, T) scores (queries pre-scaled, no extra
+    copies), measurably faster at the model's sizes; everything else goes to SDPA.
+    """
+    if mask is not None and mask.requires_grad and torch.is_grad_enabled() and q.device.type == "cpu":
+        scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2) + mask  # (B, H, T, T)
+        p = scores.softmax(dim=-1)  # (B, H, T, T)
+        if dropout_p:
+            p = F.dropout(p, dropout_p)  # (B, H, T, T)
+        return p @ v  # (B, H, T, Dh)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)  # (B, H, T, Dh)
 
 
 class Block(nn.Module):
@@ -93,8 +110,8 @@ class Block(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pos, enc, mask, static_bias, is_causal) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln1(x), pos, enc, mask, static_bias, is_causal))  # (B, T, D)
+    def forward(self, x, pos, enc, mask, is_causal) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x), pos, enc, mask, is_causal))  # (B, T, D)
         return x + self.drop(self.mlp(self.ln2(x)))  # (B, T, D)
 
 
@@ -146,20 +163,39 @@ class Transformer(nn.Module):
         """
         B, T = tokens.shape
         assert T >= 1, f"empty sequence (T={T})"
+        default = None
         if pos is None:
-            pos = torch.arange(T, device=tokens.device).expand(B, T)  # (B, T)
+            pos = default = torch.arange(T, device=tokens.device).expand(B, T)  # (B, T)
         assert pos.shape == (B, T), f"pos has shape {tuple(pos.shape)}, expected {(B, T)}"
         enc = self.pos_enc
         pos = enc.positions(pos)  # (B, T), e.g. randomized positions while training
         x = self.drop(enc.embed(self.tok(tokens), pos))  # (B, T, D)
-        mask = self._mask(pad_mask, B, T, tokens.device, x.dtype)  # (B|1, 1, T, T) or None
-        static_bias = None if enc.content_dependent else enc.bias(pos, pos)  # (B|1, H, T, T) or None
+        mask = self._mask(pad_mask, B, T, tokens.device, x.dtype)  # (B, 1, T, T) or None
         is_causal = self.cfg.causal
+        static_bias = None
+        if not enc.content_dependent:
+            # Rows with the same positions (the default 0 … T−1, or a batch without per-row offsets)
+            # share one bias: computed once as (1, H, T, T) and broadcast over the batch.
+            shared = B == 1 or pos is default or bool((pos[1:] == pos[:1]).all())
+            bias_pos = pos[:1] if shared else pos  # (1|B, T)
+            static_bias = enc.bias(bias_pos, bias_pos)  # (B|1, H, T, T) or None
         if mask is None and is_causal and (static_bias is not None or enc.content_dependent):
-            mask = self._mask(None, B, T, tokens.device, x.dtype, force=True)  # (1, 1, T, T)
+            mask = self._causal_mask(T, tokens.device, x.dtype)  # (1, 1, T, T)
+        if static_bias is not None:
+            # Folded into the mask once per forward, not once per layer.
+            mask = static_bias.to(x.dtype) if mask is None else static_bias.to(x.dtype) + mask  # (B|1, H, T, T)
         for block in self.blocks:
-            x = block(x, pos, enc, mask, static_bias, is_causal)  # (B, T, D)
+            x = block(x, pos, enc, mask, is_causal)  # (B, T, D)
         return self.head(self.ln_f(x))  # (B, T, V)
+
+    def _causal_mask(self, T: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """The additive causal mask (1, 1, T, T), cached for the last (T, device, dtype) seen."""
+        key = (T, device, dtype, self.cfg.causal, torch.is_inference_mode_enabled())
+        cached = getattr(self, "_causal_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, self._mask(None, 1, T, device, dtype, force=True))  # (1, 1, T, T)
+            self._causal_cache = cached
+        return cached[1]
 
     def _mask(self, pad_mask, B, T, device, dtype, force: bool = False) -> torch.Tensor | None:
         """Additive float mask (B|1, 1, T, T): −inf where attention is forbidden, 0 elsewhere."""

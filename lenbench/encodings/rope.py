@@ -43,6 +43,50 @@ def apply_rotary(
     return torch.cat((out, x_pass), dim=-1) if x_pass.shape[-1] else out  # (B, H, T, Dh)
 
 
+def rotary_tables(
+    cos: torch.Tensor, sin: torch.Tensor, layout: Literal["half", "interleaved"]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Full-width tables for `apply_rotary_tables`: cos per channel and sin with the sign of
+    `rotate_half` / `rotate_every_two` folded in.
+
+    Args:
+        cos, sin: (B, 1, T, R/2) per rotated pair.
+        layout: "half" or "interleaved", as in `apply_rotary`.
+
+    Returns:
+        (cos_full, sin_signed), each (B, 1, T, R): for "half" (cos, cos) and (−sin, sin); for
+        "interleaved" (c0, c0, c1, c1, …) and (−s0, s0, −s1, s1, …).
+    """
+    if layout == "half":
+        return torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)  # (B, 1, T, R) each
+    return cos.repeat_interleave(2, -1), torch.stack((-sin, sin), -1).flatten(-2)  # (B, 1, T, R) each
+
+
+def apply_rotary_tables(
+    x: torch.Tensor, cos_full: torch.Tensor, sin_signed: torch.Tensor, layout: Literal["half", "interleaved"]
+) -> torch.Tensor:
+    """`apply_rotary` with precomputed `rotary_tables`: x·cos + swap(x)·sin_signed, where swap
+    exchanges the two channels of each pair (no negation: the sign lives in the table).
+
+    Bit-identical to `apply_rotary` (−a·b and a·(−b) round the same), with fewer passes over `x`;
+    the model's training path uses it with tables built once per forward pass.
+
+    Args:
+        x: (B, H, T, Dh) queries or keys.
+        cos_full, sin_signed: (B|1, 1, T, R) from `rotary_tables`.
+        layout: "half" or "interleaved".
+    """
+    r = cos_full.shape[-1]
+    x_rot = x[..., :r]  # (B, H, T, R)
+    if layout == "half":
+        x1, x2 = x_rot.chunk(2, dim=-1)  # 2 × (B, H, T, R/2)
+        swapped = torch.cat((x2, x1), dim=-1)  # (B, H, T, R)
+    else:
+        swapped = x_rot.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (B, H, T, R): (x1, x0, x3, x2, …)
+    out = x_rot * cos_full + swapped * sin_signed  # (B, H, T, R)
+    return torch.cat((out, x[..., r:]), dim=-1) if r < x.shape[-1] else out  # (B, H, T, Dh)
+
+
 @register_encoding("rope")
 class RoPE(PositionalEncoding):
     """Rotary position embedding (Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary
@@ -98,6 +142,7 @@ class RoPE(PositionalEncoding):
         """Swap the length-extension scaling (a transformers `rope_scaling` dict, or None)."""
         rope_parameters(scaling, self.rot_dim, self.theta, seq_len=1)  # validates names and parameters now
         self.scaling = dict(scaling) if scaling else None
+        self._tables = None  # (key, pos, cos_full, sin_signed): the last forward's tables
 
     def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
         """(inv_freq float64 (R/2,), attention_factor) for a sequence of `seq_len` positions."""
@@ -111,6 +156,24 @@ class RoPE(PositionalEncoding):
         angle = pos.to(work)[:, None, :, None] * inv_freq.to(pos.device, work)  # (B, 1, T, R/2)
         return (angle.cos() * factor).to(dtype), (angle.sin() * factor).to(dtype)
 
+    def tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """`rotary_tables` (B, 1, T, R) for `pos`, cached for the same `pos` tensor.
+
+        The model passes one `pos` tensor to every layer of a forward pass, so the tables (and
+        the scaling's frequencies) are computed once per forward, not once per layer. The cache
+        holds the last tensor itself and compares identity and in-place version, so it can never
+        mistake a new tensor for the old one.
+        """
+        key = (pos._version, dtype, pos.device, self.theta, self.layout, self.rot_dim,
+               repr(self.scaling), torch.is_inference_mode_enabled())
+        cached = self._tables
+        if cached is not None and cached[1] is pos and cached[0] == key:
+            return cached[2], cached[3]
+        cos_full, sin_signed = rotary_tables(*self.cos_sin(pos, dtype), self.layout)  # (B, 1, T, R) each
+        self._tables = (key, pos, cos_full, sin_signed)
+        return cos_full, sin_signed
+
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = self.cos_sin(pos, q.dtype)  # (B, 1, T, R/2)
-        return apply_rotary(q, cos, sin, self.layout), apply_rotary(k, cos, sin, self.layout)  # (B, H, T, Dh)
+        cos_full, sin_signed = self.tables(pos, q.dtype)  # (B, 1, T, R) each
+        return (apply_rotary_tables(q, cos_full, sin_signed, self.layout),
+                apply_rotary_tables(k, cos_full, sin_signed, self.layout))  # (B, H, T, Dh) each

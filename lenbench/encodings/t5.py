@@ -74,8 +74,21 @@ class T5Bias(PositionalEncoding):
         self.table = nn.Embedding(num_buckets, dims.n_heads)  # (NB, H)
         nn.init.normal_(self.table.weight, std=0.02)
 
+    def distance_table(self, lo: int, hi: int, device: torch.device | None = None) -> torch.Tensor:
+        """The bias of every relative position `rel = k_pos − q_pos` in lo … hi: (H, hi − lo + 1).
+
+        Bucketing runs once per distance (at most 2T − 1 values) instead of once per (query, key)
+        pair; `bias` then gathers from this table.
+        """
+        rel = torch.arange(lo, hi + 1, device=device)  # (R,)
+        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                            max_distance=self.max_distance)  # (R,)
+        return self.table(buckets).T  # (R, H) -> (H, R)
+
     def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         rel = k_pos[:, None, :] - q_pos[:, :, None]  # (B, Tq, Tk)
-        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                            max_distance=self.max_distance)  # (B, Tq, Tk)
-        return self.table(buckets).permute(0, 3, 1, 2)  # (B, Tq, Tk, H) -> (B, H, Tq, Tk)
+        lo, hi = (int(v) for v in torch.aminmax(rel))  # one small reduction (and sync) per forward
+        per_distance = self.distance_table(lo, hi, rel.device)  # (H, R)
+        B, Tq, Tk = rel.shape
+        out = per_distance.index_select(1, (rel - lo).flatten())  # (H, B·Tq·Tk)
+        return out.view(-1, B, Tq, Tk).transpose(0, 1)  # (H, B, Tq, Tk) -> (B, H, Tq, Tk)
