@@ -1,0 +1,294 @@
+"""Fused kernels == eager references, the bandwidth arithmetic, and `bench/test_kernels.py` collection.
+
+Fast and untimed: flex_attention runs its unfused eager reference except in one compiled check,
+and the rotary kernel compiles once at a small size (about 20 s of compilation in all, less with
+a warm inductor cache).
+"""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lenbench import kernels as K
+from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
+from lenbench.encodings.rope import apply_rotary
+from lenbench.encodings.t5 import t5_bucket
+from lenbench.model import ModelConfig, Transformer, attend
+
+ROOT = Path(__file__).resolve().parent.parent
+DIMS = EncodingDims(d_model=64, n_heads=4, max_len=256)
+B, H, T, DH = 2, 4, 40, 16
+
+
+def qkv(n=3, dtype=torch.float32, t=T):
+    gen = torch.Generator().manual_seed(1)
+    return [torch.randn(B, H, t, DH, generator=gen).to(dtype) for _ in range(n)]
+
+
+def positions():
+    """Contiguous rows (one with an offset) and strictly increasing random rows."""
+    plain = torch.arange(T).expand(B, T)
+    offset = torch.stack((torch.arange(T), torch.arange(T) + 7))
+    gen = torch.Generator().manual_seed(2)
+    random = torch.stack([torch.randperm(200, generator=gen)[:T].sort().values for _ in range(B)])
+    return {"plain": plain, "offset": offset, "random": random}
+
+
+def kind_names(kind):
+    return [n for n in ENCODINGS.names() if K.kernel_kind(build_encoding(n, DIMS)) == kind]
+
+
+# --- registry coverage ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ENCODINGS.names())
+def test_every_encoding_has_a_kind_and_implementations(name):
+    enc = build_encoding(name, DIMS)
+    kind = K.kernel_kind(enc)
+    impls = K.implementations(enc)
+    assert kind in ("rotary", "bias", "absolute", "content", "none")
+    if kind == "none":
+        assert impls == [] and "nothing to fuse" in K.nothing_to_fuse_reason(enc)
+    else:
+        assert impls[0] == "eager" and len(impls) >= 2
+
+
+def test_kinds_of_the_core_encodings():
+    kinds = {n: K.kernel_kind(build_encoding(n, DIMS)) for n in ("nope", "rope", "alibi", "t5", "sinusoidal", "learned")}
+    assert kinds == {"nope": "none", "rope": "rotary", "alibi": "bias", "t5": "bias", "sinusoidal": "absolute",
+                     "learned": "absolute"}
+
+
+# --- rotary -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+def test_rotary_fused_formulation_equals_apply_rotary(layout, partial):
+    """The compiler's formulation, run eagerly, is bit-identical to the reference (same products)."""
+    enc = build_encoding("rope", DIMS, layout=layout, partial=partial)
+    q, k = qkv(2)
+    for pos in positions().values():
+        tables = K.rotary_inputs(enc, pos, torch.float32)
+        ref = K.rotary_eager(q, k, tables.cos, tables.sin, layout)
+        assert all(torch.equal(a, b) for a, b in zip(tables.fused(q, k, compiled=False), ref))
+        assert all(torch.equal(a, b) for a, b in zip(ref, enc.rotate(q, k, pos)))
+
+
+def test_hf_rotate_half_formulation_equals_reference():
+    enc = build_encoding("rope", DIMS)
+    q, k = qkv(2)
+    tables = K.rotary_inputs(enc, positions()["random"], torch.float32)
+    out = K.rotary_hf(q, k, *K.hf_tables(tables.cos, tables.sin))
+    ref = tables.eager(q, k)
+    assert all(torch.equal(a, b) for a, b in zip(out, ref))
+
+
+@pytest.mark.parametrize("name", kind_names("rotary"))
+def test_rotary_tables_reproduce_the_encodings_own_rotate(name):
+    enc = build_encoding(name, DIMS).eval()
+    q, k = qkv(2)
+    pos = positions()["offset"]
+    tables = K.rotary_inputs(enc, pos, torch.float32)
+    if tables is None:
+        pytest.skip(f"{name}: no table adapter; its fused path compiles its own rotate hook")
+    ref = K.base_encoding(enc).rotate(q, k, pos)
+    for out in (tables.eager(q, k), tables.fused(q, k, compiled=False)):
+        for a, b in zip(out, ref):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_rotary_fused_compiled_equals_eager():
+    ok, reason = K.compile_support("cpu")
+    if not ok:
+        pytest.skip(reason)
+    enc = build_encoding("rope", DIMS)
+    q, k = qkv(2)
+    tables = K.rotary_inputs(enc, positions()["plain"], torch.float32)
+    out = tables.fused(q, k)
+    for a, b in zip(out, tables.eager(q, k)):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+# --- additive bias ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", kind_names("bias"))
+def test_bias_cached_and_flex_equal_eager(name):
+    enc = build_encoding(name, DIMS)
+    q, k, v = qkv()
+    unbiased = K.attention_unbiased(q, k, v)
+    with torch.no_grad():
+        for label, pos in positions().items():
+            ref = K.attention_eager(q, k, v, enc, pos)
+            assert (ref - unbiased).abs().max() > 1e-4, f"{name}: the bias changes nothing"
+            mask = K.folded_bias(enc, pos, torch.float32)
+            torch.testing.assert_close(K.attention_cached(q, k, v, mask), ref, atol=1e-6, rtol=1e-6)
+            for gather in (False, True):
+                plan = K.prepare_flex(enc, pos, torch.float32, gather=gather)
+                if label != "random" and not plan.flavour.startswith("dense"):
+                    assert plan.affine is not gather
+                out = K.attention_flex(q, k, v, plan, compiled=False)
+                torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5, msg=f"{name} {label} gather={gather}")
+
+
+@pytest.mark.parametrize("form", ["log", "power"])
+def test_kerple_forms_in_flex(form):
+    enc = build_encoding("kerple", DIMS, form=form)
+    q, k, v = qkv()
+    pos = positions()["random"]
+    with torch.no_grad():
+        plan = K.prepare_flex(enc, pos, torch.float32)
+        assert plan.flavour == f"kerple_{form}"
+        torch.testing.assert_close(K.attention_flex(q, k, v, plan, compiled=False),
+                                   K.attention_eager(q, k, v, enc, pos), atol=1e-5, rtol=1e-5)
+
+
+def test_relative_table_reads_the_hook():
+    enc = build_encoding("t5", DIMS)
+    table = K.relative_table(enc, -5, 3, torch.device("cpu"))  # (H, 9)
+    buckets = t5_bucket(torch.arange(-5, 4), bidirectional=enc.bidirectional)
+    torch.testing.assert_close(table, enc.table(buckets).T)
+
+
+def test_row_offsets():
+    pos = positions()
+    assert torch.equal(K.row_offsets(pos["offset"]), torch.tensor([0, 7]))
+    assert K.row_offsets(pos["random"]) is None
+
+
+def test_flex_compiled_alibi_equals_eager():
+    ok, reason = K.flex_support("cpu")
+    if not ok:
+        pytest.skip(reason)
+    enc = build_encoding("alibi", DIMS)
+    q, k, v = (t[:1] for t in qkv(t=128))  # a batch of one: the offsets are padded to two entries
+    pos = torch.arange(128)[None]
+    with torch.no_grad():
+        out = K.attention_flex(q, k, v, K.prepare_flex(enc, pos, torch.float32))
+        torch.testing.assert_close(out, K.attention_eager(q, k, v, enc, pos), atol=1e-5, rtol=1e-5)
+
+
+# --- content-dependent and absolute -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", kind_names("content"))
+def test_content_attention_matches_the_model_path(name):
+    enc = build_encoding(name, DIMS)
+    q, k, v = qkv()
+    pos = positions()["plain"]
+    with torch.no_grad():
+        bias = enc.attention_bias(q, k, pos, pos)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=bias + K.causal_additive_mask(T, q.device, q.dtype))
+        torch.testing.assert_close(K.attention_content(q, k, v, enc, pos), ref)
+
+
+# --- model fast paths -------------------------------------------------------------------------
+
+
+def test_t5_distance_lookup_equals_per_pair_bucketing():
+    for causal in (True, False):
+        enc = build_encoding("t5", EncodingDims(64, 4, causal=causal))
+        pos = positions()["random"]
+        rel = pos[:, None, :] - pos[:, :, None]
+        ref = enc.table(t5_bucket(rel, bidirectional=enc.bidirectional)).permute(0, 3, 1, 2)
+        assert torch.equal(enc.bias(pos, pos), ref)
+
+
+def test_rope_tables_are_cached_per_pos_tensor_and_invalidated():
+    enc = build_encoding("rope", DIMS)
+    q, k = qkv(2)
+    pos = torch.arange(T).expand(B, T).clone()
+    first = enc.rotate(q, k, pos)
+    assert enc._tables[1] is pos
+    pos += 3  # in place: the version changes, the cache must not be used
+    cos, sin = enc.cos_sin(pos, q.dtype)
+    assert torch.equal(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"))
+    assert not torch.equal(first[0], enc.rotate(q, k, pos)[0])
+    enc.set_scaling({"rope_type": "linear", "factor": 2.0})
+    cos, sin = enc.cos_sin(pos, q.dtype)
+    assert torch.equal(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"))
+
+
+def test_attend_learned_bias_path_equals_sdpa_with_gradients():
+    q, k, v = (t.requires_grad_() for t in qkv())
+    bias = torch.randn(1, H, T, T, requires_grad=True)
+    mask = bias + K.causal_additive_mask(T, q.device, q.dtype)
+    grads = []
+    for fn in (lambda: attend(q, k, v, mask, False, 0.0), lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)):
+        out = fn()
+        g = torch.autograd.grad((out * out).sum(), (q, k, v, bias))
+        grads.append((out, *g))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "kerple", "sandwich", "fire"])
+def test_model_shares_one_bias_across_identical_rows(name):
+    """The model builds a (1, H, T, T) bias when all rows share positions: same logits and
+    gradients as row by row."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=11, d_model=32, n_layers=2, n_heads=4, encoding=name, max_len=64)).double()
+    tokens = torch.randint(0, 11, (3, 20))
+    pos = torch.arange(5, 25).expand(3, 20)
+    together = model(tokens, pos=pos)
+    alone = torch.cat([model(tokens[i : i + 1], pos=pos[i : i + 1]) for i in range(3)])
+    torch.testing.assert_close(together, alone, atol=1e-10, rtol=0)
+
+
+# --- bandwidth arithmetic ---------------------------------------------------------------------
+
+
+def test_bytes_and_bandwidth_arithmetic():
+    q = torch.empty(2, 3, 4, 5)
+    k = torch.empty(2, 3, 4, 5)
+    assert K.nbytes(q, None, k) == 2 * 120 * 4
+    assert K.rotary_bytes(q, k) == 4 * 120 * 4  # read q, k + write q, k
+    bias = torch.empty(1, 3, 4, 4, dtype=torch.bfloat16)
+    assert K.attention_bytes(q, k, q) == 4 * 120 * 4  # q, k, v + out
+    assert K.attention_bytes(q, k, q, bias=bias) == 4 * 120 * 4 + 48 * 2
+    assert K.gb_per_s(3_000_000_000, 1.5) == pytest.approx(2.0)
+    assert K.copy_ratio(0.3, 0.1) == pytest.approx(3.0)
+    assert math.isnan(K.gb_per_s(10, 0.0)) and math.isnan(K.copy_ratio(1.0, 0.0))
+
+
+def test_copy_floor_measures_once_per_size():
+    floor = K.CopyFloor(torch.device("cpu"), rounds=3)
+    first = floor.seconds(1 << 16)
+    assert first > 0 and floor.seconds(1 << 16) == first
+    assert floor.seconds(1 << 16, allocate=True) > 0
+    assert len(floor._seconds) == 2
+    assert floor.gb_per_s(1 << 16) == pytest.approx((1 << 16) / first / 1e9)
+
+
+def test_quick_training_step_runs():
+    ts = K.quick_training_step("alibi", torch.device("cpu"))
+    assert ts.geometry["d_model"] == 64 and ts.geometry["batch_size"] == 32 and ts.geometry["T"] >= 32
+    losses = [float(ts.step()) for _ in range(2)]
+    assert all(math.isfinite(x) for x in losses)
+
+
+# --- bench collection -------------------------------------------------------------------------
+
+
+def test_bench_kernels_collects_every_encoding():
+    env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "256", "LENBENCH_KERNEL_DTYPES": "fp32"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_kernels.py", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ids = [line.strip() for line in proc.stdout.splitlines() if "::" in line]
+    kernels = [i.split("[", 1)[1].rstrip("]") for i in ids if "::test_kernel[" in i]
+    for name in ENCODINGS.names():
+        mine = [i for i in kernels if i.startswith(f"{name}-")]
+        impls = K.implementations(build_encoding(name, DIMS)) or ["none"]
+        assert sorted(mine) == sorted(f"{name}-{impl}-T256-fp32" for impl in impls), name
+        assert any(i.endswith(f"::test_training_step[{name}]") for i in ids), name
+    assert sum("::test_attention_baseline[" in i for i in ids) == 1
