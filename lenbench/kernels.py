@@ -28,7 +28,6 @@ Helpers for the benchmarks: bytes moved per kernel, achieved GB/s, a copy-bandwi
 from __future__ import annotations
 
 import functools
-import math
 import time
 import weakref
 from collections.abc import Callable
@@ -83,7 +82,7 @@ def kernel_kind(enc: PositionalEncoding) -> Kind:
 FLEX_FLAVOURS: dict[str, str] = {"alibi": "alibi", "t5": "table", "sandwich": "table", "kerple": "kerple"}
 
 
-def implementations(enc: PositionalEncoding, device: torch.device | None = None) -> list[str]:
+def implementations(enc: PositionalEncoding) -> list[str]:
     """The implementations `bench/test_kernels.py` times for `enc`, eager reference first.
 
     rotary: eager, fused (+ hf, transformers' rotate_half formulation, for RoPE's default half
@@ -112,7 +111,7 @@ def nothing_to_fuse_reason(enc: PositionalEncoding) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compile_support(device_type: str) -> tuple[bool, str]:
     """(ok, reason): whether torch.compile (inductor) can build kernels for `device_type` here.
 
@@ -150,7 +149,7 @@ def flex_support(device_type: str) -> tuple[bool, str]:
     return True, ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bf16_support(device_type: str) -> tuple[bool, str]:
     """(ok, reason): whether bf16 matmul / attention kernels are native on this device."""
     if device_type == "cpu":

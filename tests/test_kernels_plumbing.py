@@ -77,8 +77,8 @@ def test_rotary_fused_formulation_equals_apply_rotary(layout, partial):
     for pos in positions().values():
         tables = K.rotary_inputs(enc, pos, torch.float32)
         ref = K.rotary_eager(q, k, tables.cos, tables.sin, layout)
-        assert all(torch.equal(a, b) for a, b in zip(tables.fused(q, k, compiled=False), ref))
-        assert all(torch.equal(a, b) for a, b in zip(ref, enc.rotate(q, k, pos)))
+        assert all(torch.equal(a, b) for a, b in zip(tables.fused(q, k, compiled=False), ref, strict=True))
+        assert all(torch.equal(a, b) for a, b in zip(ref, enc.rotate(q, k, pos), strict=True))
 
 
 def test_hf_rotate_half_formulation_equals_reference():
@@ -87,7 +87,7 @@ def test_hf_rotate_half_formulation_equals_reference():
     tables = K.rotary_inputs(enc, positions()["random"], torch.float32)
     out = K.rotary_hf(q, k, *K.hf_tables(tables.cos, tables.sin))
     ref = tables.eager(q, k)
-    assert all(torch.equal(a, b) for a, b in zip(out, ref))
+    assert all(torch.equal(a, b) for a, b in zip(out, ref, strict=True))
 
 
 @pytest.mark.parametrize("name", kind_names("rotary"))
@@ -100,7 +100,7 @@ def test_rotary_tables_reproduce_the_encodings_own_rotate(name):
         pytest.skip(f"{name}: no table adapter; its fused path compiles its own rotate hook")
     ref = K.base_encoding(enc).rotate(q, k, pos)
     for out in (tables.eager(q, k), tables.fused(q, k, compiled=False)):
-        for a, b in zip(out, ref):
+        for a, b in zip(out, ref, strict=True):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
@@ -112,7 +112,7 @@ def test_rotary_fused_compiled_equals_eager():
     q, k = qkv(2)
     tables = K.rotary_inputs(enc, positions()["plain"], torch.float32)
     out = tables.fused(q, k)
-    for a, b in zip(out, tables.eager(q, k)):
+    for a, b in zip(out, tables.eager(q, k), strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
@@ -225,7 +225,7 @@ def test_attend_learned_bias_path_equals_sdpa_with_gradients():
         out = fn()
         g = torch.autograd.grad((out * out).sum(), (q, k, v, bias))
         grads.append((out, *g))
-    for a, b in zip(*grads):
+    for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
