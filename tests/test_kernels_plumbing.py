@@ -216,6 +216,27 @@ def test_rope_tables_are_cached_per_pos_tensor_and_invalidated():
     assert torch.equal(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"))
 
 
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_training_rotation_is_bit_identical_with_gradients(layout):
+    """RoPE.rotate (q and k stacked, hand-written backward) == apply_rotary, values and gradients."""
+    enc = build_encoding("rope", DIMS, layout=layout)
+    base = torch.randn(B, T, 3 * 64)
+    pos = positions()["offset"]
+    weight = torch.randn(B, H, T, DH)
+    results = []
+    for use_hook in (True, False):
+        x = base.clone().requires_grad_()
+        q, k, _ = (t.view(B, T, H, DH).transpose(1, 2) for t in x.split(64, dim=-1))  # as in the model
+        if use_hook:
+            rq, rk = enc.rotate(q, k, pos)
+        else:
+            cos, sin = enc.cos_sin(pos, q.dtype)
+            rq, rk = apply_rotary(q, cos, sin, layout), apply_rotary(k, cos, sin, layout)
+        ((rq * weight).sum() + (rk * weight.square()).sum()).backward()
+        results.append((rq.detach(), rk.detach(), x.grad))
+    assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+
+
 def test_attend_learned_bias_path_equals_sdpa_with_gradients():
     q, k, v = (t.requires_grad_() for t in qkv())
     bias = torch.randn(1, H, T, T, requires_grad=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
 from lenbench.encodings.rope_scaling import ROPE_TYPES, rope_parameters
@@ -85,6 +86,45 @@ def apply_rotary_tables(
         swapped = x_rot.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (B, H, T, R): (x1, x0, x3, x2, …)
     out = x_rot * cos_full + swapped * sin_signed  # (B, H, T, R)
     return torch.cat((out, x[..., r:]), dim=-1) if r < x.shape[-1] else out  # (B, H, T, Dh)
+
+
+def _swap_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """Exchange the two channels of every rotated pair (no sign): the partner of `apply_rotary_tables`."""
+    if layout == "half":
+        x1, x2 = x.chunk(2, dim=-1)  # 2 × (..., D/2)
+        return torch.cat((x2, x1), dim=-1)  # (..., D)
+    return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (..., D)
+
+
+class _RotateQK(torch.autograd.Function):
+    """q and k rotated together, full rotation (R = Dh), for the model's training path.
+
+    Same products and sums as `apply_rotary` (bit-identical outputs and gradients), in fewer,
+    larger operations: q and k are stacked once in the memory order of the qkv projection,
+    (B, T, 2, H, Dh), and the backward is written out (the swap is its own transpose, so
+    dx = g·cos + swap(g·sin_signed)) instead of autograd's per-view bookkeeping. At the quick
+    suite's sizes the per-operation overhead is most of RoPE's cost in a training step.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, cos_full, sin_signed, layout: str):
+        c = cos_full.transpose(1, 2).unsqueeze(2)  # (B|1, T, 1, 1, Dh)
+        s = sin_signed.transpose(1, 2).unsqueeze(2)  # (B|1, T, 1, 1, Dh)
+        ctx.save_for_backward(c, s)
+        ctx.layout = layout
+        x = torch.stack((q.transpose(1, 2), k.transpose(1, 2)), dim=2)  # (B, T, 2, H, Dh)
+        out = x * c  # (B, T, 2, H, Dh)
+        out += _swap_pairs(x, layout) * s
+        return out[:, :, 0].transpose(1, 2), out[:, :, 1].transpose(1, 2)  # (B, H, T, Dh) each
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_q, grad_k):
+        c, s = ctx.saved_tensors
+        g = torch.stack((grad_q.transpose(1, 2), grad_k.transpose(1, 2)), dim=2)  # (B, T, 2, H, Dh)
+        grad = g * c  # (B, T, 2, H, Dh)
+        grad += _swap_pairs(g * s, ctx.layout)
+        return grad[:, :, 0].transpose(1, 2), grad[:, :, 1].transpose(1, 2), None, None, None
 
 
 @register_encoding("rope")
@@ -175,5 +215,7 @@ class RoPE(PositionalEncoding):
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cos_full, sin_signed = self.tables(pos, q.dtype)  # (B, 1, T, R) each
+        if self.rot_dim == q.shape[-1] == k.shape[-1] and q.shape == k.shape:
+            return _RotateQK.apply(q, k, cos_full, sin_signed, self.layout)  # (B, H, T, Dh) each
         return (apply_rotary_tables(q, cos_full, sin_signed, self.layout),
                 apply_rotary_tables(k, cos_full, sin_signed, self.layout))  # (B, H, T, Dh) each
