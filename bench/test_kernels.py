@@ -35,16 +35,15 @@ Environment (all optional):
     copy_seconds, copy_ratio   a plain copy of bytes_moved on this device into a preallocated
                        buffer (measured once per size in this session) and seconds / copy_seconds
                        (1.0 = the copy floor)
-    copy_alloc_seconds, copy_alloc_ratio   the same with a freshly allocated destination (`clone`),
-                       the allocation an out-of-place kernel pays too (large fresh allocations
-                       page-fault on some systems)
     over_eager         seconds / the eager reference's seconds (same encoding, T, dtype), when measured
     speedup_over_hf    rotary (rope): hf seconds / seconds
     over_unbiased      attention: seconds / unbiased causal SDPA seconds (same T, dtype)
     max_abs_err        fused vs eager before timing
-test_training_step extra_info: encoding, seconds, ratio_to_nope (this session's nope benchmark),
-    ratio_to_nope_interleaved (median over rounds of per-round ratios, all encodings timed
-    round-robin once per session, robust to other load on the machine), geometry.
+test_training_step extra_info: encoding, seconds (this benchmark's median), ratio_to_nope (median
+    over rounds of per-round ratios, every encoding timed round-robin in one loop once per
+    session, so other load on the machine hits all alike; ratio_to_nope_interleaved is the same
+    number), ratio_to_nope_sequential (this benchmark over nope's benchmark: sensitive to load
+    drifting between tests), tokens, model_params, geometry.
 """
 
 from __future__ import annotations
@@ -153,12 +152,10 @@ def _record(benchmark, copy_floor, *, name, kind, impl, T, dt, shape, bytes_move
     seconds = _median(benchmark, once)
     _SECONDS[(name, impl, T, dt)] = seconds
     copy_s = copy_floor.seconds(bytes_moved)
-    copy_alloc_s = copy_floor.seconds(bytes_moved, allocate=True)
     info = benchmark.extra_info
     info.update(encoding=name, kind=kind, impl=impl, T=T, dtype=dt, shape=list(shape), bytes_moved=bytes_moved,
                 seconds=seconds, gb_per_s=K.gb_per_s(bytes_moved, seconds), copy_seconds=copy_s,
-                copy_ratio=K.copy_ratio(seconds, copy_s), copy_alloc_seconds=copy_alloc_s,
-                copy_alloc_ratio=K.copy_ratio(seconds, copy_alloc_s), max_abs_err=err)
+                copy_ratio=K.copy_ratio(seconds, copy_s), max_abs_err=err)
     eager = _SECONDS.get((name, "eager", T, dt))
     if eager and impl != "eager":
         info["over_eager"] = seconds / eager
@@ -329,7 +326,8 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios):
     _SECONDS[(name, "train-step")] = seconds
     nope = _SECONDS.get(("nope", "train-step"))
     benchmark.extra_info.update(
-        encoding=name, kind="training-step", seconds=seconds, ratio_to_nope=seconds / nope if nope else None,
-        ratio_to_nope_interleaved=interleaved_step_ratios[name], tokens=ts.tokens, model_params=ts.model_params,
+        encoding=name, kind="training-step", seconds=seconds, ratio_to_nope=interleaved_step_ratios[name],
+        ratio_to_nope_interleaved=interleaved_step_ratios[name],
+        ratio_to_nope_sequential=seconds / nope if nope else None, tokens=ts.tokens, model_params=ts.model_params,
         geometry=ts.geometry,
     )
