@@ -26,6 +26,9 @@ Environment (all optional):
     LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (default both; bf16 skipped without native support)
     LENBENCH_KERNEL_SECONDS   timing budget per benchmark (default 0.25)
     LENBENCH_CONTENT_MAX_T    longest T for content-dependent (CoPE) kernels on the CPU (default 1024)
+    LENBENCH_TRAIN_TASK       quick-suite task of the training-step benchmark (default lm: T = 64;
+                              passkey and copy train at T = 32)
+    LENBENCH_TRAIN_ROUNDS     rounds of the training-step benchmarks (default 20)
 
 `benchmark.extra_info` keys (every kernel test):
     encoding, kind (rotary|bias|absolute|content|attention-baseline), impl, T, dtype, shape
@@ -293,6 +296,7 @@ def _content(enc, impl, T, dtype, device):
 
 TRAIN_ENCODINGS = ["nope", *[n for n in ENCODINGS.names() if n != "nope"]]
 TRAIN_ROUNDS = int(os.environ.get("LENBENCH_TRAIN_ROUNDS", "20"))
+TRAIN_TASK = os.environ.get("LENBENCH_TRAIN_TASK", "lm")  # a task of the quick suite: lm (64 tokens), passkey, copy
 
 
 @pytest.fixture(scope="session")
@@ -300,7 +304,7 @@ def interleaved_step_ratios(device) -> dict[str, float]:
     """Every encoding's quick-suite training step timed round-robin in one loop; per encoding the
     median over rounds of (its step / nope's step in the same round). Other load on the machine
     then hits every encoding alike."""
-    steps = {name: K.quick_training_step(name, device).step for name in TRAIN_ENCODINGS}
+    steps = {name: K.quick_training_step(name, device, task=TRAIN_TASK).step for name in TRAIN_ENCODINGS}
     for step in steps.values():
         for _ in range(3):
             step()
@@ -318,8 +322,8 @@ def interleaved_step_ratios(device) -> dict[str, float]:
 @pytest.mark.parametrize("name", TRAIN_ENCODINGS)
 def test_training_step(name, timed, benchmark, device, interleaved_step_ratios):
     """One training step (forward, backward, clip, AdamW) of the quick suite's lm model."""
-    ts = K.quick_training_step(name, device)
-    benchmark.group = "training-step-quick"
+    ts = K.quick_training_step(name, device, task=TRAIN_TASK)
+    benchmark.group = f"training-step-quick-{TRAIN_TASK}"
     timed(ts.step, rounds=TRAIN_ROUNDS, warmup_rounds=3)
     stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
     seconds = stats.stats.median if stats is not None else K.time_fn(ts.step, device, rounds=3, warmup=0)
