@@ -30,8 +30,13 @@ def task_metrics(task: Task) -> list[str]:
 
 def eval_generator(task: Task, length: int, seed: int) -> torch.Generator:
     """The generator of evaluation data: a function of (task, length, seed) only, so every
-    encoding and variant is scored on exactly the same examples."""
-    key = zlib.crc32(f"eval/{task.name}/{length}/{seed}".encode())
+    encoding and variant is scored on exactly the same examples.
+
+    For `lm` it leaves out the length: the task then scores the same held-out tokens at every
+    length, so a change of perplexity with length is the context's effect, not other text's.
+    """
+    scope = f"eval/{task.name}/{seed}" if task.kind == "lm" else f"eval/{task.name}/{length}/{seed}"
+    key = zlib.crc32(scope.encode())
     return torch.Generator().manual_seed(key)
 
 

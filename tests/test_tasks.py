@@ -416,16 +416,19 @@ def test_lm_splits_read_their_part(text_file, use_path):
             assert not any(r in other for r in rows), split
 
 
-def test_lm_eval_reaches_end_of_corpus(text_file):
+def test_lm_eval_windows_end_in_the_last_half_of_the_held_out_text(text_file):
     task = ByteLMTask(path=text_file)
     data = text_file.read_bytes()
-    held_out = len(data) - int(len(data) * 0.9)
-    length = held_out - 1  # exactly one possible eval window: the last length+1 bytes
-    s = full(task.sample(2, length, gen(0), split="eval"))
-    assert bytes(s[0].tolist()) == data[-(length + 1) :]
-    with pytest.raises(
-        ValueError, match=rf"task 'lm': length {held_out} needs.*{held_out} bytes.*corpus {len(data)} bytes"
-    ):
+    train = int(len(data) * 0.9)
+    held_out = len(data) - train
+    longest = held_out - held_out // 2 - 1  # the context the held-out split allows
+    s = full(task.sample(64, longest, gen(0), split="eval"))  # (64, longest + 1)
+    for row in s.tolist():
+        start = data.index(bytes(row), train)  # the window lies inside the held-out text …
+        assert start >= train and start + longest + 1 - 1 >= len(data) - held_out // 2  # … and ends in its last half
+    with pytest.raises(ValueError, match=rf"task 'lm': eval length {longest + 1} exceeds the {longest} bytes"):
+        task.sample(2, longest + 1, gen(0), split="eval")
+    with pytest.raises(ValueError, match=rf"task 'lm': length {held_out} needs.*{held_out} bytes.*corpus {len(data)} bytes"):
         task.sample(2, held_out, gen(0), split="eval")
 
 
@@ -447,3 +450,22 @@ def test_lm_bad_path(tmp_path):
 def test_package_exports():
     for name in tasks_pkg.__all__:
         assert hasattr(tasks_pkg, name)
+
+
+def test_lm_eval_scores_the_same_tokens_at_every_length():
+    """Only the context grows with the evaluation length: the scored held-out bytes are the same,
+    however the samples are split into batches."""
+    from lenbench.evaluate import eval_generator
+
+    task = build_task("lm", eval_tokens=16)
+    scored = {}
+    for length, batches in [(64, [8]), (512, [3, 5]), (2048, [1] * 8)]:
+        gen = eval_generator(task, length, seed=0)
+        parts = [task.sample(b, length, gen, split="eval") for b in batches]
+        targets = torch.cat([p.targets[:, -16:] for p in parts])  # (8, 16)
+        assert all(p.loss_mask[:, -16:].all() and not p.loss_mask[:, :-16].any() for p in parts)
+        scored[length] = targets
+    torch.testing.assert_close(scored[64], scored[512])
+    torch.testing.assert_close(scored[64], scored[2048])
+    other_seed = task.sample(8, 64, eval_generator(task, 64, seed=1), split="eval").targets[:, -16:]
+    assert not torch.equal(other_seed, scored[64])

@@ -131,6 +131,21 @@ class ByteLMTask(Task):
     def fingerprint(self) -> dict:
         return {"corpus": self._description, "corpus_sha256": self.corpus.sha256}
 
+    def _eval_ends(self, batch_size: int, n: int, lo: int, hi: int, generator: torch.Generator) -> torch.Tensor:
+        """Window ends (B, 1) for evaluation, drawn from the last half of the held-out split.
+
+        The draw does not depend on the window length `n`, so the same generator scores the same
+        tokens at every evaluation length: only the context before them grows.
+        """
+        span = (hi - lo) // 2
+        if n > hi - lo - span - 1:
+            raise ValueError(
+                f"task {self.name!r}: eval length {n} exceeds the {hi - lo - span - 1} bytes of context the "
+                f"held-out split allows ({self._description}); pass a shorter length or a larger path="
+            )
+        u = torch.rand(batch_size, 1, generator=generator, dtype=torch.float64)  # (B, 1) uniform in [0, 1)
+        return hi - 1 - (u * span).long()  # (B, 1): index of the last target byte, in [hi − span, hi − 1]
+
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         n = check_length(self, length)
         check_sample_args(self, batch_size, split)
@@ -142,7 +157,10 @@ class ByteLMTask(Task):
                 f"{hi - lo} bytes (corpus {corpus.size} bytes, the last {1 - TRAIN_FRACTION:.0%} held out "
                 f"for eval: {self._description}); pass a shorter length or a larger path="
             )
-        start = torch.randint(lo, hi - n, (batch_size, 1), generator=generator)  # (B, 1), start ≤ hi-(n+1)
+        if split == "train":
+            start = torch.randint(lo, hi - n, (batch_size, 1), generator=generator)  # (B, 1), start ≤ hi-(n+1)
+        else:
+            start = self._eval_ends(batch_size, n, lo, hi, generator) - n  # (B, 1)
         window = corpus.data[start + torch.arange(n + 1)].long()  # (B, n+1)
         inputs = window[:, :-1].contiguous()  # (B, n)
         targets = window[:, 1:].contiguous()  # (B, n)
