@@ -28,11 +28,13 @@ def test_sinusoidal_add_and_concat_modes():
     h = torch.randn(2, 5, 16)
     pos = torch.arange(5).expand(2, 5)
     add = build_encoding("sinusoidal", dims)
-    torch.testing.assert_close(add.embed(h, pos), h + sinusoidal_table(pos, 16))
+    torch.testing.assert_close(add.embed(h, pos), h * 4.0 + sinusoidal_table(pos, 16))  # sqrt(d_model) = 4
+    unscaled = build_encoding("sinusoidal", dims, embed_scale=1.0)
+    torch.testing.assert_close(unscaled.embed(h, pos), h + sinusoidal_table(pos, 16))
     cat = build_encoding("sinusoidal", dims, mode="concat")
     out = cat.embed(h, pos)
     assert out.shape == h.shape
-    torch.testing.assert_close(out, torch.cat((h, sinusoidal_table(pos, 16)), -1) @ cat.proj.weight.T)
+    torch.testing.assert_close(out, torch.cat((h * 4.0, sinusoidal_table(pos, 16)), -1) @ cat.proj.weight.T)
     with pytest.raises(ValueError, match="mode"):
         build_encoding("sinusoidal", dims, mode="mul")
 

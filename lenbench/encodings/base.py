@@ -107,6 +107,22 @@ class PositionalEncoding(nn.Module):
         """Bias that may read the (rotated) queries and keys; defaults to the static `bias`."""
         return self.bias(q_pos, k_pos)
 
+    def per_forward(self, pos: torch.Tensor, key: tuple, compute):
+        """`compute()`, cached while the same `pos` tensor comes back with the same `key`.
+
+        The model hands one `pos` tensor to every layer of a forward pass, so tables derived from
+        positions (RoPE's cos/sin, xPos's decay) are built once per forward, not once per layer.
+        The cache holds the tensor itself and compares identity and in-place version, so a new
+        tensor is never mistaken for the old one.
+        """
+        full_key = (pos._version, pos.device, torch.is_inference_mode_enabled(), *key)
+        cached = self.__dict__.get("_per_forward")
+        if cached is not None and cached[0] is pos and cached[1] == full_key:
+            return cached[2]
+        value = compute()
+        self.__dict__["_per_forward"] = (pos, full_key, value)
+        return value
+
     def extra_repr(self) -> str:
         return f"name={self.name!r}"
 

@@ -182,7 +182,6 @@ class RoPE(PositionalEncoding):
         """Swap the length-extension scaling (a transformers `rope_scaling` dict, or None)."""
         rope_parameters(scaling, self.rot_dim, self.theta, seq_len=1)  # validates names and parameters now
         self.scaling = dict(scaling) if scaling else None
-        self._tables = None  # (key, pos, cos_full, sin_signed): the last forward's tables
 
     def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
         """(inv_freq float64 (R/2,), attention_factor) for a sequence of `seq_len` positions."""
@@ -197,21 +196,9 @@ class RoPE(PositionalEncoding):
         return (angle.cos() * factor).to(dtype), (angle.sin() * factor).to(dtype)
 
     def tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """`rotary_tables` (B, 1, T, R) for `pos`, cached for the same `pos` tensor.
-
-        The model passes one `pos` tensor to every layer of a forward pass, so the tables (and
-        the scaling's frequencies) are computed once per forward, not once per layer. The cache
-        holds the last tensor itself and compares identity and in-place version, so it can never
-        mistake a new tensor for the old one.
-        """
-        key = (pos._version, dtype, pos.device, self.theta, self.layout, self.rot_dim,
-               repr(self.scaling), torch.is_inference_mode_enabled())
-        cached = self._tables
-        if cached is not None and cached[1] is pos and cached[0] == key:
-            return cached[2], cached[3]
-        cos_full, sin_signed = rotary_tables(*self.cos_sin(pos, dtype), self.layout)  # (B, 1, T, R) each
-        self._tables = (key, pos, cos_full, sin_signed)
-        return cos_full, sin_signed
+        """`rotary_tables` (B, 1, T, R) for `pos`, built once per forward pass (`per_forward`)."""
+        key = (dtype, self.theta, self.layout, self.rot_dim, repr(self.scaling))
+        return self.per_forward(pos, key, lambda: rotary_tables(*self.cos_sin(pos, dtype), self.layout))  # (B, 1, T, R) each
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cos_full, sin_signed = self.tables(pos, q.dtype)  # (B, 1, T, R) each

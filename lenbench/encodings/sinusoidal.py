@@ -41,21 +41,34 @@ class Sinusoidal(PositionalEncoding):
         mode: "add" adds PE to the token embedding (the paper); "concat" concatenates PE to it and
             projects the 2·d_model vector back to d_model with a learned linear map.
         base: wavelength base (10000 in the paper).
+        embed_scale: factor on the token embeddings before PE is added; the paper multiplies
+            them by sqrt(d_model) (§3.4), the default. Without it, PE (entries of magnitude ~1)
+            drowns token embeddings initialised at std 0.02 and the model struggles to learn
+            (passkey at the quick size: 7 % accuracy instead of 100 %).
     """
 
     description = "fixed sin/cos absolute embeddings, added (or concatenated and projected)"
     paper = "Vaswani et al. 2017, Attention Is All You Need"
 
-    def __init__(self, dims: EncodingDims, *, mode: Literal["add", "concat"] = "add", base: float = 10000.0):
+    def __init__(
+        self,
+        dims: EncodingDims,
+        *,
+        mode: Literal["add", "concat"] = "add",
+        base: float = 10000.0,
+        embed_scale: float | None = None,
+    ):
         super().__init__(dims)
         if mode not in ("add", "concat"):
             raise ValueError(f"sinusoidal mode must be 'add' or 'concat', got {mode!r}")
         self.mode = mode
         self.base = base
+        self.embed_scale = math.sqrt(dims.d_model) if embed_scale is None else float(embed_scale)
         self.proj = nn.Linear(2 * dims.d_model, dims.d_model, bias=False) if mode == "concat" else None
 
     def embed(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         pe = sinusoidal_table(pos, self.dims.d_model, self.base).to(h.dtype)  # (B, T, D)
+        h = h * self.embed_scale  # (B, T, D)
         if self.proj is None:
             return h + pe  # (B, T, D)
         return self.proj(torch.cat((h, pe), dim=-1))  # (B, T, 2D) -> (B, T, D)
