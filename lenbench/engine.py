@@ -21,7 +21,6 @@ import math
 import multiprocessing
 import os
 import subprocess
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -31,6 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 import lenbench
+from lenbench.atomic import atomic_write_bytes, atomic_write_json
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
@@ -43,26 +43,7 @@ SCHEMA_VERSION = 1
 BASE_VARIANT = "none"
 
 
-# --- atomic files -------------------------------------------------------------------------------
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same directory and `os.replace`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, allow_nan=True) + "\n").encode())
+# --- result files -------------------------------------------------------------------------------
 
 
 def cell_path(out: Path, cell: Cell) -> Path:

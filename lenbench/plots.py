@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import tempfile
 import warnings
 import zlib
 from pathlib import Path
@@ -34,6 +32,7 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
+from lenbench.atomic import atomic_path  # noqa: E402
 from lenbench.encodings import ENCODINGS, EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
 from lenbench.results import (  # noqa: E402
     BASE_VARIANT,
@@ -41,7 +40,6 @@ from lenbench.results import (  # noqa: E402
     leaderboard,
     load_results,
     primary_metric,
-    publish_mode,
     ratio_label,
     series_label,
     series_order,
@@ -66,19 +64,11 @@ _RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path"}
 def save_figure(fig, path: str | Path, *, dpi: int = 100) -> Path:
     """Save `fig` to `path` (format from the suffix) atomically and reproducibly, then close it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fmt = path.suffix.lstrip(".").lower() or "png"
     metadata = {"Date": None} if fmt == "svg" else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
     try:
-        with plt.rc_context(_RC):
+        with atomic_path(path) as tmp, plt.rc_context(_RC):
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
-        publish_mode(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     finally:
         plt.close(fig)
     return path

@@ -36,8 +36,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -45,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lenbench.atomic import atomic_write_text
 from lenbench.evaluate import METRICS, PRIMARY_METRIC
 
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
@@ -618,36 +617,6 @@ def read_leaderboard_csv(path: str | Path) -> pd.DataFrame:
 
 
 # --- writing ------------------------------------------------------------------------------------
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-
-
-def publish_mode(path: str | Path) -> None:
-    """Give a temporary file (mkstemp: 0600) the permissions an ordinary new file gets (0666 & ~umask)."""
-    os.chmod(path, 0o666 & ~_UMASK)
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file in the same directory and os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        publish_mode(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def to_csv_text(df: pd.DataFrame) -> str:

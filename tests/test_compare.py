@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from lenbench.atomic import atomic_write_json
 from lenbench.cli import main
 from lenbench.compare import IMPROVED, MISSING, NEW, REGRESSION, SLOWER, WITHIN, compare
-from lenbench.engine import atomic_write_json
 from lenbench.results import write_report
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",

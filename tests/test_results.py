@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lenbench.atomic import atomic_write_json
 from lenbench.cli import main
-from lenbench.engine import atomic_write_json
 from lenbench.results import (
     COLUMNS,
     ResultsError,
