@@ -205,3 +205,14 @@ def test_every_rope_variant_evaluates_at_16x(tmp_path):
     assert result["status"] == "ok", result["error"]
     assert all(r["status"] == "ok" for r in result["rows"]), [r["error"] for r in result["rows"] if r["error"]]
     assert {r["variant"] for r in result["rows"] if r["ratio"] == 16.0} == {"none", *ROPE_TYPES.names()}
+
+
+def test_workers_run_cells_in_parallel_with_the_same_rows(tmp_path):
+    data = {**TINY, "train": {**TINY["train"], "steps": 20}, "encodings": ["nope", "rope", "alibi", "t5"]}
+    path = write_suite(tmp_path, data)
+    for workers in ("1", "2"):
+        proc = _cli("run", "--suite", str(path), "--out", str(tmp_path / workers), "--device", "cpu",
+                    "--workers", workers, "--quiet")
+        assert proc.returncode == 0, proc.stderr
+        assert "4 cell(s) run, 0 already done, 0 failed" in proc.stdout
+    assert metric_rows(tmp_path / "1") == metric_rows(tmp_path / "2")
