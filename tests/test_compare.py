@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
+from lenbench_testing import write_cells
 
-from lenbench.atomic import atomic_write_json
 from lenbench.cli import main
 from lenbench.compare import IMPROVED, MISSING, NEW, REGRESSION, SLOWER, WITHIN, compare
 from lenbench.results import write_report
@@ -58,15 +58,6 @@ def write_bench(path: Path, rows: list[dict], kernels: list[dict]) -> Path:
     return path
 
 
-def write_dir(path: Path, rows: list[dict]) -> Path:
-    cells: dict[str, list[dict]] = {}
-    for r in rows:
-        cells.setdefault(r["cell_id"], []).append(r)
-    for c, rs in cells.items():
-        atomic_write_json(path / "cells" / f"{c}.json", {"cell_id": c, "status": "ok", "rows": rs})
-    return path
-
-
 def planted(rows, task, encoding, ratio, metric, seed=0, *, value=None, delta=0.0, fail=False):
     rows = copy.deepcopy(rows)
     hits = [r for r in rows if (r["task"], r["encoding"], r["ratio"], r["metric"], r["seed"]) == (task, encoding, ratio, metric, seed)]
@@ -94,7 +85,7 @@ def test_identical_inputs_pass(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0 regression(s)" in out and "0 slower" in out and "OK: no regression" in out
     # a results directory against the same rows in a benchmark JSON and in a report directory
-    d = write_dir(tmp_path / "run", rows)
+    d = write_cells(tmp_path / "run", rows)
     write_report(d, tmp_path / "report", plots=False)
     assert run_cli(d, a) == 0
     assert run_cli(tmp_path / "report", d) == 0
@@ -122,7 +113,7 @@ def test_planted_quality_regression_fails(tmp_path, capsys):
 def test_ok_to_failed_is_a_regression_and_back_an_improvement(tmp_path):
     rows = base_rows()
     broken = planted(rows, "copy", "nope", 4, "exact_match", fail=True)
-    a, b = write_dir(tmp_path / "a", rows), write_dir(tmp_path / "b", broken)
+    a, b = write_cells(tmp_path / "a", rows), write_cells(tmp_path / "b", broken)
     result = compare(a, b)
     assert result.exit_code == 1 and result.quality_regressions == 1
     assert compare(b, a).exit_code == 0
@@ -131,10 +122,10 @@ def test_ok_to_failed_is_a_regression_and_back_an_improvement(tmp_path):
 
 def test_tolerance(tmp_path, capsys):
     rows = base_rows()
-    base = write_dir(tmp_path / "base", rows)
+    base = write_cells(tmp_path / "base", rows)
     value = next(r["value"] for r in rows if (r["task"], r["encoding"], r["ratio"], r["metric"], r["seed"]) ==
                  ("copy", "alibi", 1, "token_accuracy", 0))
-    head = write_dir(tmp_path / "head", planted(rows, "copy", "alibi", 1, "token_accuracy", value=value * 0.99))  # 1 % worse
+    head = write_cells(tmp_path / "head", planted(rows, "copy", "alibi", 1, "token_accuracy", value=value * 0.99))  # 1 % worse
     assert run_cli(base, head) == 1
     assert run_cli(base, head, "--tolerance", "0.02") == 0
     assert WITHIN in capsys.readouterr().out
@@ -146,12 +137,12 @@ def test_missing_and_new_rows_are_reported(tmp_path, capsys):
     rows = base_rows()
     fewer = [r for r in rows if not (r["encoding"] == "alibi" and r["task"] == "lm")]
     more = rows + [row("copy", "t5", 1, "token_accuracy", 0.5)]
-    base = write_dir(tmp_path / "base", rows)
-    assert run_cli(base, write_dir(tmp_path / "fewer", fewer)) == 0
+    base = write_cells(tmp_path / "base", rows)
+    assert run_cli(base, write_cells(tmp_path / "fewer", fewer)) == 0
     out = capsys.readouterr().out
     assert "12 missing in head" in out and MISSING in out
-    assert run_cli(base, write_dir(tmp_path / "fewer2", fewer), "--fail-missing") == 1
-    assert run_cli(base, write_dir(tmp_path / "more", more)) == 0
+    assert run_cli(base, write_cells(tmp_path / "fewer2", fewer), "--fail-missing") == 1
+    assert run_cli(base, write_cells(tmp_path / "more", more)) == 0
     assert NEW in capsys.readouterr().out
 
 
@@ -164,7 +155,7 @@ def test_leaderboard_csv_comparison(tmp_path):
     reg = result.quality[result.quality["status"] == REGRESSION]
     assert set(reg["statistic"]) == {"past_train_mean"} and set(reg["encoding"]) == {"alibi"}
     # a leaderboard CSV against raw rows: the rows are aggregated first
-    assert compare(tmp_path / "a" / "leaderboard.csv", write_dir(tmp_path / "run", rows)).exit_code == 0
+    assert compare(tmp_path / "a" / "leaderboard.csv", write_cells(tmp_path / "run", rows)).exit_code == 0
 
 
 # --- speed --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from lenbench_testing import assert_scores_depend_on_distance_only
 
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.alibi import alibi_slopes
@@ -55,17 +56,7 @@ def _rope(**kw):
 @pytest.mark.parametrize("partial", [1.0, 0.5])
 def test_rope_scores_depend_only_on_relative_position(layout, partial):
     enc = _rope(layout=layout, partial=partial)
-    q = torch.randn(1, 2, 1, 32, dtype=torch.float64)
-    k = torch.randn(1, 2, 1, 32, dtype=torch.float64)
-
-    def score(m, n):
-        qm, _ = enc.rotate(q, q, torch.tensor([[m]]))
-        _, kn = enc.rotate(k, k, torch.tensor([[n]]))
-        return (qm * kn).sum(-1)  # (1, 2, 1)
-
-    for m, n in [(5, 2), (100, 97), (1003, 1000)]:
-        torch.testing.assert_close(score(m, n), score(3, 0), atol=1e-5, rtol=0)
-    assert not torch.allclose(score(5, 2), score(5, 3))
+    assert_scores_depend_on_distance_only(enc, 2, 32, [(5, 2), (100, 97), (1003, 1000)], atol=1e-5)
 
 
 def test_rope_never_touches_values_and_partial_passes_through():

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from lenbench_testing import write_cells
 
-from lenbench.atomic import atomic_write_json
 from lenbench.cli import main
 from lenbench.results import (
     COLUMNS,
@@ -68,14 +68,6 @@ def tiny_rows(seeds=(0,)) -> list[dict]:
     return rows
 
 
-def write_cells(directory: Path, rows: list[dict]) -> Path:
-    by_cell: dict[str, list[dict]] = {}
-    for r in rows:
-        by_cell.setdefault(r["cell_id"], []).append(r)
-    for cell_id, cell_rows in by_cell.items():
-        atomic_write_json(directory / "cells" / f"{cell_id}.json",
-                          {"schema_version": 1, "cell_id": cell_id, "status": "ok", "error": "", "rows": cell_rows})
-    return directory
 
 
 def bench_json(path: Path, rows: list[dict], kernels: list[dict] = ()) -> Path:

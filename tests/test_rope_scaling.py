@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from lenbench_testing import assert_scores_depend_on_distance_only
 
 from lenbench.encodings import EncodingDims, build_encoding
 from lenbench.encodings.rope_scaling import ROPE_TYPES, rope_parameters
@@ -366,13 +367,4 @@ def test_attention_factor_scales_cos_and_sin(att):
 @pytest.mark.parametrize("rope_type", STATIC)
 def test_scores_depend_only_on_relative_position_under_static_variants(rope_type):
     enc = _enc({"rope_type": rope_type, **SCALINGS[rope_type]})
-    q, k = torch.randn(1, 4, 1, 64, dtype=torch.float64), torch.randn(1, 4, 1, 64, dtype=torch.float64)
-
-    def score(m, n):
-        qm, _ = enc.rotate(q, q, torch.tensor([[m]]))
-        _, kn = enc.rotate(k, k, torch.tensor([[n]]))
-        return (qm * kn).sum(-1)  # (1, 4, 1)
-
-    for m, n in [(5, 2), (130, 127), (1003, 1000)]:
-        torch.testing.assert_close(score(m, n), score(3, 0), atol=1e-9, rtol=0)
-    assert not torch.allclose(score(5, 2), score(5, 3))
+    assert_scores_depend_on_distance_only(enc, 4, 64, [(5, 2), (130, 127), (1003, 1000)], atol=1e-9)

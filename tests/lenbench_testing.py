@@ -1,0 +1,37 @@
+"""Helpers shared by several test modules (tests/ is on sys.path under pytest's default import mode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from lenbench.atomic import atomic_write_json
+
+
+def write_cells(directory: Path, rows: list[dict]) -> Path:
+    """Write `rows` as a results directory: one `cells/<cell_id>.json` per cell, as the engine does."""
+    by_cell: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cell.setdefault(r["cell_id"], []).append(r)
+    for cell_id, cell_rows in by_cell.items():
+        atomic_write_json(directory / "cells" / f"{cell_id}.json",
+                          {"schema_version": 1, "cell_id": cell_id, "status": "ok", "error": "", "rows": cell_rows})
+    return directory
+
+
+def assert_scores_depend_on_distance_only(enc, heads: int, head_dim: int, pairs, atol: float) -> None:
+    """q_m · k_n after `enc.rotate` equals q_3 · k_0 for every (m, n) in `pairs` with m − n = 3,
+    and differs at another distance: the rotary invariant."""
+    q = torch.randn(1, heads, 1, head_dim, dtype=torch.float64)
+    k = torch.randn(1, heads, 1, head_dim, dtype=torch.float64)
+
+    def score(m: int, n: int) -> torch.Tensor:
+        qm, _ = enc.rotate(q, q, torch.tensor([[m]]))
+        _, kn = enc.rotate(k, k, torch.tensor([[n]]))
+        return (qm * kn).sum(-1)  # (1, heads, 1)
+
+    for m, n in pairs:
+        assert m - n == 3
+        torch.testing.assert_close(score(m, n), score(3, 0), atol=atol, rtol=0)
+    assert not torch.allclose(score(5, 2), score(5, 3))
