@@ -215,3 +215,24 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, content):
     assert run_cli(good, tmp_path / "absent") == 2
     assert "absent" in capsys.readouterr().err
     assert run_cli(good, good, "--tolerance", "-1") == 2
+
+
+def test_speed_prefers_the_fastest_round_over_the_copy_floor(tmp_path):
+    """With copy_seconds recorded, a median inflated by outside load is not a slowdown; a slower
+    minimum is."""
+    rows = base_rows()
+
+    def with_copy(kernels, median_factor=1.0, min_factor=1.0):
+        for k in kernels:
+            k["extra_info"]["copy_seconds"] = 5e-4
+            k["stats"]["median"] *= median_factor
+            k["stats"]["min"] *= min_factor
+            k["extra_info"]["copy_ratio"] = k["stats"]["median"] / 5e-4
+        return kernels
+
+    base = write_bench(tmp_path / "base.json", rows, with_copy(base_kernels()))
+    noisy = write_bench(tmp_path / "noisy.json", rows, with_copy(base_kernels(), median_factor=1.5))
+    result = compare(base, noisy)
+    assert result.exit_code == 0 and set(result.speed["measure"]) == {"copy_ratio_min"}
+    slower = write_bench(tmp_path / "slower.json", rows, with_copy(base_kernels(), min_factor=1.2))
+    assert compare(base, slower).speed_regressions == len(base_kernels())
