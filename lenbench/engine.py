@@ -12,6 +12,7 @@ or duplicating rows. `pytest bench`, `lenbench run` and any other executor call 
 from __future__ import annotations
 
 import concurrent.futures as futures
+import copy
 import dataclasses
 import datetime as dt
 import functools
@@ -30,14 +31,14 @@ import torch
 from tqdm.auto import tqdm
 
 import lenbench
-from lenbench.atomic import atomic_write_bytes, atomic_write_json
+from lenbench.atomic import atomic_path, atomic_write_json
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
 from lenbench.model import ModelConfig, Transformer
 from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
-from lenbench.train import train_model
+from lenbench.train import TrainStats, train_model
 
 SCHEMA_VERSION = 1
 BASE_VARIANT = "none"
@@ -99,12 +100,16 @@ def _checkpoint(out: Path, name: str) -> Path:
     return Path(out) / "checkpoints" / f"{name}.pt"
 
 
-def _save(model: Transformer, path: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
-    atomic_write_bytes(path, buf.getvalue())
+def _load_or_train(model: Transformer, ckpt: Path, device: torch.device, train) -> TrainStats | None:
+    """Load `model`'s weights from `ckpt` when cached (returns None); else run `train()` and
+    save the weights atomically (returns its stats)."""
+    if ckpt.exists():
+        model.load_state_dict(torch.load(ckpt, map_location=device, weights_only=True))
+        return None
+    stats = train()
+    with atomic_path(ckpt) as tmp:
+        torch.save(model.state_dict(), tmp)
+    return stats
 
 
 def _trained_model(cell: Cell, task: Task, out: Path, device: torch.device, progress: bool) -> tuple[Transformer, float]:
@@ -112,34 +117,27 @@ def _trained_model(cell: Cell, task: Task, out: Path, device: torch.device, prog
     torch.manual_seed(cell.seed)
     model = Transformer(model_config(cell, task)).to(device)
     ckpt = _checkpoint(out, cell.train_id)
-    if ckpt.exists():
-        model.load_state_dict(torch.load(ckpt, map_location=device, weights_only=True))
-        meta = json.loads(ckpt.with_suffix(".json").read_text()) if ckpt.with_suffix(".json").exists() else {}
-        return model.eval(), float(meta.get("train_seconds", float("nan")))
-    stats = train_model(model, task, cell.train_len, cell.train, seed=cell.seed, device=device,
-                        desc=cell.title, progress=progress)
-    _save(model, ckpt)
-    atomic_write_json(ckpt.with_suffix(".json"), {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
-                                                  "config": cell.training_config()})
+    meta = ckpt.with_suffix(".json")
+    stats = _load_or_train(model, ckpt, device, lambda: train_model(
+        model, task, cell.train_len, cell.train, seed=cell.seed, device=device, desc=cell.title, progress=progress))
+    if stats is None:
+        seconds = json.loads(meta.read_text()).get("train_seconds", math.nan) if meta.exists() else math.nan
+        return model.eval(), float(seconds)
+    atomic_write_json(meta, {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
+                             "config": cell.training_config()})
     return model, stats.seconds
 
 
 def _finetuned_model(cell, task, variant, base: Transformer, out, device, progress) -> Transformer:
     """Continue training a copy of `base` at finetune_ratio × train_len with the variant's scaling."""
     torch.manual_seed(cell.seed)
-    model = Transformer(model_config(cell, task)).to(device)
-    model.load_state_dict(base.state_dict())
-    train_tokens = task.seq_len(cell.train_len)
-    model.pos_enc.set_scaling(scaling_for(variant, variant.finetune_ratio, train_tokens))
-    key = f"{cell.train_id}-ft-{digest(dataclasses.asdict(variant))}"
-    ckpt = _checkpoint(out, key)
-    if ckpt.exists():
-        model.load_state_dict(torch.load(ckpt, map_location=device, weights_only=True))
-        return model.eval()
+    model = copy.deepcopy(base)
+    model.pos_enc.set_scaling(scaling_for(variant, variant.finetune_ratio, task.seq_len(cell.train_len)))
+    ckpt = _checkpoint(out, f"{cell.train_id}-ft-{digest(dataclasses.asdict(variant))}")
     length = max(1, round(variant.finetune_ratio * cell.train_len))
-    train_model(model, task, length, cell.train, seed=cell.seed + 1, device=device, steps=variant.finetune_steps,
-                lr=variant.finetune_lr, desc=f"{cell.title} {variant.key}", progress=progress)
-    _save(model, ckpt)
+    _load_or_train(model, ckpt, device, lambda: train_model(
+        model, task, length, cell.train, seed=cell.seed + 1, device=device, steps=variant.finetune_steps,
+        lr=variant.finetune_lr, desc=f"{cell.title} {variant.key}", progress=progress))
     return model.eval()
 
 
@@ -167,6 +165,7 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
         metrics = task_metrics(task)
         model, train_seconds = _trained_model(cell, task, out, device, progress)
         train_tokens = task.seq_len(cell.train_len)
+        trained_scaling = getattr(model.pos_enc, "scaling", None)  # a scaling the model was trained with
         variants: list[tuple[str, VariantSpec | None]] = [(BASE_VARIANT, None)]
         if hasattr(model.pos_enc, "set_scaling"):
             variants += [(v.key, v) for v in cell.variants]
@@ -193,7 +192,7 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
                                  for m in metrics]
             finally:
                 if variant is not None:
-                    model.pos_enc.set_scaling(None)
+                    model.pos_enc.set_scaling(trained_scaling)
     except Exception as err:
         result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
     timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
