@@ -105,24 +105,20 @@ def _run(args: argparse.Namespace) -> int:
           f"{len(rows)} rows in {out}")
     for r in failed:
         print(f"  failed: {r['title']}: {r['error']}")
-    print(summary_table(rows))
+    print(summary_table(out))
     return 0
 
 
-def summary_table(rows: list[dict]) -> str:
-    """Primary metric per (task, encoding, variant) × length ratio, as text."""
-    import pandas as pd
+def summary_table(out: Path) -> str:
+    """The leaderboard's wide view of a results directory: primary metric by length ratio, as text."""
+    from lenbench.results import leaderboard, load_results
 
-    from lenbench.evaluate import PRIMARY_METRIC
-
-    if not rows:
+    df = load_results(out)
+    if df.empty:
         return "(no rows)"
-    df = pd.DataFrame(rows)
-    df = df[df["metric"].isin(set(PRIMARY_METRIC.values()))]
-    df = df.assign(value=pd.to_numeric(df["value"], errors="coerce"))
-    wide = df.groupby(["task", "metric", "encoding", "variant", "ratio"], sort=False)["value"].mean().unstack("ratio")
-    wide.columns = [f"{c:g}x" for c in wide.columns]
-    return wide.to_string(float_format=lambda v: f"{v:.3f}", na_rep="fail")
+    wide = leaderboard(df).wide.drop(columns=["higher_is_better", "encoding", "variant"])
+    return wide.set_index(["task", "train_len", "metric", "series"]).to_string(
+        float_format=lambda v: f"{v:.3f}", na_rep="fail")
 
 
 def main(argv: list[str] | None = None) -> int:
