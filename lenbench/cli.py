@@ -1,7 +1,7 @@
 """The `lenbench` command line.
 
     lenbench list {encodings,tasks,suites}
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--workers N] [--out DIR]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--workers N] [--threads N] [--out DIR]
     lenbench report RESULTS [--out DIR]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--fail-missing]
 """
@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)")
     p_run.add_argument("--suite", default="quick", help="preset name (smoke, quick, standard, paper) or a YAML path")
     p_run.add_argument("--device", default="auto", choices=DEVICES, help="auto picks CUDA / XPU / MPS if present, else CPU")
-    p_run.add_argument("--workers", type=int, default=1, help="cells run in parallel processes (CPU threads are shared out)")
+    p_run.add_argument("--executor", default="serial", help="where cells run: serial, process or ray (default: serial; "
+                       "--workers N > 1 alone means process)")
+    p_run.add_argument("--workers", type=int, default=1, help="processes of the process executor (default: 1)")
+    p_run.add_argument("--threads", type=int, default=None,
+                       help="intra-op CPU threads per cell (default: torch's default on this machine); recorded in every row")
     p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
     p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -97,8 +101,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     suite = load_suite(args.suite)
     out = Path(args.out or Path("runs") / suite.name)
-    results = run_suite(suite, out, device=args.device, workers=args.workers, retry_failed=args.retry_failed,
-                        progress=not args.quiet)
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    results = run_suite(suite, out, device=args.device, executor=args.executor, workers=args.workers,
+                        threads=args.threads, retry_failed=args.retry_failed, progress=not args.quiet)
     failed = [r for r in results if r["status"] == "failed"]
     rows = load_rows(out)
     print(f"{len(results)} cell(s) run, {len(suite.cells()) - len(results)} already done, {len(failed)} failed; "

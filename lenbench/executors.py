@@ -1,0 +1,150 @@
+"""Executors: where cells run. The engine hands an executor jobs; it hands back outcomes.
+
+An executor only *runs* cells: it never writes the results directory. Every job carries what a
+cell needs (its config, device, thread count and the cached checkpoints it may reuse, as bytes),
+and every outcome carries what it made (the cell result and any newly trained checkpoints, as
+bytes), so workers need no shared filesystem. The driver (`lenbench.engine.run_suite`) alone
+writes results, atomically, whichever executor ran the cells.
+
+Adding an executor is one class and one registry line:
+
+    >>> @EXECUTORS.register("mine", set_name=True)
+    ... class MyExecutor(Executor):
+    ...     def run(self, jobs):
+    ...         for job in jobs:
+    ...             yield compute_cell(job)
+
+Executors shipped: ``serial`` (in this process), ``process`` (a local process pool, `--workers N`)
+and ``ray`` (a Ray cluster; `lenbench.ray_executor`, imported on first use).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import dataclasses
+import importlib
+import multiprocessing
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+from lenbench.registry import Registry
+from lenbench.suite import Cell
+
+
+@dataclasses.dataclass(frozen=True)
+class CellJob:
+    """Everything a worker needs to run one cell; picklable, holds no paths.
+
+    Args:
+        cell: the grid cell.
+        device: device option ("cpu", "cuda", "auto", …) resolved on the worker.
+        threads: intra-op CPU threads for this cell (fixed, so every executor gives the same rows).
+        checkpoints: cached checkpoint files the cell may reuse, name → file bytes.
+        progress: show training progress bars (serial runs only).
+    """
+
+    cell: Cell
+    device: str
+    threads: int
+    checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    progress: bool = False
+
+
+@dataclasses.dataclass
+class CellOutcome:
+    """What one job made: the cell result (as stored in ``cells/<cell_id>.json``) and the
+    checkpoints it trained (name → file bytes), which the driver stores for later runs."""
+
+    cell_id: str
+    result: dict[str, Any]
+    checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    #: Executor bookkeeping shown in the summary (e.g. Ray retries); never part of the rows.
+    notes: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def compute_cell(job: CellJob) -> CellOutcome:
+    """Run one job in this process (imports the engine lazily: workers unpickle only this)."""
+    from lenbench.engine import compute_cell as _compute
+
+    return _compute(job)
+
+
+class Executor:
+    """Runs jobs, yielding an outcome as each finishes (in any order).
+
+    Subclasses implement `run`; `close` cancels whatever is still outstanding (Ctrl-C, errors).
+    Used as a context manager by the driver.
+    """
+
+    name: ClassVar[str] = ""
+
+    def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Cancel outstanding work and release resources (idempotent)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+EXECUTORS: Registry[type[Executor]] = Registry("executor")
+
+
+@EXECUTORS.register("serial", set_name=True)
+class SerialExecutor(Executor):
+    """One cell after another in this process."""
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
+        for job in jobs:
+            yield compute_cell(job)
+
+
+@EXECUTORS.register("process", set_name=True)
+class ProcessExecutor(Executor):
+    """A local pool of `workers` spawned processes; each cell keeps its job's thread count."""
+
+    def __init__(self, workers: int = 2, **_: Any) -> None:
+        if workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {workers}")
+        self.workers = workers
+        self._pool: futures.ProcessPoolExecutor | None = None
+
+    def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
+        ctx = multiprocessing.get_context("spawn")
+        self._pool = futures.ProcessPoolExecutor(self.workers, mp_context=ctx)
+        pending = {self._pool.submit(compute_cell, job) for job in jobs}
+        for done in futures.as_completed(pending):
+            yield done.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+#: Executors living in modules with optional dependencies, imported when first asked for.
+LAZY_EXECUTORS = {"ray": "lenbench.ray_executor"}
+
+
+def get_executor(name: str) -> type[Executor]:
+    """The executor class `name` (importing an optional module on first use)."""
+    if name not in EXECUTORS and name in LAZY_EXECUTORS:
+        importlib.import_module(LAZY_EXECUTORS[name])
+    if name not in EXECUTORS:
+        # The registry's own error lists the lazily importable names too.
+        known = sorted({*EXECUTORS.names(), *LAZY_EXECUTORS})
+        from lenbench.registry import UnknownNameError, did_you_mean
+
+        raise UnknownNameError(f"unknown executor {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})")
+    return EXECUTORS.get(name)
+
+
+def executor_names() -> list[str]:
+    return sorted({*EXECUTORS.names(), *LAZY_EXECUTORS})
