@@ -134,14 +134,17 @@ def test_tolerance(tmp_path, capsys):
 
 
 def test_missing_and_new_rows_are_reported(tmp_path, capsys):
+    """Rows ok in base and absent from head fail the gate unless --allow-missing; new rows never do."""
     rows = base_rows()
     fewer = [r for r in rows if not (r["encoding"] == "alibi" and r["task"] == "lm")]
     more = rows + [row("copy", "t5", 1, "token_accuracy", 0.5)]
     base = write_cells(tmp_path / "base", rows)
-    assert run_cli(base, write_cells(tmp_path / "fewer", fewer)) == 0
+    assert run_cli(base, write_cells(tmp_path / "fewer", fewer)) == 1
     out = capsys.readouterr().out
     assert "12 missing in head" in out and MISSING in out
-    assert run_cli(base, write_cells(tmp_path / "fewer2", fewer), "--fail-missing") == 1
+    assert "12 measurement(s) ok in base missing in head (2 whole cell(s); --allow-missing accepts)" in out
+    assert run_cli(base, write_cells(tmp_path / "fewer2", fewer), "--allow-missing") == 0
+    assert run_cli(base, write_cells(tmp_path / "fewer3", fewer), "--fail-missing") == 1  # the old flag: a no-op
     assert run_cli(base, write_cells(tmp_path / "more", more)) == 0
     assert NEW in capsys.readouterr().out
 
@@ -196,9 +199,12 @@ def test_faster_kernel_and_missing_kernel_reported(tmp_path, capsys):
     base = write_bench(tmp_path / "base.json", rows, base_kernels())
     fast = base_kernels()[:-1]
     fast[0]["extra_info"]["copy_ratio"] *= 0.5
-    assert run_cli(base, write_bench(tmp_path / "head.json", rows, fast)) == 0
+    head = write_bench(tmp_path / "head.json", rows, fast)
+    assert run_cli(base, head) == 1  # a kernel that disappeared fails ...
     out = capsys.readouterr().out
     assert "1 faster" in out and "1 missing in head" in out and "-50.0%" in out
+    assert "1 kernel(s) missing in head (--allow-missing accepts)" in out
+    assert run_cli(base, head, "--allow-missing") == 0  # ... unless accepted explicitly
 
 
 # --- bad input ----------------------------------------------------------------------------------
