@@ -377,11 +377,13 @@ class Comparison:
 
     @property
     def overlap(self) -> int:
-        """Measurements and kernels present on both sides."""
+        """Measurements, kernels and cells present on both sides (a cell failed on one side counts)."""
         n = 0
         for frame in (self.quality, self.speed):
             if frame is not None and not frame.empty:
                 n += int((~frame["status"].isin([MISSING, NEW, FAILED])).sum())
+        if self.cells is not None and not self.cells.empty:
+            n += int((self.cells["base_status"].notna() & self.cells["head_status"].notna()).sum())
         return n
 
     @property

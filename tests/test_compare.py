@@ -283,6 +283,10 @@ def test_a_diverged_head_cell_fails_the_gate(tmp_path, capsys):
     assert "FAILED in head: copy rope train_len 8 seed 0: TrainingDiverged: loss nan at step 3" in out
     assert "1 cell(s) ok in base failed in head" in out and "OK" not in out.splitlines()[-1]
     assert run_cli(base, head, "--allow-missing") == 1  # a failure is not a missing cell
+    fixed = compare(head, base)  # the other way round: a failed cell that now works
+    assert fixed.exit_code == 0 and (fixed.cells["status"] == IMPROVED).sum() == 1
+    only = cell_file(tmp_path / "only", "copy", "rope", 0, status="failed", error="TrainingDiverged: nan")
+    assert compare(only, engine_dir(tmp_path / "fixed", [r for r in rows if r["cell_id"] == "copy-rope-0"])).exit_code == 0
     # the same in benchmark JSONs: the diverged benchmark carries its cell status and no rows
     base_json = write_bench(tmp_path / "base.json", rows, [])
     head_json = write_bench(tmp_path / "head.json", kept, [])
