@@ -156,8 +156,11 @@ def _cells_of_directory(directory: Path) -> list[dict]:
     """One record per cells/*.json: CELL_KEY, status, error, timestamp, data fingerprint."""
     records = []
     for path in sorted((directory / "cells").glob("*.json")):
-        result = json.loads(path.read_text())  # valid: load_results read it
-        config = result.get("config") or {}
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # unreadable: load_results reports (or sets aside) such a file
+        config = (result.get("config") if isinstance(result, dict) else None) or {}
         if not {"task", "train_len", "seed"} <= set(config):
             continue  # a hand-written cell file: its rows speak for it
         fp = (result.get("task_fingerprint") or {}).get("corpus_sha256", "")
