@@ -299,10 +299,6 @@ def _numeric_string(value: str) -> float | str:
         return value
 
 
-def _finite(v: float) -> bool:
-    return math.isfinite(v)
-
-
 #: Valid range of every numeric suite field: key → (predicate, the range in words).
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.d_model": (lambda v: v >= 1, ">= 1"),
