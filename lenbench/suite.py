@@ -388,7 +388,7 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
         params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
         seen = [n for x in tasks if (x.name, _canon(x.params)) == (name, _canon(params)) for n in x.train_len]
-        lens = _dedupe([*seen, *lens], key=lambda n: n, what=lambda n, w=where: f"{w}: task {name!r} at train_len {n}",
+        lens = _dedupe([*seen, *lens], key=lambda n: n, what=lambda n, w=where, t=name: f"{w}: task {t!r} at train_len {n}",
                        source=source)[len(seen):]
         if lens:
             tasks.append(TaskSpec(name=name, train_len=tuple(lens), params=params))
