@@ -635,6 +635,11 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
     if differ:
         warnings.append(f"base and head come from different setups ({'; '.join(differ)}): values and timings are only "
                         "reproducible on one machine with one software stack")
+    mb, mh = _machine(b), _machine(h)
+    shared = [k for k in MACHINE_KEYS if k in mb and k in mh]
+    other = [f"{k} {mb[k]} vs {mh[k]}" for k in shared if str(mb[k]) != str(mh[k])]
+    if other:
+        warnings.append(f"base and head ran on different machines ({'; '.join(other)})")
     cells = None
     if b.board is not None or h.board is not None:
         level = "leaderboard"
@@ -654,9 +659,6 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
             quality.loc[in_failed & (quality["status"] == MISSING).to_numpy(), "status"] = FAILED
     speed = None
     if b.kernels is not None and h.kernels is not None and (len(b.kernels) or len(h.kernels)):
-        mb, mh = _machine(b), _machine(h)
-        shared = [k for k in MACHINE_KEYS if k in mb and k in mh]
-        other = [f"{k} {mb[k]} vs {mh[k]}" for k in shared if str(mb[k]) != str(mh[k])]
         if other and not force_speed:
             raise ResultsError(f"speed: base and head timings come from different machines ({'; '.join(other)}); "
                                "timings compare only on one machine: pass --force-speed to compare them anyway "

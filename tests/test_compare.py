@@ -365,6 +365,13 @@ def test_speed_across_machines_is_refused_without_force(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "WARNING: speed compared across machines (cpu AMD EPYC vs Intel Xeon) with --force-speed" in out
     assert "python_version 3.11.7 vs 3.12.1" in out
+    assert "WARNING: base and head ran on different machines (cpu AMD EPYC vs Intel Xeon)" in out
+    # rows alone from two machines: compared, with the warning
+    rows = base_rows()
+    a = with_machine(write_bench(tmp_path / "ra.json", rows, []), "AMD EPYC")
+    b = with_machine(write_bench(tmp_path / "rb.json", rows, []), "Intel Xeon")
+    assert run_cli(a, b) == 0
+    assert "WARNING: base and head ran on different machines (cpu AMD EPYC vs Intel Xeon)" in capsys.readouterr().out
     same = with_machine(write_bench(tmp_path / "same.json", [], base_kernels()), "AMD EPYC")
     assert run_cli(base, same) == 0 and "WARNING" not in capsys.readouterr().out
 
