@@ -220,3 +220,11 @@ def test_a_binary_lm_corpus_fails_its_cell_with_the_reason(tmp_path):
     (result,) = run_suite(suite, tmp_path / "out", device="cpu", progress=False)
     assert result["status"] == "failed" and "is not UTF-8 text" in result["error"]
     assert not list((tmp_path / "out").glob("checkpoints/*.pt"))  # nothing trained
+
+
+def test_a_directory_as_suite_on_the_command_line_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(tmp_path), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"suite {str(tmp_path)!r} is a directory" in lines[0]
