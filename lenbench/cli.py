@@ -3,7 +3,8 @@
     lenbench list {encodings,tasks,suites}
     lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--workers N] [--threads N] [--out DIR]
     lenbench report RESULTS [--out DIR]
-    lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--fail-missing]
+    lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
+                     [--force-speed] [--top N | --all]
 """
 
 from __future__ import annotations
@@ -68,7 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="relative worsening of a metric tolerated, e.g. 0.01 = 1%% (default 0: any worse value)")
     p_cmp.add_argument("--speed-threshold", type=float, default=0.10,
                        help="relative slowdown of a kernel (time / copy time) tolerated (default 0.10)")
-    p_cmp.add_argument("--fail-missing", action="store_true", help="rows or kernels missing in HEAD are regressions")
+    p_cmp.add_argument("--allow-missing", action="store_true",
+                       help="cells, rows or kernels ok in BASE but absent from HEAD do not fail the comparison")
+    p_cmp.add_argument("--allow-no-overlap", action="store_true",
+                       help="two sides without a measurement or kernel in common do not fail the comparison")
+    p_cmp.add_argument("--force-speed", action="store_true",
+                       help="compare kernel timings measured on different machines (refused otherwise)")
+    p_cmp.add_argument("--fail-missing", action="store_true",
+                       help="no-op, kept for old scripts: anything missing in HEAD fails unless --allow-missing")
+    p_cmp.add_argument("--top", type=int, default=10, help="show the N largest changes per table (default 10)")
+    p_cmp.add_argument("--all", "--verbose", dest="show_all", action="store_true", help="show every change")
     return parser
 
 
@@ -88,8 +98,11 @@ def _compare(args: argparse.Namespace) -> int:
     from lenbench.compare import compare
 
     result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
-                     fail_missing=args.fail_missing)
-    print(result.format())
+                     fail_missing=args.fail_missing, allow_missing=args.allow_missing,
+                     allow_no_overlap=args.allow_no_overlap, force_speed=args.force_speed, top=args.top)
+    for warning in result.warnings:
+        print(f"lenbench: warning: {warning}", file=sys.stderr)
+    print(result.format(show_all=args.show_all))
     return result.exit_code
 
 

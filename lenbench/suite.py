@@ -7,6 +7,14 @@ variant is an error naming the file, the key and the closest valid name.
     >>> suite = load_suite("smoke")
     >>> cells = suite.cells()               # task × encoding × train_len × seed
     >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
+
+Every number is range-checked at load time (`RANGES`): a value out of range is a one-line
+`SuiteError` naming the file, the key, the value and the valid range. Float fields also accept
+numeric strings, since PyYAML reads an exponent without a sign or dot (``1e-3``, ``1.0e9``) as a
+string. A grid entry listed twice (same task and length, same encoding label, same seed, same
+variant) runs once, with a `SuiteWarning`. The suite `name` becomes a directory (``runs/<name>``):
+an explicit name must be a safe directory name (`SAFE_NAME`), else a one-line error; a name taken
+from the file name is sanitised (other characters become ``_``).
 """
 
 from __future__ import annotations
@@ -14,6 +22,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import re
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +43,10 @@ SUITES_DIR = Path(__file__).resolve().parent.parent / "bench" / "suites"
 
 class SuiteError(ValueError):
     """A malformed suite file; the message names the file and the offending key."""
+
+
+class SuiteWarning(UserWarning):
+    """A suite that loads but holds something odd (a duplicate grid entry, dropped)."""
 
 
 @dataclass(frozen=True)
@@ -196,21 +212,26 @@ def list_suites() -> dict[str, Path]:
 def load_suite(name_or_path: str | Path) -> Suite:
     """Load a preset by name (smoke, quick, standard, paper) or any YAML file by path."""
     path = Path(name_or_path)
-    if not path.suffix:
-        presets = list_suites()
-        if str(name_or_path) not in presets:
-            raise SuiteError(f"unknown suite {str(name_or_path)!r}{did_you_mean(str(name_or_path), list(presets))} "
-                             f"(presets: {', '.join(presets)}; or give a path to a .yaml file)")
+    presets = list_suites()
+    if not path.suffix and str(name_or_path) in presets:
         path = presets[str(name_or_path)]
+    elif path.is_dir():
+        raise SuiteError(f"suite {str(path)!r} is a directory, not a suite file; pass a .yaml file or a preset "
+                         f"name ({', '.join(presets)})")
+    elif not path.suffix:
+        raise SuiteError(f"unknown suite {str(name_or_path)!r}{did_you_mean(str(name_or_path), list(presets))} "
+                         f"(presets: {', '.join(presets)}; or give a path to a .yaml file)")
     if not path.is_file():
         raise SuiteError(f"suite file {str(path)!r} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise SuiteError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason}); a suite is a YAML file") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise SuiteError(f"{path}:{where} is not valid YAML ({getattr(err, 'problem', err)})") from None
-    return parse_suite(data, source=str(path), default_name=path.stem)
+    return parse_suite(data, source=str(path), default_name=_sanitise_name(path.stem))
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -237,6 +258,8 @@ def _typed(cls: type, data: dict, where: str, source: str):
             value = tuple(value) if isinstance(value, list) else value
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        if want is float and isinstance(value, str):
+            value = _numeric_string(value)
         if not isinstance(value, want) or isinstance(value, bool) != (want is bool):
             raise SuiteError(f"{source}: {where}.{key} must be {want.__name__}, got {value!r}")
         out[key] = value
@@ -268,6 +291,83 @@ def _params(data: dict, where: str, source: str, check) -> dict:
     return params
 
 
+def _numeric_string(value: str) -> float | str:
+    """`float(value)` for a numeric string (PyYAML reads ``1e-3`` and ``1.0e9`` as strings), else `value`."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+#: Valid range of every numeric suite field: key → (predicate, the range in words).
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model.d_model": (lambda v: v >= 1, ">= 1"),
+    "model.n_layers": (lambda v: v >= 1, ">= 1"),
+    "model.n_heads": (lambda v: v >= 1, ">= 1"),
+    "model.ff_mult": (lambda v: v >= 1, ">= 1"),
+    "model.dropout": (lambda v: 0 <= v < 1, "0 <= dropout < 1"),
+    "train.steps": (lambda v: v >= 1, ">= 1"),
+    "train.batch_size": (lambda v: v >= 1, ">= 1"),
+    "train.lr": (lambda v: 0 < v < math.inf, "> 0 and finite"),
+    "train.warmup": (lambda v: v >= 0, ">= 0"),
+    "train.weight_decay": (lambda v: 0 <= v < math.inf, ">= 0 and finite"),
+    "train.grad_clip": (lambda v: v > 0, "> 0 (.inf: no clipping)"),
+    "eval.samples": (lambda v: v >= 1, ">= 1"),
+    "eval.tokens_per_batch": (lambda v: v >= 1, ">= 1"),
+    "variants.finetune_steps": (lambda v: v >= 0, ">= 0"),
+    "variants.finetune_ratio": (lambda v: 1 <= v < math.inf, ">= 1 and finite, with finetune_steps > 0"),
+    "variants.finetune_lr": (lambda v: 0 < v < math.inf, "> 0 and finite, with finetune_steps > 0"),
+}
+
+#: A suite name that is safe as one directory under runs/: no path separator, no leading dot.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
+
+
+def _check_range(key: str, value: Any, where: str, source: str) -> None:
+    ok, valid = RANGES[key]
+    if not ok(value):
+        raise SuiteError(f"{source}: {where} = {value!r} is out of range (valid: {valid})")
+
+
+def _check_ranges(spec: Any, where: str, source: str) -> None:
+    """Range-check every field of a ModelSpec / TrainSpec / EvalSpec that has an entry in `RANGES`."""
+    for f in dataclasses.fields(spec):
+        key = f"{where}.{f.name}"
+        if key in RANGES:
+            _check_range(key, getattr(spec, f.name), key, source)
+
+
+def _sanitise_name(stem: str) -> str:
+    """A safe directory name from a file name: characters outside `SAFE_NAME` become ``_``."""
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", stem)
+    return "_" + name if name[:1] in ("", ".", "-", "+") else name
+
+
+def _suite_name(name: Any, source: str) -> str:
+    name = str(name)
+    if not SAFE_NAME.fullmatch(name):
+        raise SuiteError(f"{source}: name {name!r} is not a safe directory name for runs/<name> (letters, digits and "
+                         f"._+- only, not starting with . + or -); e.g. name: {_sanitise_name(name.replace('/', '_'))!r}")
+    return name
+
+
+def _dedupe(items: list, key: Callable[[Any], Any], what: Callable[[Any], str], source: str) -> list:
+    """`items` without repeats of `key` (first kept), warning once per dropped repeat."""
+    seen, out = set(), []
+    for item in items:
+        k = key(item)
+        if k in seen:
+            warnings.warn(f"{source}: {what(item)} is listed twice; it runs once", SuiteWarning, stacklevel=4)
+            continue
+        seen.add(k)
+        out.append(item)
+    return out
+
+
+def _canon(params: dict) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
 def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite") -> Suite:
     """Validate a suite mapping (as read from YAML) into a `Suite`."""
     if data is None:
@@ -287,7 +387,11 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
         params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
-        tasks.append(TaskSpec(name=name, train_len=lens, params=params))
+        seen = [n for x in tasks if (x.name, _canon(x.params)) == (name, _canon(params)) for n in x.train_len]
+        lens = _dedupe([*seen, *lens], key=lambda n: n, what=lambda n, w=where, t=name: f"{w}: task {t!r} at train_len {n}",
+                       source=source)[len(seen):]
+        if lens:
+            tasks.append(TaskSpec(name=name, train_len=tuple(lens), params=params))
 
     encodings = []
     for i, e in enumerate(_entries(data["encodings"], "encodings", source)):
@@ -297,6 +401,8 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         params = _params(e, where, source,
                          lambda p, n=name: check_keywords(f"encoding {n!r}", ENCODINGS.get(n).__init__, p, skip=("dims",)))
         encodings.append(EncodingSpec(name=name, params=params, label=str(e.get("label", ""))))
+    encodings = _dedupe(encodings, key=lambda e: (e.name, _canon(e.params), e.key),
+                        what=lambda e: f"encoding {e.key!r}", source=source)
     labels = [e.key for e in encodings]
     if len(set(labels)) != len(labels):
         raise SuiteError(f"{source}: two encodings share the label {next(x for x in labels if labels.count(x) > 1)!r}; give each a distinct `label`")
@@ -310,24 +416,58 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         params = _params(v, where, source, lambda p, r=rope_type: check_keywords(
             f"rope_type {r!r}", ROPE_TYPES.get(r), {k: x for k, x in p.items() if k != "theta"}, skip=("dim", "base", "seq_len")))
         extra = {k: v[k] for k in ("name", "finetune_steps", "finetune_ratio", "finetune_lr") if k in v}
+        for key in ("finetune_ratio", "finetune_lr"):
+            if isinstance(extra.get(key), str):
+                extra[key] = _numeric_string(extra[key])
         for key, want in (("name", str), ("finetune_steps", int), ("finetune_ratio", (int, float)), ("finetune_lr", (int, float))):
             if key in extra and (not isinstance(extra[key], want) or isinstance(extra[key], bool)):
                 raise SuiteError(f"{source}: {where}.{key} has the wrong type: {extra[key]!r}")
-        variants.append(VariantSpec(rope_type=rope_type, params=params, **extra))
+        variant = VariantSpec(rope_type=rope_type, params=params, **extra)
+        _check_range("variants.finetune_steps", variant.finetune_steps, f"{where}.finetune_steps", source)
+        if variant.finetune_steps:
+            _check_range("variants.finetune_ratio", variant.finetune_ratio, f"{where}.finetune_ratio", source)
+            _check_range("variants.finetune_lr", variant.finetune_lr, f"{where}.finetune_lr", source)
+        variants.append(variant)
+    variants = _dedupe(variants, key=lambda v: (v.key, v.rope_type, _canon(v.params), v.finetune_steps,
+                                                v.finetune_ratio, v.finetune_lr),
+                       what=lambda v: f"variant {v.key!r}", source=source)
+    keys = [v.key for v in variants]
+    if len(set(keys)) != len(keys):
+        raise SuiteError(f"{source}: two variants share the name {next(x for x in keys if keys.count(x) > 1)!r}; give each a distinct `name`")
 
     seeds = data.get("seeds", [0])
-    seeds = (seeds,) if isinstance(seeds, int) else tuple(seeds)
-    if not seeds or not all(isinstance(s, int) for s in seeds):
-        raise SuiteError(f"{source}: seeds must be an integer or a list of integers")
+    seeds = (seeds,) if isinstance(seeds, int) else tuple(seeds) if isinstance(seeds, list) else ()
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise SuiteError(f"{source}: seeds must be an integer or a list of integers (not true/false), got {data.get('seeds')!r}")
+    if any(s < 0 for s in seeds):
+        raise SuiteError(f"{source}: seeds = {min(seeds)} is out of range (valid: >= 0)")
+    seeds = tuple(_dedupe(list(seeds), key=lambda s: s, what=lambda s: f"seed {s}", source=source))
+    model = _typed(ModelSpec, data.get("model") or {}, "model", source)
+    _check_ranges(model, "model", source)
+    if model.d_model % model.n_heads:
+        raise SuiteError(f"{source}: model.d_model = {model.d_model} is out of range (valid: a multiple of "
+                         f"model.n_heads = {model.n_heads})")
     train = _typed(TrainSpec, data.get("train") or {}, "train", source)
+    _check_ranges(train, "train", source)
     if train.length_sampling not in ("fixed", "uniform"):
         raise SuiteError(f"{source}: train.length_sampling must be 'fixed' or 'uniform', got {train.length_sampling!r}")
     ev = _typed(EvalSpec, data.get("eval") or {}, "eval", source)
-    if not ev.ratios or any(r <= 0 for r in ev.ratios):
-        raise SuiteError(f"{source}: eval.ratios must be positive numbers")
+    _check_ranges(ev, "eval", source)
+    ratios = []
+    for i, r in enumerate(ev.ratios):
+        value = _numeric_string(r) if isinstance(r, str) else r
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise SuiteError(f"{source}: eval.ratios[{i}] must be a number, got {r!r}")
+        if not 0 < value < math.inf:
+            raise SuiteError(f"{source}: eval.ratios[{i}] = {r!r} is out of range (valid: > 0 and finite)")
+        ratios.append(value)
+    if not ratios:
+        raise SuiteError(f"{source}: eval.ratios must be a non-empty list of positive numbers")
+    ev = dataclasses.replace(ev, ratios=tuple(_dedupe(ratios, key=float, what=lambda r: f"eval ratio {r!r}", source=source)))
     return Suite(
-        name=str(data.get("name", default_name)), description=str(data.get("description", "")),
+        name=_suite_name(data["name"], source) if "name" in data else default_name,
+        description=str(data.get("description", "")),
         tasks=tuple(tasks), encodings=tuple(encodings), seeds=seeds,
-        model=_typed(ModelSpec, data.get("model") or {}, "model", source), train=train, eval=ev,
+        model=model, train=train, eval=ev,
         variants=tuple(variants), source=source,
     )

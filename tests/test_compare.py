@@ -134,14 +134,17 @@ def test_tolerance(tmp_path, capsys):
 
 
 def test_missing_and_new_rows_are_reported(tmp_path, capsys):
+    """Rows ok in base and absent from head fail the gate unless --allow-missing; new rows never do."""
     rows = base_rows()
     fewer = [r for r in rows if not (r["encoding"] == "alibi" and r["task"] == "lm")]
     more = rows + [row("copy", "t5", 1, "token_accuracy", 0.5)]
     base = write_cells(tmp_path / "base", rows)
-    assert run_cli(base, write_cells(tmp_path / "fewer", fewer)) == 0
+    assert run_cli(base, write_cells(tmp_path / "fewer", fewer)) == 1
     out = capsys.readouterr().out
     assert "12 missing in head" in out and MISSING in out
-    assert run_cli(base, write_cells(tmp_path / "fewer2", fewer), "--fail-missing") == 1
+    assert "12 measurement(s) ok in base missing in head (2 whole cell(s); --allow-missing accepts)" in out
+    assert run_cli(base, write_cells(tmp_path / "fewer2", fewer), "--allow-missing") == 0
+    assert run_cli(base, write_cells(tmp_path / "fewer3", fewer), "--fail-missing") == 1  # the old flag: a no-op
     assert run_cli(base, write_cells(tmp_path / "more", more)) == 0
     assert NEW in capsys.readouterr().out
 
@@ -196,9 +199,12 @@ def test_faster_kernel_and_missing_kernel_reported(tmp_path, capsys):
     base = write_bench(tmp_path / "base.json", rows, base_kernels())
     fast = base_kernels()[:-1]
     fast[0]["extra_info"]["copy_ratio"] *= 0.5
-    assert run_cli(base, write_bench(tmp_path / "head.json", rows, fast)) == 0
+    head = write_bench(tmp_path / "head.json", rows, fast)
+    assert run_cli(base, head) == 1  # a kernel that disappeared fails ...
     out = capsys.readouterr().out
     assert "1 faster" in out and "1 missing in head" in out and "-50.0%" in out
+    assert "1 kernel(s) missing in head (--allow-missing accepts)" in out
+    assert run_cli(base, head, "--allow-missing") == 0  # ... unless accepted explicitly
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -236,3 +242,195 @@ def test_speed_prefers_the_fastest_round_over_the_copy_floor(tmp_path):
     assert result.exit_code == 0 and set(result.speed["measure"]) == {"copy_ratio_min"}
     slower = write_bench(tmp_path / "slower.json", rows, with_copy(base_kernels(), min_factor=1.2))
     assert compare(base, slower).speed_regressions == len(base_kernels())
+
+
+# --- the gate (issue 9, item 3) -----------------------------------------------------------------
+
+
+def cell_file(directory: Path, task, encoding, seed, *, train_len=8, status="ok", error="", rows=(), sha="") -> Path:
+    """A cell JSON as the engine writes it (config, status, rows, task fingerprint)."""
+    from lenbench.atomic import atomic_write_json
+
+    cell_id = f"{task}-{encoding}-{seed}"
+    atomic_write_json(directory / "cells" / f"{cell_id}.json", {
+        "schema_version": 1, "cell_id": cell_id, "title": f"{task}-{encoding}-L{train_len}-s{seed}",
+        "config": {"task": task, "label": encoding, "encoding": encoding, "train_len": train_len, "seed": seed},
+        "status": status, "error": error, "rows": list(rows), "timestamp": "2026-01-01T00:00:00+00:00",
+        "task_fingerprint": {"corpus_sha256": sha} if sha else {}})
+    return directory
+
+
+def engine_dir(directory: Path, rows: list[dict], **sha) -> Path:
+    """`rows` as a results directory of engine-style cell files (sha: task → corpus sha256)."""
+    by_cell: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_cell.setdefault((r["task"], r["encoding"], r["seed"], r["train_len"]), []).append(r)
+    for (task, encoding, seed, train_len), cell_rows in by_cell.items():
+        cell_file(directory, task, encoding, seed, train_len=train_len, rows=cell_rows, sha=sha.get(task, ""))
+    return directory
+
+
+def test_a_diverged_head_cell_fails_the_gate(tmp_path, capsys):
+    """A cell that diverged stores no rows: before, its rows were only 'missing' and the gate said OK."""
+    rows = base_rows()
+    base = engine_dir(tmp_path / "base", rows)
+    kept = [r for r in rows if not (r["task"], r["encoding"], r["seed"]) == ("copy", "rope", 0)]
+    head = engine_dir(tmp_path / "head", kept)
+    cell_file(head, "copy", "rope", 0, status="failed", error="TrainingDiverged: loss nan at step 3")
+    assert run_cli(base, head) == 1
+    out = capsys.readouterr().out
+    assert "1 failed in head" in out
+    assert "FAILED in head: copy rope train_len 8 seed 0: TrainingDiverged: loss nan at step 3" in out
+    assert "1 cell(s) ok in base failed in head" in out and "OK" not in out.splitlines()[-1]
+    assert run_cli(base, head, "--allow-missing") == 1  # a failure is not a missing cell
+    fixed = compare(head, base)  # the other way round: a failed cell that now works
+    assert fixed.exit_code == 0 and (fixed.cells["status"] == IMPROVED).sum() == 1
+    only = cell_file(tmp_path / "only", "copy", "rope", 0, status="failed", error="TrainingDiverged: nan")
+    assert compare(only, engine_dir(tmp_path / "fixed", [r for r in rows if r["cell_id"] == "copy-rope-0"])).exit_code == 0
+    # the same in benchmark JSONs: the diverged benchmark carries its cell status and no rows
+    base_json = write_bench(tmp_path / "base.json", rows, [])
+    head_json = write_bench(tmp_path / "head.json", kept, [])
+    data = json.loads(head_json.read_text())
+    data["benchmarks"].append({"name": "test_cell[copy-rope-L8-s0]", "stats": {"median": 1.0}, "extra_info": {
+        "lenbench_rows": [], "lenbench_cell": {"cell_id": "x", "title": "copy-rope-L8-s0", "status": "failed",
+                                               "error": "TrainingDiverged: loss inf"}}})
+    head_json.write_text(json.dumps(data))
+    result = compare(base_json, head_json)
+    assert result.exit_code == 1 and result.failed_cells == 1
+    assert (result.quality["status"] == "FAILED in head").sum() == 6  # the cell's 6 measurements
+
+
+def test_a_cell_missing_in_head_fails_unless_allowed(tmp_path, capsys):
+    rows = base_rows()
+    base = engine_dir(tmp_path / "base", rows)
+    head = engine_dir(tmp_path / "head", [r for r in rows if (r["task"], r["encoding"], r["seed"]) != ("lm", "alibi", 1)])
+    assert run_cli(base, head) == 1
+    out = capsys.readouterr().out
+    assert "1 missing in head" in out and "missing in head: lm alibi train_len 16 seed 1" in out
+    assert "6 measurement(s) ok in base missing in head (1 whole cell(s); --allow-missing accepts)" in out
+    assert run_cli(base, head, "--allow-missing") == 0
+    # a cell failed in base and missing in head is no regression
+    cell_file(base, "copy", "t5", 0, status="failed", error="TrainingDiverged: nan")
+    assert compare(base, head, allow_missing=True).exit_code == 0
+
+
+def test_no_overlap_fails_unless_allowed(tmp_path, capsys):
+    rows = base_rows()
+    copy_only = write_cells(tmp_path / "copy", [r for r in rows if r["task"] == "copy"])
+    lm_only = write_cells(tmp_path / "lm", [r for r in rows if r["task"] == "lm"])
+    assert run_cli(copy_only, lm_only, "--allow-missing") == 1
+    assert "no measurement or kernel in common" in capsys.readouterr().out
+    assert run_cli(copy_only, lm_only, "--allow-missing", "--allow-no-overlap") == 0
+    # an empty head against a base that holds rows: everything is missing and nothing overlaps
+    empty = tmp_path / "empty"
+    (empty / "cells").mkdir(parents=True)
+    result = compare(copy_only, empty)
+    assert result.exit_code == 1 and result.overlap == 0 and len(result.failures()) == 2
+    # kernels only, none in common
+    a = write_bench(tmp_path / "a.json", [], base_kernels()[:2])
+    b = write_bench(tmp_path / "b.json", [], base_kernels()[2:])
+    assert compare(a, b, allow_missing=True).exit_code == 1
+    assert compare(a, b, allow_missing=True, allow_no_overlap=True).exit_code == 0
+
+
+def test_different_setups_warn(tmp_path, capsys):
+    rows = base_rows()
+    other = [{**r, "torch_version": "2.12.0+cpu"} for r in rows]
+    assert run_cli(write_cells(tmp_path / "a", rows), write_cells(tmp_path / "b", other)) == 0
+    captured = capsys.readouterr()
+    assert "WARNING: base and head come from different setups (torch_version 2.13.0+cpu vs 2.12.0+cpu)" in captured.out
+    assert "lenbench: warning: base and head come from different setups" in captured.err
+    assert run_cli(write_cells(tmp_path / "c", rows), write_cells(tmp_path / "d", rows)) == 0
+    assert "WARNING" not in capsys.readouterr().out
+
+
+def with_machine(path: Path, cpu: str, python: str = "3.11.7", torch_version: str = "2.13.0+cpu") -> Path:
+    data = json.loads(path.read_text())
+    data["machine_info"] = {"python_version": python, "cpu": {"brand_raw": cpu, "count": 2},
+                            "lenbench": {"device": "cpu", "device_name": "cpu", "cpu_count": 2, "cpu_threads": 2,
+                                         "torch_version": torch_version}}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_speed_across_machines_is_refused_without_force(tmp_path, capsys):
+    base = with_machine(write_bench(tmp_path / "base.json", [], base_kernels()), "AMD EPYC")
+    head = with_machine(write_bench(tmp_path / "head.json", [], base_kernels()), "Intel Xeon", python="3.12.1")
+    assert run_cli(base, head) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "speed: base and head timings come from different machines (cpu AMD EPYC vs Intel Xeon)" in err
+    assert "--force-speed" in err
+    assert run_cli(base, head, "--force-speed") == 0
+    out = capsys.readouterr().out
+    assert "WARNING: speed compared across machines (cpu AMD EPYC vs Intel Xeon) with --force-speed" in out
+    assert "python_version 3.11.7 vs 3.12.1" in out
+    assert "WARNING: base and head ran on different machines (cpu AMD EPYC vs Intel Xeon)" in out
+    # rows alone from two machines: compared, with the warning
+    rows = base_rows()
+    a = with_machine(write_bench(tmp_path / "ra.json", rows, []), "AMD EPYC")
+    b = with_machine(write_bench(tmp_path / "rb.json", rows, []), "Intel Xeon")
+    assert run_cli(a, b) == 0
+    assert "WARNING: base and head ran on different machines (cpu AMD EPYC vs Intel Xeon)" in capsys.readouterr().out
+    same = with_machine(write_bench(tmp_path / "same.json", [], base_kernels()), "AMD EPYC")
+    assert run_cli(base, same) == 0 and "WARNING" not in capsys.readouterr().out
+
+
+def test_lm_rows_of_different_corpora_are_refused(tmp_path, capsys):
+    rows = base_rows()
+    a = engine_dir(tmp_path / "a", [{**r, "data_fingerprint": "aa" * 32 if r["task"] == "lm" else ""} for r in rows],
+                   lm="aa" * 32)
+    b = engine_dir(tmp_path / "b", [{**r, "data_fingerprint": "bb" * 32 if r["task"] == "lm" else ""} for r in rows],
+                   lm="bb" * 32)
+    assert run_cli(a, b) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "task 'lm': base and head measured different data" in err
+    assert "aa" * 32 in err and "bb" * 32 in err
+    c = engine_dir(tmp_path / "c", rows, lm="aa" * 32)
+    assert run_cli(a, c) == 0  # same corpus
+    unknown = write_cells(tmp_path / "unknown", rows)  # no fingerprint: allowed, with a note
+    assert run_cli(a, unknown) == 0
+    assert "note: quality: the lm corpus of head is unknown" in capsys.readouterr().out
+
+
+def test_the_summary_is_compact(tmp_path, capsys):
+    rows = base_rows()
+    worse = copy.deepcopy(rows)
+    for i, r in enumerate(worse):
+        r["value"] = r["value"] * (0.5 if r["higher_is_better"] else 2.0) + i * 1e-3  # every row worse, by different amounts
+    base, head = write_cells(tmp_path / "a", rows), write_cells(tmp_path / "b", worse)
+    assert run_cli(base, head) == 1
+    out = capsys.readouterr().out
+    table = [x for x in out.splitlines() if x.startswith("| REGRESSION")]
+    assert len(table) == 10 and f"… {len(rows) - 10} more changed measurement(s) not shown" in out
+    assert len(out.splitlines()) < 30
+    # the largest changes come first
+    result = compare(base, head)
+    shown = [float(x.split("(")[-1].split("%")[0]) for x in table]
+    q = result.quality
+    rel = ((q["head"] - q["base"]).abs() / q["base"].abs() * 100).sort_values(ascending=False)
+    assert abs(shown[0]) == pytest.approx(rel.iloc[0], abs=0.1) and abs(shown[0]) >= abs(shown[-1])
+    assert run_cli(base, head, "--top", "3") == 1
+    assert len([x for x in capsys.readouterr().out.splitlines() if x.startswith("| REGRESSION")]) == 3
+    assert run_cli(base, head, "--all") == 1
+    assert len([x for x in capsys.readouterr().out.splitlines() if x.startswith("| REGRESSION")]) == len(rows)
+
+
+def training_step(encoding, ratio, median):
+    return {"group": "training-step", "name": f"test_training_step[{encoding}]",
+            "fullname": f"bench/test_kernels.py::test_training_step[{encoding}]",
+            "extra_info": {"encoding": encoding, "kind": "training-step", "seconds": median, "ratio_to_nope": ratio},
+            "stats": {"median": median, "mean": median, "min": median, "max": median, "stddev": 0.0, "rounds": 20}}
+
+
+def test_training_steps_are_compared_by_their_ratio_to_nope(tmp_path):
+    steps = [training_step("nope", 1.0, 0.02), training_step("rope", 1.3, 0.026)]
+    base = write_bench(tmp_path / "base.json", [], steps)
+    slower_machine = write_bench(tmp_path / "h1.json", [], [training_step("nope", 1.0, 0.04), training_step("rope", 1.3, 0.052)])
+    result = compare(base, slower_machine)
+    assert result.exit_code == 0 and set(result.speed["measure"]) == {"ratio_to_nope"}
+    slower_rope = write_bench(tmp_path / "h2.json", [], [training_step("nope", 1.0, 0.02), training_step("rope", 1.56, 0.0312)])
+    result = compare(base, slower_rope)
+    assert result.exit_code == 1 and result.speed_regressions == 1
+    (slow,) = result.speed[result.speed["status"] == SLOWER].to_dict("records")
+    assert slow["encoding"] == "rope" and slow["change"] == pytest.approx(0.2)

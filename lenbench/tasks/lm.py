@@ -113,6 +113,11 @@ class ByteLMTask(Task):
             p = Path(path).expanduser()
             if not p.is_file():
                 raise ValueError(f"task {self.name!r}: corpus path {os.fspath(path)!r} is not a file")
+            try:
+                p.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"task {self.name!r}: corpus path {os.fspath(path)!r} is not UTF-8 text (byte "
+                                 f"{err.start}: {err.reason}); pass a UTF-8 text file") from None
             self.path = p
             self._paths = (str(p.resolve()),)
             self._description = f"file {os.fspath(path)}"
