@@ -185,7 +185,7 @@ class Fingerprint:
 
 def cell_fingerprint(cell, device: str, threads: int, data: str) -> Fingerprint:
     """The fingerprint a run of `cell` here would have (`device`: a device type such as "cpu")."""
-    return Fingerprint(sources={rel: file_sha(rel) for rel in source_files(cell)}, torch_version=torch.__version__,
+    return Fingerprint(sources={rel: file_sha(rel) for rel in source_files(cell)}, torch_version=str(torch.__version__),
                        device=device, dtype=DTYPE, threads=int(threads), data=data)
 
 
