@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from lenbench.encodings.base import PositionalEncoding
+
 ENV_VAR = "LENBENCH_MEMORY_BUDGET_GB"
 SAFE_FRACTION = 0.5
 GIB = 2**30
@@ -101,8 +103,6 @@ def estimate(model: torch.nn.Module, tokens: int) -> EvalMemory:
     enc = model.pos_enc
     T, D, H, V = tokens, cfg.d_model, cfg.n_heads, cfg.vocab_size
     params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    from lenbench.encodings.base import PositionalEncoding
-
     has_bias = type(enc).bias is not PositionalEncoding.bias
     content = bool(getattr(enc, "content_dependent", False))
     masked = has_bias or content

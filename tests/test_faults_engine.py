@@ -17,8 +17,16 @@ import torch
 import yaml
 
 from lenbench.engine import (
-    checkpoint_path, claim_cell, compute_cell, ensure_cell, load_cell_results, load_rows, make_job, model_config,
-    run_cell, run_suite,
+    checkpoint_path,
+    claim_cell,
+    compute_cell,
+    ensure_cell,
+    load_cell_results,
+    load_rows,
+    make_job,
+    model_config,
+    run_cell,
+    run_suite,
 )
 from lenbench.memory import ENV_VAR, GIB, estimate, memory_budget
 from lenbench.model import Transformer
@@ -190,10 +198,10 @@ def test_unwritable_output_is_one_line_before_anything_trains(tmp_path, monkeypa
     _no_training(monkeypatch)
     cell = parse_suite(TINY).cells()[0]
     for out in _unwritable_dirs(tmp_path):
-        for call in (lambda: run_suite(parse_suite(TINY), out, device="cpu", progress=False),
-                     lambda: run_suite(parse_suite(TINY), out, device="cpu", progress=False, workers=2),
-                     lambda: run_cell(cell, out, "cpu", progress=False),
-                     lambda: ensure_cell(cell, out, "cpu", progress=False)):
+        for call in (lambda out=out: run_suite(parse_suite(TINY), out, device="cpu", progress=False),
+                     lambda out=out: run_suite(parse_suite(TINY), out, device="cpu", progress=False, workers=2),
+                     lambda out=out: run_cell(cell, out, "cpu", progress=False),
+                     lambda out=out: ensure_cell(cell, out, "cpu", progress=False)):
             with pytest.raises(ValueError) as err:
                 call()
             message = str(err.value)
