@@ -177,6 +177,7 @@ class _CheckpointCache:
         """Load `model`'s weights from checkpoint `name` when given and valid (returns its meta); else
         run `train()` (returns TrainStats), keep the checkpoint to hand back, and return its meta."""
         if name in self.given:
+            initial = {k: v.clone() for k, v in model.state_dict().items()}
             try:
                 state, meta = load_checkpoint_bytes(self.given[name], self.device)
                 if self.fingerprint is not None and not checkpoint_matches(meta, self.fingerprint):
@@ -185,6 +186,7 @@ class _CheckpointCache:
                 return meta
             except Exception as err:  # a damaged or mismatched checkpoint is retrained, never fatal
                 self.rejected[name] = _reason(err)
+                model.load_state_dict(initial)  # a partial load must not change the retrained model
         stats: TrainStats = train()
         meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
                 "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}

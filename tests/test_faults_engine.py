@@ -3,6 +3,7 @@ unwritable directories, damaged files, memory budgets and concurrent runs, all o
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -17,11 +18,13 @@ import torch
 import yaml
 
 from lenbench.engine import (
+    checkpoint_bytes,
     checkpoint_path,
     claim_cell,
     compute_cell,
     ensure_cell,
     load_cell_results,
+    load_checkpoint_bytes,
     load_rows,
     make_job,
     model_config,
@@ -264,11 +267,20 @@ def test_compute_cell_retrains_a_bad_checkpoint_handed_in(tmp_path):
     cell = parse_suite({**TINY, "encodings": ["nope"]}).cells()[0]
     good = compute_cell(make_job(cell, tmp_path, "cpu"))
     job = make_job(cell, tmp_path, "cpu")
-    bad = type(job)(cell=job.cell, device=job.device, threads=job.threads, checkpoints={cell.train_id: b"\x00junk"})
+    bad = dataclasses.replace(job, checkpoints={cell.train_id: b"\x00junk"})
     outcome = compute_cell(bad)
     assert outcome.result["status"] == "ok" and cell.train_id in outcome.notes["rejected_checkpoints"]
     assert cell.train_id in outcome.checkpoints
     values = lambda o: [(r["metric"], r["value"]) for r in o.result["rows"]]  # noqa: E731
+    assert values(outcome) == values(good)
+    # current fingerprint but a tensor of the wrong shape: the load fails after copying the others,
+    # which must not leak into the retrained model
+    state, meta = load_checkpoint_bytes(good.checkpoints[cell.train_id], torch.device("cpu"))
+    state = {k: torch.zeros_like(v) for k, v in state.items()}
+    state["head.weight"] = torch.zeros(3, 3)
+    mismatched = dataclasses.replace(job, checkpoints={cell.train_id: checkpoint_bytes(state, meta)})
+    outcome = compute_cell(mismatched)
+    assert "Error(s) in loading state_dict" in outcome.notes["rejected_checkpoints"][cell.train_id]
     assert values(outcome) == values(good)
 
 
