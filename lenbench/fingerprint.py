@@ -79,10 +79,16 @@ def _source(rel: str) -> bytes:
     return data
 
 
-def _imports(rel: str) -> set[str]:
+def _imports(rel: str) -> frozenset[str]:
     """Package files imported by `rel` (`from lenbench.x import y` and `from lenbench.x.y import z`)."""
+    return _parsed_imports(_source(rel))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_imports(source: bytes) -> frozenset[str]:
+    """Parsed once per distinct source text (an edited file is parsed again)."""
     found = set()
-    for node in ast.walk(ast.parse(_source(rel))):
+    for node in ast.walk(ast.parse(source)):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
@@ -92,7 +98,7 @@ def _imports(rel: str) -> set[str]:
             path = _module_file(name)
             if path is not None and path not in EXCLUDED:
                 found.add(path)
-    return found
+    return frozenset(found)
 
 
 def closure(roots: list[str]) -> list[str]:
@@ -135,14 +141,9 @@ def source_files(cell) -> list[str]:
                    *task_files(cell.task.name)})
 
 
-@functools.lru_cache(maxsize=256)
-def _file_sha(rel: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(_source(rel)).hexdigest()[:16]
-
-
 def file_sha(rel: str) -> str:
-    st = (PACKAGE / rel).stat()
-    return _file_sha(rel, st.st_mtime_ns, st.st_size)
+    """sha256 (16 hex) of a package file's source as fingerprinted (read every time: edits count)."""
+    return hashlib.sha256(_source(rel)).hexdigest()[:16]
 
 
 def data_fingerprint(task_fingerprint: dict) -> str:

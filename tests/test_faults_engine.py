@@ -114,6 +114,21 @@ def test_editing_an_encoding_reruns_exactly_its_cells(tmp_path):
     assert {r["config"]["encoding"]: r for r in load_cell_results(out)}["alibi"] == after["alibi"]
 
 
+def test_fingerprint_covers_the_cells_code_and_nothing_else():
+    from lenbench.fingerprint import source_files
+
+    data = {**TINY, "encodings": ["rope", {"name": "randomized", "params": {"base": "alibi"}}]}
+    rope, randomized = parse_suite(data).cells()
+    core = {"model.py", "train.py", "evaluate.py", "engine.py", "tasks/base.py", "tasks/_common.py",
+            "tasks/copying.py", "encodings/base.py"}
+    assert core | {"encodings/rope.py", "encodings/rope_scaling.py"} <= set(source_files(rope))
+    assert "encodings/alibi.py" not in source_files(rope)
+    assert {"encodings/randomized.py", "encodings/alibi.py"} <= set(source_files(randomized))
+    for unrelated in ("suite.py", "cli.py", "results.py", "plots.py", "compare.py", "executors.py",
+                      "encodings/__init__.py", "tasks/lm.py", "encodings/t5.py"):
+        assert unrelated not in source_files(rope) + source_files(randomized)
+
+
 def test_cells_of_an_older_lenbench_are_stale_and_rerun(tmp_path):
     run(TINY, tmp_path)
     path = next((tmp_path / "cells").glob("*.json"))
