@@ -451,12 +451,14 @@ def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: b
 
 def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
                 threads: int | None = None, keep_stale: bool = False, log: Log = _stderr,
-                poll: float = 0.5) -> tuple[dict, bool]:
+                poll: float = 0.5, wait_s: float = 6 * 3600) -> tuple[dict, bool]:
     """The cell's result, from its file when it finished before with a matching fingerprint, else by
-    running it: (result, reused). While another live process holds the cell's lock, waits for it."""
+    running it: (result, reused). While another live process holds the cell's lock, waits for it
+    (at most `wait_s` seconds, then a one-line ValueError naming the lock file)."""
     out = prepare_output(Path(out), log)
     threads = threads or default_threads()
     fingerprint = expected_fingerprint(cell, device, threads)
+    deadline = time.monotonic() + wait_s
     while True:
         result, reasons = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)
         if result is not None:
@@ -464,6 +466,9 @@ def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto"
         lock = claim_cell(out, cell)
         if isinstance(lock, Path):
             break
+        if time.monotonic() > deadline:
+            raise ValueError(f"cell {cell.title} is still held by pid {lock.get('pid')} on {lock.get('host')} after "
+                             f"{wait_s:g} s; if that run is gone, delete {lock_path(out, cell)}")
         time.sleep(poll)  # another process is computing it
     try:
         result, _ = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)

@@ -389,6 +389,9 @@ def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
         assert first.busy == [(cells[1].title, json.loads(lock.read_text()))]
         assert log == [f"lenbench: skipped {cells[1].title}: another run (pid {sleeper.pid} on "
                        f"{os.uname().nodename}) is computing it"]
+        with pytest.raises(ValueError, match=f"cell {cells[1].title} is still held by pid {sleeper.pid} on .* "
+                           f"after 0.2 s; if that run is gone, delete {lock}"):
+            ensure_cell(cells[1], tmp_path, "cpu", progress=False, poll=0.05, wait_s=0.2)
     finally:
         sleeper.kill()
         sleeper.wait()
