@@ -5,6 +5,8 @@ Options:
                                        baselines compare like with like; auto: accelerator, else CPU)
     --suite NAME|PATH                  suite preset or YAML file for bench/test_extrapolation.py (default quick)
     --results-dir DIR                  per-cell results and the report (default runs/<suite name>)
+    --threads N                        intra-op CPU threads per cell (default torch's default); in every row
+    --keep-stale                       reuse finished cells whose code fingerprint changed (default: recompute)
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="device for cells and kernels (default cpu); auto picks CUDA / XPU / MPS when present")
     group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
     group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
+    group.addoption("--threads", type=int, default=None,
+                    help="intra-op CPU threads per cell (default: torch's default); recorded in every row")
+    group.addoption("--keep-stale", action="store_true",
+                    help="reuse finished cells whose code/environment fingerprint changed (default: recompute them)")
 
 
 def results_path(config: pytest.Config) -> Path:

@@ -65,3 +65,21 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=True) + "\n")
+
+
+def check_writable(directory: str | Path, what: str = "results directory") -> Path:
+    """Create `directory` if needed and prove a file can be written in it (a real write, so it also
+    holds for root and read-only file systems); else a one-line ValueError naming it and the fix.
+
+    Called up front by the engine and `lenbench report`, before anything is trained or computed.
+    """
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ValueError(f"{what} {str(directory)!r} is not writable ({reason}); "
+                         "fix its permissions or choose another output directory (--out)") from None
+    return directory

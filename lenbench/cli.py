@@ -1,7 +1,7 @@
 """The `lenbench` command line.
 
     lenbench list {encodings,tasks,suites}
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--workers N] [--threads N] [--out DIR]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--workers N] [--threads N] [--out DIR] [--keep-stale]
     lenbench report RESULTS [--out DIR]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
                      [--force-speed] [--top N | --all]
@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="intra-op CPU threads per cell (default: torch's default on this machine); recorded in every row")
     p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
     p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
+    p_run.add_argument("--keep-stale", action="store_true",
+                       help="keep finished cells whose code/environment fingerprint changed (default: recompute them)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run")
@@ -83,10 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from lenbench.atomic import check_writable
     from lenbench.results import write_report
 
     source = Path(args.results)
     out = Path(args.out) if args.out else (source if source.is_dir() else Path("results"))
+    check_writable(out, "report directory")  # before reading or plotting anything
     written = write_report(source, out, plots=not args.no_plots)
     print(f"wrote {len(written)} file(s) to {out}:")
     for path in written:
@@ -117,10 +121,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}")
     results = run_suite(suite, out, device=args.device, executor=args.executor, workers=args.workers,
-                        threads=args.threads, retry_failed=args.retry_failed, progress=not args.quiet)
+                        threads=args.threads, retry_failed=args.retry_failed, keep_stale=args.keep_stale,
+                        progress=not args.quiet)
     failed = [r for r in results if r["status"] == "failed"]
     rows = load_rows(out)
-    print(f"{len(results)} cell(s) run, {len(suite.cells()) - len(results)} already done, {len(failed)} failed; "
+    busy = f", {len(results.busy)} in progress in another run (skipped)" if results.busy else ""
+    print(f"{len(results)} cell(s) run, {results.done} already done{busy}, {len(failed)} failed; "
           f"{len(rows)} rows in {out}")
     for r in failed:
         print(f"  failed: {r['title']}: {r['error']}")

@@ -5,12 +5,17 @@ Layout of a results directory:
     OUT/cells/<cell_id>.json        one file per finished cell (status ok or failed), written atomically
     OUT/checkpoints/<train_id>.pt   trained weights + their metadata in one file, cached so evaluation
                                     variants never retrain
+    OUT/locks/<cell_id>.lock        a cell being computed by a live run (pid and host inside)
+    OUT/**/<name>.corrupt           a damaged cell file or checkpoint, moved aside and recomputed
 
 Two halves: `compute_cell` runs one cell from a `CellJob` and writes nothing (executors call it,
 in this process, in a process pool or on a Ray worker); the driver (`run_cell`, `ensure_cell`,
 `run_suite`) hands out jobs with the cached checkpoints and alone writes what comes back. A rerun
-skips every cell whose file exists, so a run killed at any moment resumes without losing or
-duplicating rows. `pytest bench`, `lenbench run` and every executor share this one engine.
+skips every cell whose file is valid and whose fingerprint (`lenbench.fingerprint`: the source
+it depends on, torch version, device, dtype, threads, task data) still matches; stale cells are
+recomputed and the run says why. A run killed at any moment resumes without losing or duplicating
+rows; a second run on the same directory skips the cells the first one has claimed (lock files).
+`pytest bench`, `lenbench run` and every executor share this one engine.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ import inspect
 import json
 import math
 import io
+import os
+import socket
 import subprocess
+import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +43,13 @@ import torch
 from tqdm.auto import tqdm
 
 import lenbench
-from lenbench.atomic import atomic_write_bytes, atomic_write_json
+from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.executors import CellJob, CellOutcome, get_executor
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
+from lenbench.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version, stale_reasons
+from lenbench.memory import fit_batch, memory_budget
 from lenbench.model import ModelConfig, Transformer
 from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
@@ -58,8 +68,19 @@ def cell_path(out: Path, cell: Cell) -> Path:
 
 
 def load_cell_results(out: str | Path) -> list[dict]:
-    """Every cell result in a results directory (temporary files of a killed run are ignored)."""
-    return [json.loads(p.read_text()) for p in sorted((Path(out) / "cells").glob("*.json"))]
+    """Every cell result in a results directory (temporary files of a killed run are ignored).
+
+    Raises:
+        ValueError: one line naming a damaged cell file (`lenbench run` moves it aside and recomputes it).
+    """
+    results = []
+    for p in sorted((Path(out) / "cells").glob("*.json")):
+        try:
+            results.append(json.loads(p.read_text()))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ValueError(f"cell file {p} is damaged ({_reason(err)}); rerun `lenbench run` on {out} to "
+                             "move it aside and recompute it") from None
+    return results
 
 
 def load_rows(out: str | Path) -> list[dict]:
@@ -131,23 +152,44 @@ def load_checkpoint_bytes(data: bytes, device: torch.device) -> tuple[dict, dict
     return obj["state_dict"], obj["meta"]
 
 
+def checkpoint_matches(meta: dict, fingerprint: Fingerprint) -> bool:
+    """Whether a checkpoint's metadata was made by the code and environment of `fingerprint`."""
+    stored = meta.get("fingerprint") if isinstance(meta, dict) else None
+    return isinstance(stored, dict) and stored.get("code_fingerprint") == fingerprint.code \
+        and stored.get("data", "") == fingerprint.data
+
+
 class _CheckpointCache:
-    """Checkpoints of one job: those handed in (bytes) and those trained now (returned as bytes)."""
+    """Checkpoints of one job: those handed in (bytes) and those trained now (returned as bytes).
+
+    A checkpoint handed in that does not load, does not fit the model or was made by other code
+    (`fingerprint`) is ignored and retrained; `rejected` says which and why.
+    """
 
     def __init__(self, given: dict[str, bytes], device: torch.device) -> None:
         self.given = given
         self.device = device
         self.made: dict[str, bytes] = {}
+        self.rejected: dict[str, str] = {}
+        self.fingerprint: Fingerprint | None = None
 
     def load_or_train(self, model: Transformer, name: str, train) -> dict:
-        """Load `model`'s weights from checkpoint `name` when given (returns its meta); else run
-        `train()` (returns TrainStats), keep the checkpoint to hand back, and return its meta."""
+        """Load `model`'s weights from checkpoint `name` when given and valid (returns its meta); else
+        run `train()` (returns TrainStats), keep the checkpoint to hand back, and return its meta."""
         if name in self.given:
-            state, meta = load_checkpoint_bytes(self.given[name], self.device)
-            model.load_state_dict(state)
-            return meta
+            initial = {k: v.clone() for k, v in model.state_dict().items()}
+            try:
+                state, meta = load_checkpoint_bytes(self.given[name], self.device)
+                if self.fingerprint is not None and not checkpoint_matches(meta, self.fingerprint):
+                    raise ValueError("made by other code or environment (fingerprint differs)")
+                model.load_state_dict(state)
+                return meta
+            except Exception as err:  # a damaged or mismatched checkpoint is retrained, never fatal
+                self.rejected[name] = _reason(err)
+                model.load_state_dict(initial)  # a partial load must not change the retrained model
         stats: TrainStats = train()
-        meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss}
+        meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
+                "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}
         self.made[name] = checkpoint_bytes(model.state_dict(), meta)
         return meta
 
@@ -201,12 +243,14 @@ def compute_cell(job: CellJob) -> CellOutcome:
         device = resolve_device(job.device)
         cache = _CheckpointCache(job.checkpoints, device)
         result = _evaluate_cell(cell, cache, device, job.threads, job.progress)
-    return CellOutcome(cell_id=cell.cell_id, result=result, checkpoints=cache.made)
+    notes = {"rejected_checkpoints": cache.rejected} if cache.rejected else {}
+    return CellOutcome(cell_id=cell.cell_id, result=result, checkpoints=cache.made, notes=notes)
 
 
 def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, threads: int, progress: bool) -> dict:
     provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
-                  "device": device.type, "dtype": "float32", "threads": threads}
+                  "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
+                  "code_fingerprint": "", "data_fingerprint": ""}
     base = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "suite": cell.suite, "task": cell.task.name,
             "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance}
     rows: list[dict] = []
@@ -216,8 +260,15 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
     start = time.perf_counter()
     train_seconds = float("nan")
     try:
+        budget = memory_budget(device, cell.eval.memory_budget_gb)  # before the model is allocated
+        result["memory"] = {"budget_bytes": budget, "batch": {}}
         task = build_task(cell.task.name, **cell.task.params)
         result["task_fingerprint"] = task.fingerprint()
+        fingerprint = cell_fingerprint(cell, device.type, threads, data_fingerprint(result["task_fingerprint"]))
+        cache.fingerprint = fingerprint
+        result["fingerprint"] = fingerprint.to_json()
+        provenance.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
+        base.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
         metrics = task_metrics(task)
         model, train_seconds = _trained_model(cell, task, cache, device, progress)
         train_tokens = task.seq_len(cell.train_len)
@@ -237,8 +288,13 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                         if variant is not None:
                             factor = variant.finetune_ratio if variant.finetune_steps else ratio
                             net.pos_enc.set_scaling(scaling_for(variant, factor, train_tokens))
+                        tokens = task.seq_len(eval_len)
+                        wanted = max(1, cell.eval.tokens_per_batch // tokens)
+                        batch = fit_batch(net, tokens, min(wanted, cell.eval.samples), budget)
+                        if batch < min(wanted, cell.eval.samples):
+                            result["memory"]["batch"][f"{key}@{eval_len}"] = batch  # shrunk to fit the budget
                         values, n = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
-                                                    tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed,
+                                                    tokens_per_batch=batch * tokens, seed=cell.seed,
                                                     device=device)
                         rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
                                   "higher_is_better": METRICS[m], "status": "ok", "error": ""} for m in metrics]
@@ -251,6 +307,9 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                     model.pos_enc.set_scaling(trained_scaling)
     except Exception as err:
         result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
+        if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint
+            result["fingerprint"] = cell_fingerprint(cell, device.type, threads, "").to_json()
+            provenance["code_fingerprint"] = result["fingerprint"]["code_fingerprint"]
     timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     for row in rows:
         row.update(timestamp=timestamp, train_seconds=train_seconds)
@@ -259,15 +318,76 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
 
 
 # --- the driver: the only code that writes a results directory ----------------------------------
+# (lenbench.fingerprint hashes engine.py only above this marker: the driver never changes a result)
+
+Log = Callable[[str], None]
 
 
-def read_checkpoints(out: Path, cell: Cell) -> dict[str, bytes]:
-    """The cached checkpoint files of `cell` in `out` (name → bytes)."""
+def _stderr(message: str) -> None:
+    tqdm.write(message, file=sys.stderr)
+
+
+def quarantine(path: Path, why: str, log: Log) -> Path:
+    """Move a damaged file aside as `<name>.corrupt` (replacing an older one) and say so in one line."""
+    aside = path.with_name(path.name + ".corrupt")
+    os.replace(path, aside)
+    log(f"lenbench: {path} is damaged ({why}); moved it aside to {aside.name} and will recompute it")
+    return aside
+
+
+def read_cell(out: Path, cell: Cell, log: Log = _stderr) -> dict | None:
+    """The cell's stored result, or None when it has none; a truncated or invalid file is moved
+    aside (`quarantine`) and counts as none."""
+    path = cell_path(out, cell)
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_text())
+        if not isinstance(result, dict) or result.get("cell_id") != cell.cell_id:
+            raise ValueError(f"not the result of cell {cell.cell_id}")
+        if result.get("status") not in ("ok", "failed") or not isinstance(result.get("rows"), list):
+            raise ValueError("no status or rows")
+    except (ValueError, UnicodeDecodeError) as err:
+        quarantine(path, _reason(err), log)
+        return None
+    return result
+
+
+@functools.lru_cache(maxsize=64)
+def _task_data_fingerprint(name: str, params_json: str) -> str:
+    try:
+        return data_fingerprint(build_task(name, **json.loads(params_json)).fingerprint())
+    except Exception:  # the cell will fail building its task too, and record data ""
+        return ""
+
+
+def expected_fingerprint(cell: Cell, device: str | torch.device, threads: int) -> Fingerprint:
+    """The fingerprint a run of `cell` here, now, would record."""
+    device_type = resolve_device(device).type if not isinstance(device, torch.device) else device.type
+    data = _task_data_fingerprint(cell.task.name, json.dumps(cell.task.params, sort_keys=True, default=str))
+    return cell_fingerprint(cell, device_type, threads, data)
+
+
+def read_checkpoints(out: Path, cell: Cell, fingerprint: Fingerprint | None = None,
+                     log: Log = _stderr) -> dict[str, bytes]:
+    """The cached checkpoint files of `cell` in `out` (name → bytes) that are valid for `fingerprint`.
+
+    A checkpoint that does not load (truncated, old format) is moved aside (`quarantine`); one made
+    by other code or another environment is left out (it is retrained and overwritten).
+    """
     found = {}
     for name in checkpoint_names(cell):
         path = checkpoint_path(out, name)
-        if path.is_file():
-            found[name] = path.read_bytes()
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        try:
+            _, meta = load_checkpoint_bytes(data, torch.device("cpu"))
+        except Exception as err:
+            quarantine(path, _reason(err), log)
+            continue
+        if fingerprint is None or checkpoint_matches(meta, fingerprint):
+            found[name] = data
     return found
 
 
@@ -280,77 +400,268 @@ def store_outcome(out: Path, outcome: CellOutcome) -> dict:
 
 
 def make_job(cell: Cell, out: Path, device: str | torch.device, *, threads: int | None = None,
-             progress: bool = False) -> CellJob:
+             progress: bool = False, fingerprint: Fingerprint | None = None, log: Log = _stderr) -> CellJob:
     device = device.type if isinstance(device, torch.device) else device
-    return CellJob(cell=cell, device=device, threads=threads or default_threads(),
-                   checkpoints=read_checkpoints(Path(out), cell), progress=progress)
+    threads = threads or default_threads()
+    fingerprint = fingerprint or expected_fingerprint(cell, device, threads)
+    return CellJob(cell=cell, device=device, threads=threads,
+                   checkpoints=read_checkpoints(Path(out), cell, fingerprint, log), progress=progress)
+
+
+def prepare_output(out: Path, log: Log = _stderr) -> Path:
+    """Check up front that `out` (and its cells/, checkpoints/, locks/) can be written, then remove
+    temporary files a killed run left behind, unless another live run is using the directory."""
+    out = Path(out)
+    for directory in (out, out / "cells", out / "checkpoints", out / "locks"):
+        check_writable(directory)
+    if not any(holder_alive(h) for h in map(read_lock, (out / "locks").glob("*.lock"))):
+        leftovers = [*(out / "cells").glob(".*.tmp"), *(out / "checkpoints").glob(".*.tmp")]
+        for tmp in leftovers:
+            tmp.unlink(missing_ok=True)
+        if leftovers:
+            log(f"lenbench: removed {len(leftovers)} temporary file(s) left by a killed run in {out}")
+    return out
 
 
 def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
-             threads: int | None = None) -> dict:
+             threads: int | None = None, log: Log = _stderr) -> dict:
     """Train and evaluate one cell in this process, write `OUT/cells/<cell_id>.json` atomically,
-    return its result."""
-    out = Path(out)
-    return store_outcome(out, compute_cell(make_job(cell, out, device, threads=threads, progress=progress)))
+    return its result. Writability of `out` is checked before anything is trained."""
+    out = prepare_output(Path(out), log)
+    return store_outcome(out, compute_cell(make_job(cell, out, device, threads=threads, progress=progress, log=log)))
+
+
+def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: bool = False,
+               retry_failed: bool = False, log: Log = _stderr) -> tuple[dict | None, list[str]]:
+    """(stored result still valid, or None; why it must be recomputed: [] when missing or valid).
+
+    A stored result is recomputed when it is damaged (moved aside), stale (its fingerprint differs
+    from `fingerprint`, unless `keep_stale`) or failed (with `retry_failed`).
+    """
+    result = read_cell(out, cell, log)
+    if result is None:
+        return None, []
+    if retry_failed and result["status"] == "failed":
+        return None, ["failed before (--retry-failed)"]
+    reasons = stale_reasons(result.get("fingerprint"), fingerprint)
+    if reasons and not keep_stale:
+        return None, reasons
+    return result, []
 
 
 def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
-                threads: int | None = None) -> tuple[dict, bool]:
-    """The cell's result, from its file when it finished before, else by running it: (result, reused)."""
-    path = cell_path(Path(out), cell)
-    if path.exists():
-        return json.loads(path.read_text()), True
-    return run_cell(cell, out, device, progress=progress, threads=threads), False
+                threads: int | None = None, keep_stale: bool = False, log: Log = _stderr,
+                poll: float = 0.5, wait_s: float = 6 * 3600) -> tuple[dict, bool]:
+    """The cell's result, from its file when it finished before with a matching fingerprint, else by
+    running it: (result, reused). While another live process holds the cell's lock, waits for it
+    (at most `wait_s` seconds, then a one-line ValueError naming the lock file)."""
+    out = prepare_output(Path(out), log)
+    threads = threads or default_threads()
+    fingerprint = expected_fingerprint(cell, device, threads)
+    deadline = time.monotonic() + wait_s
+    while True:
+        result, reasons = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)
+        if result is not None:
+            return result, True
+        lock = claim_cell(out, cell)
+        if isinstance(lock, Path):
+            break
+        if time.monotonic() > deadline:
+            raise ValueError(f"cell {cell.title} is still held by pid {lock.get('pid')} on {lock.get('host')} after "
+                             f"{wait_s:g} s; if that run is gone, delete {lock_path(out, cell)}")
+        time.sleep(poll)  # another process is computing it
+    try:
+        result, _ = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)
+        if result is not None:  # finished by another process while we waited
+            return result, True
+        if reasons:
+            log(f"lenbench: recomputing stale cell {cell.title}: {'; '.join(reasons)}")
+        job = make_job(cell, out, device, threads=threads, progress=progress, fingerprint=fingerprint, log=log)
+        return store_outcome(out, compute_cell(job)), False
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}".splitlines()[0]
 
 
+# --- locks: one live process computes a cell ----------------------------------------------------
+
+
+def lock_path(out: Path, cell: Cell) -> Path:
+    return Path(out) / "locks" / f"{cell.cell_id}.lock"
+
+
+def read_lock(path: Path) -> dict:
+    """A lock file's holder ({"pid", "host", "started"}); {} when it is empty or unreadable."""
+    try:
+        holder = json.loads(path.read_text())
+        return holder if isinstance(holder, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def holder_alive(holder: dict) -> bool:
+    """Whether a lock's holder may still be running: its pid is alive on this host, or it is on
+    another host (which cannot be checked from here). Locks of this very process are leftovers."""
+    if not holder:
+        return False
+    if holder.get("host") != socket.gethostname():
+        return True
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim_cell(out: Path, cell: Cell) -> Path | dict:
+    """Claim `cell` for this process: its lock file, created with O_CREAT | O_EXCL (pid and host
+    inside); a lock whose holder is dead is taken over. Returns the lock's path, or the live
+    holder ({"pid", "host", "started"}) when another process has the cell."""
+    path = lock_path(out, cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(),
+          "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = read_lock(path)
+            if not holder and time.time() - _mtime(path) < 5:
+                holder = {"pid": None, "host": "?", "started": "just now"}  # being written right now
+                return holder
+            if holder_alive(holder):
+                return holder
+            path.unlink(missing_ok=True)  # a dead holder's lock: take it over
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        return path
+    return read_lock(path) or {"pid": None, "host": "?", "started": "?"}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 # --- a whole suite ------------------------------------------------------------------------------
 
 
-def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False) -> list[Cell]:
-    """Cells without a result file (or with a failed one, when `retry_failed`)."""
+class SuiteRun(list):
+    """The results of the cells `run_suite` computed now (a list, as before), plus what it skipped.
+
+    Attributes:
+        done: cells whose valid, current results were reused.
+        stale: reason → number of stored cells recomputed for it.
+        busy: (cell title, lock holder) of cells another live run is computing (skipped here).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = 0
+        self.stale: dict[str, int] = {}
+        self.busy: list[tuple[str, dict]] = []
+
+
+def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, keep_stale: bool = False,
+                  device: str = "auto", threads: int | None = None, log: Log = _stderr,
+                  stale: dict[str, int] | None = None) -> list[Cell]:
+    """Cells without a valid, current result (or with a failed one, when `retry_failed`).
+
+    `stale`, when given, is filled with reason → count of stored results found stale.
+    """
+    threads = threads or default_threads()
     todo = []
     for cell in suite.cells():
-        path = cell_path(Path(out), cell)
-        if path.exists() and not (retry_failed and json.loads(path.read_text())["status"] == "failed"):
-            continue
-        todo.append(cell)
+        result, reasons = cell_state(Path(out), cell, expected_fingerprint(cell, device, threads),
+                                     keep_stale=keep_stale, retry_failed=retry_failed, log=log)
+        if result is None:
+            todo.append(cell)
+            if stale is not None and reasons:
+                key = "; ".join(reasons)
+                stale[key] = stale.get(key, 0) + 1
     return todo
 
 
 def run_suite(
     suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int = 1,
-    threads: int | None = None, retry_failed: bool = False, progress: bool = True, **executor_options: Any,
-) -> list[dict]:
-    """Run every unfinished cell of `suite` into `out`; return the results of the cells run now.
+    threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
+    log: Log = _stderr, **executor_options: Any,
+) -> SuiteRun:
+    """Run every unfinished or stale cell of `suite` into `out`; return the results of the cells run now.
+
+    Before anything runs: `out` must be writable (one-line ValueError otherwise), damaged cell files
+    and checkpoints are moved aside (`*.corrupt`) and recomputed, and temporary files of a killed
+    run are removed. Each cell is claimed with a lock file; cells another live run holds are
+    skipped (`SuiteRun.busy`). One line per reason says how many stale cells are recomputed.
 
     Args:
         executor: where cells run: "serial", "process" (a pool of `workers` processes) or "ray"
             (see `lenbench.executors`); `workers` > 1 with "serial" means "process".
         threads: intra-op threads per cell (default: torch's default in this process); part of
-            every row's provenance, so serial, process and Ray runs give bit-identical rows.
+            every row's provenance and of the fingerprint, so serial, process and Ray runs give
+            bit-identical rows.
+        keep_stale: keep results whose fingerprint no longer matches (default: recompute them).
+        log: where one-line notices go (default: stderr).
         executor_options: passed to the executor (e.g. Ray's `address`).
     """
     resolve_device(device)  # a one-line error now rather than one per cell
-    out = Path(out)
+    out = prepare_output(Path(out), log)
     if executor == "serial" and workers > 1:
         executor = "process"
     cls = get_executor(executor)
-    todo = pending_cells(suite, out, retry_failed=retry_failed)
-    total = len(suite.cells())
     threads = threads or default_threads()
-    jobs = (make_job(cell, out, device, threads=threads, progress=progress and executor == "serial")
-            for cell in todo)
+    run = SuiteRun()
+    todo = pending_cells(suite, out, retry_failed=retry_failed, keep_stale=keep_stale, device=device,
+                         threads=threads, log=log, stale=run.stale)
+    total = len(suite.cells())
+    for reason, count in run.stale.items():
+        log(f"lenbench: recomputing {count} stale cell(s): {reason}")
+    held: dict[str, Path] = {}
+
+    def jobs() -> Iterator[CellJob]:
+        for cell in todo:
+            lock = claim_cell(out, cell)
+            if not isinstance(lock, Path):
+                run.busy.append((cell.title, lock))
+                continue
+            held[cell.cell_id] = lock
+            fingerprint = expected_fingerprint(cell, device, threads)
+            result, _ = cell_state(out, cell, fingerprint, keep_stale=keep_stale, retry_failed=False, log=log)
+            if result is not None and not (retry_failed and result["status"] == "failed"):
+                held.pop(cell.cell_id).unlink(missing_ok=True)  # another run finished it meanwhile
+                continue
+            yield make_job(cell, out, device, threads=threads, progress=progress and executor == "serial",
+                           fingerprint=fingerprint, log=log)
+
     bar = tqdm(total=total, initial=total - len(todo), desc=f"suite {suite.name}", unit="cell",
                disable=not progress, dynamic_ncols=True)
-    results = []
-    with cls(workers=workers, suite=suite, **executor_options) as runner:
-        for outcome in runner.run(jobs):
-            results.append(store_outcome(out, outcome))
-            bar.set_postfix_str(outcome.result.get("title", outcome.cell_id))
-            bar.update()
-    bar.close()
-    return results
+    try:
+        with cls(workers=workers, suite=suite, **executor_options) as runner:
+            for outcome in runner.run(jobs()):
+                run.append(store_outcome(out, outcome))
+                lock = held.pop(outcome.cell_id, None)
+                if lock is not None:
+                    lock.unlink(missing_ok=True)
+                for name, why in outcome.notes.get("rejected_checkpoints", {}).items():
+                    log(f"lenbench: checkpoint {name} of {outcome.result.get('title')} was not usable ({why}); retrained")
+                bar.set_postfix_str(outcome.result.get("title", outcome.cell_id))
+                bar.update()
+    finally:
+        for lock in held.values():
+            lock.unlink(missing_ok=True)
+        bar.close()
+    run.done = total - len(run) - len(run.busy)
+    for title, holder in run.busy:
+        log(f"lenbench: skipped {title}: another run (pid {holder.get('pid')} on {holder.get('host')}) is computing it")
+    return run

@@ -51,6 +51,7 @@ COLUMNS: tuple[str, ...] = (
     "schema_version", "cell_id", "suite", "task", "encoding", "variant", "train_len", "eval_len", "ratio",
     "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
     "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
+    "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
 )
 INT_COLUMNS = ("schema_version", "train_len", "eval_len", "n_samples", "seed")
 FLOAT_COLUMNS = ("ratio", "value", "train_seconds")

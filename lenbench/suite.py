@@ -82,11 +82,15 @@ class EvalSpec:
     """Evaluation settings: ratios of the training length and how many samples per length.
 
     `tokens_per_batch` bounds the memory of one evaluation batch (batch = tokens // seq_len).
+    `memory_budget_gb` caps an evaluation's estimated peak memory (0: half the memory available,
+    or env LENBENCH_MEMORY_BUDGET_GB; see `lenbench.memory`); batches shrink to fit it. It changes
+    how samples are batched, not results, so it is not part of the cell id.
     """
 
     ratios: tuple[float, ...] = (1, 2, 4, 8, 16)
     samples: int = 64
     tokens_per_batch: int = 16384
+    memory_budget_gb: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,7 @@ class Cell:
 
     def config(self) -> dict:
         """The canonical config of the whole cell (training + evaluation)."""
-        return {**self.training_config(), "label": self.encoding.key, "eval": dataclasses.asdict(self.eval),
+        return {**self.training_config(), "label": self.encoding.key, "eval": {k: v for k, v in dataclasses.asdict(self.eval).items() if k != "memory_budget_gb"},
                 "variants": [dataclasses.asdict(v) for v in self.variants]}
 
     @property
