@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 import lenbench
 from lenbench.atomic import atomic_path, atomic_write_json
+from lenbench.baselines import baseline_rows
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
@@ -40,7 +41,7 @@ from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: rows carry sample_scores; baseline rows; exact match primary
 BASE_VARIANT = "none"
 
 
@@ -181,11 +182,12 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
                         if variant is not None:
                             factor = variant.finetune_ratio if variant.finetune_steps else ratio
                             net.pos_enc.set_scaling(scaling_for(variant, factor, train_tokens))
-                        values, n = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
-                                                    tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed,
-                                                    device=device)
+                        values, n, scores = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
+                                                            tokens_per_batch=cell.eval.tokens_per_batch,
+                                                            seed=cell.seed, device=device)
                         rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
-                                  "higher_is_better": METRICS[m], "status": "ok", "error": ""} for m in metrics]
+                                  "higher_is_better": METRICS[m], "status": "ok", "error": "",
+                                  "sample_scores": scores[m]} for m in metrics]
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
                         rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
                                   "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
@@ -193,6 +195,10 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
             finally:
                 if variant is not None:
                     model.pos_enc.set_scaling(trained_scaling)
+        # Chance and trivial baselines on the same evaluation samples (identical in every cell of
+        # a task and seed; results.normalize keeps one copy).
+        rows += baseline_rows(task, cell.train_len, cell.eval.ratios, samples=cell.eval.samples,
+                              tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed, base=base)
     except Exception as err:
         result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
     timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
