@@ -609,7 +609,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
                                                        entries["variant"], strict=True)]
             entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
             per_task_parts.append(entries.drop(columns="_order"))
-            for e in entries.to_dict("records"):
+            for e in sorted(entries.to_dict("records"), key=lambda e: _series_key(e["encoding"], e["variant"])):
                 c = curves[(curves["encoding"] == e["encoding"]) & (curves["variant"] == e["variant"])]
                 sdf = board[(board["encoding"] == e["encoding"]) & (board["variant"] == e["variant"])]
                 # A length where any seed failed shows as failed (NaN) in the wide table.

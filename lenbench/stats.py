@@ -32,8 +32,8 @@ i.e. whose paired 95 % bootstrap interval of the difference in ``past_train_mean
 their favour. Entries that cannot be told apart share a rank. Baselines and not-learned entries get
 no rank. The main table ranks trained models (variant "none"); each encoding with inference-time
 variants gets its own table (``variant_rank``) ranking its variants against its unscaled model.
-The overall rank orders the mean of an encoding's main-table ranks over the tasks where it learned
-(competition ranking; ``n_tasks`` says over how many).
+The overall rank orders trained encodings by the number of tasks they learned (``n_tasks``, more
+first), then by the mean of their main-table ranks over those tasks (competition ranking).
 """
 
 from __future__ import annotations
@@ -345,7 +345,8 @@ def overall_ranks(per_task: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         one row per encoding (variant "none"): encoding, variant, mean_rank, n_tasks (boards with a
-        rank), n_not_learned, rank (competition ranking by mean_rank; NaN when never ranked).
+        rank), n_not_learned, rank (competition ranking by n_tasks, more first, then mean_rank, so
+        an encoding never outranks one that learned more tasks; NaN when never ranked).
     """
     models = per_task[per_task["kind"] == "model"]
     rows = []
@@ -353,8 +354,10 @@ def overall_ranks(per_task: pd.DataFrame) -> pd.DataFrame:
         ranked = g["rank"].dropna()
         rows.append({"encoding": encoding, "variant": "none", "mean_rank": float(ranked.mean()) if len(ranked) else math.nan,
                      "n_tasks": int(len(ranked)), "n_not_learned": int(g["not_learned"].sum())})
-    means = [r["mean_rank"] for r in rows]
+    # More tasks learned ranks first; among equal n_tasks, the lower mean rank.
+    keys = [(-r["n_tasks"], r["mean_rank"]) for r in rows if r["n_tasks"]]
     for r in rows:
-        m = r["mean_rank"]
-        r["rank"] = math.nan if math.isnan(m) else float(1 + sum(o < m - 1e-12 for o in means if not math.isnan(o)))
+        key = (-r["n_tasks"], r["mean_rank"])
+        r["rank"] = float(1 + sum(o[0] < key[0] or (o[0] == key[0] and o[1] < key[1] - 1e-12) for o in keys)) \
+            if r["n_tasks"] else math.nan
     return pd.DataFrame(rows, columns=["encoding", "variant", "mean_rank", "n_tasks", "n_not_learned", "rank"])
