@@ -816,7 +816,54 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
     return "\n".join(parts)
 
 
-REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md")
+SUMMARY_RATIOS = (1.0, 2.0, 4.0, 16.0)
+
+
+def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
+    """The short tables the README quotes: per task (and training length) the trained models and
+    baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank ("=2" shared,
+    "n/l" not learned, "–" baseline); then the overall ranking. `write_report` writes it as
+    ``summary.md``; a test keeps the README's copy equal to the published one."""
+    arrow = {True: "↑", False: "↓"}
+    parts = []
+    for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+        metric = rows["metric"].iloc[0]
+        hib = bool(rows["higher_is_better"].iloc[0])
+        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
+            ["encoding", "variant"])
+        cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
+        def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
+            ranks = list(table[rank_col])
+            lines = []
+            for r in table.to_dict("records"):
+                w = wide.loc[(r["encoding"], r["variant"])]
+                lines.append([_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
+                              r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                              *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
+                              _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"],
+                                      metric)])
+            return lines
+
+        header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
+        align = ["r", "l", *["r"] * (len(cols) + 1)]
+        parts += [f"**{task}** (train length {train_len}, {metric} {arrow[hib]})", "",
+                  markdown_table(header, body(rows[rows["kind"].isin(["model", "baseline"])], "rank"), align), ""]
+        for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+            table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
+            table = table.iloc[sorted(range(len(table)), key=lambda i: (
+                math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
+                variant_sort_key(table["variant"].iloc[i])))]
+            parts += [f"**{task}**: {encoding} and its inference-time variants, ranked among themselves", "",
+                      markdown_table(header, body(table, "variant_rank"), align), ""]
+    ranks = list(board.overall["rank"])
+    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series, "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}",
+             str(r.n_tasks)] for r in board.overall.itertuples(index=False)]
+    parts += ["**overall** (trained models: more tasks learned first, then mean rank over them)", "",
+              markdown_table(["rank", "encoding", "mean rank", "tasks learned"], body, ["r", "l", "r", "r"]), ""]
+    return "\n".join(parts)
+
+
+REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
 
 
 def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
@@ -824,7 +871,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
 
     Files: ``results.csv`` (the tidy rows, re-loadable by `load_results`), ``leaderboard.csv``
     (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary metric, encoding × length ratio per
-    task), ``leaderboard.md``, and with `plots`: ``extrapolation.{png,svg}`` (metric against
+    task), ``leaderboard.md``, ``summary.md`` (the README's tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
     length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     heatmap of each registered encoding in the results whose pattern is fixed by its definition,
     see `lenbench.plots.has_fixed_pattern`). Rerunning on the same source rewrites
@@ -847,6 +894,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
         atomic_write_text(out / "leaderboard.csv", to_csv_text(board.long())),
         atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
         atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
+        atomic_write_text(out / "summary.md", summary_markdown(board)),
     ]
     if plots:
         from lenbench import plots as lplots
