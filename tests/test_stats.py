@@ -204,3 +204,11 @@ def test_baselines_are_scored_on_the_evaluation_samples():
     lm_rows = baseline_rows(lm, 32, [1], samples=4, tokens_per_batch=256, seed=0, base={"task": "lm", "seed": 0})
     ppl = {r["encoding"]: r["value"] for r in lm_rows if r["metric"] == "perplexity"}
     assert ppl["baseline:chance"] == pytest.approx(256.0) and 1.0 < ppl["baseline:unigram"] < 256.0
+
+
+def test_leaderboard_suites_run_at_least_three_seeds():
+    from lenbench.suite import load_suite
+
+    assert list(load_suite("quick").seeds) == [0, 1, 2]
+    for name in ("standard", "paper"):
+        assert len(set(load_suite(name).seeds)) >= 3, name
