@@ -900,7 +900,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
         from lenbench import plots as lplots
 
         for suffix in ("png", "svg"):
-            written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}"))
+            written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board))
         for suffix in ("png", "svg"):
             written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
         from lenbench.encodings import ENCODINGS
