@@ -25,7 +25,14 @@ import math
 
 import torch
 
-from lenbench.evaluate import METRICS, encode_samples, eval_batches, metric_transform, sample_sums, task_metrics
+from lenbench.evaluate import (
+    METRICS,
+    encode_samples,
+    eval_batches,
+    metric_transform,
+    sample_sums,
+    task_metrics,
+)
 from lenbench.tasks import Task
 
 PREFIX = "baseline:"

@@ -8,27 +8,22 @@ Sources `load_results` understands (the same rows whichever is given):
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
   benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``.
 
-The leaderboard (`leaderboard`) aggregates per task and per (encoding, variant) on the task's
-primary metric (`lenbench.evaluate.PRIMARY_METRIC`):
+The leaderboard (`leaderboard`) aggregates per task (and training length) and per (encoding,
+variant) on the task's primary metric (`lenbench.evaluate.PRIMARY_METRIC`: exact match for sequence
+tasks, perplexity for lm); the statistics themselves are `lenbench.stats` (hierarchical bootstrap
+intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
+defines them:
 
-- ``in_dist``: the score at the training length (ratio 1);
-- ``past_train_mean``: the mean score over every evaluated ratio > 1. A failed length (e.g. past
-  a learned table) counts as the worst score: 0 for accuracies, +inf for NLL / perplexity, so an
-  encoding that cannot answer never outranks one that answers badly; ``n_failed`` counts them;
-- ``max_ratio_within_10pct``: the largest ratio r such that the score at every evaluated ratio in
-  [1, r] stays within 10 % of ``in_dist`` (relative: ≥ 0.9 × in_dist when higher is better,
-  ≤ 1.1 × in_dist when lower is better; a failed length is not within);
-- ``rank`` within the task (1 = best): by ``past_train_mean``, ties broken by
-  ``max_ratio_within_10pct`` then ``in_dist``; equal keys share the lower rank;
-- overall: the mean of an entry's ranks over the tasks it appears in, ranked again.
+- ``in_dist``, ``past_train_mean`` (a failed length counts as the worst score: 0 for accuracies,
+  +inf for perplexity; ``n_failed`` counts them), ``max_ratio_within_10pct`` and ``retention``,
+  each with ``_ci_low`` / ``_ci_high``;
+- ``rank`` in the task's main table (trained models, variant "none"), ``variant_rank`` in the table
+  of one encoding's inference-time variants; baselines and not-learned entries are unranked;
+- overall: trained encodings by the number of tasks they learned, then their mean rank there.
 
-Each statistic is computed per seed and then averaged; with two or more seeds a 95 % confidence
-interval ``mean ± t(0.975, n-1) · sd / sqrt(n)`` (Student t, sample sd) comes with it. The t
-quantiles come from a table for n-1 ≤ 30 and from a Cornish–Fisher expansion beyond (agrees with
-scipy to 1e-7), so the numbers never depend on whether scipy is installed.
-
-A task evaluated at several training lengths gives one leaderboard per (task, train_len); the
-overall ranking averages over all of them.
+Each tidy row may carry ``sample_scores`` (per-sample scores, compact string; see
+`lenbench.evaluate.encode_samples`), which every source round-trips unchanged. The leaderboard CSVs
+carry ``schema_version`` (`LEADERBOARD_SCHEMA_VERSION`) and the provenance columns `PROVENANCE`.
 """
 
 from __future__ import annotations
@@ -64,9 +59,6 @@ ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio",
 SORT_KEY = (*ROW_KEY, "cell_id")
 
 BASE_VARIANT = "none"
-WITHIN = 0.10  # "within 10 % of in-distribution"
-#: The score a failed length gets in `past_train_mean` (others: ±inf by direction).
-WORST = {"token_accuracy": 0.0, "exact_match": 0.0}
 
 EXPECTED_SOURCES = ("a results directory (cells/*.json), a tidy results CSV (results.csv) "
                     "or a pytest-benchmark JSON")
@@ -459,35 +451,6 @@ def primary_metric(task: str, metrics: Iterable[str]) -> str:
     return sorted(present)[0]
 
 
-def worst_value(metric: str, higher_is_better: bool) -> float:
-    return WORST.get(metric, -math.inf if higher_is_better else math.inf)
-
-
-def curve_statistics(curve: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[str, float]:
-    """in_dist, past_train_mean, n_failed and max_ratio_within_10pct of one seed's curve
-    (rows of one metric: ratio, value; NaN = failed)."""
-    curve = curve.sort_values("ratio")
-    at_one = curve.loc[np.isclose(curve["ratio"], 1.0), "value"]
-    in_dist = float(at_one.iloc[-1]) if len(at_one) else float("nan")
-    past = curve.loc[curve["ratio"] > 1.0 + 1e-9, "value"].to_numpy(dtype=float)
-    failed = np.isnan(past)
-    scored = np.where(failed, worst_value(metric, higher_is_better), past)
-    past_mean = float(scored.mean()) if len(scored) else float("nan")
-    max_ratio = float("nan")
-    if not math.isnan(in_dist):
-        bound = in_dist * (1 - WITHIN) if higher_is_better else in_dist * (1 + WITHIN)
-        max_ratio = 1.0
-        for ratio, value in zip(curve["ratio"], curve["value"], strict=True):
-            if ratio <= 1.0 + 1e-9:
-                continue
-            ok = not math.isnan(value) and (value >= bound if higher_is_better else value <= bound)
-            if not ok:
-                break
-            max_ratio = float(ratio)
-    return {"in_dist": in_dist, "past_train_mean": past_mean, "n_failed": float(failed.sum()),
-            "max_ratio_within_10pct": max_ratio}
-
-
 SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
 #: The leaderboard CSVs' schema: 2 adds intervals from the hierarchical bootstrap, retention,
 #: not_learned, kind, support ranks (rank, variant_rank), n_seeds, ci_method and provenance.
@@ -496,17 +459,6 @@ LEADERBOARD_SCHEMA_VERSION = 2
 PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
               "threads", "code_fingerprint", "data_fingerprint")
 KIND_ORDER = {"model": 0, "baseline": 1, "variant": 2}
-
-
-def _rank(keys: list[tuple]) -> list[int]:
-    """Competition ranking ("1224"): 1 + the number of strictly better keys (smaller is better)."""
-    return [1 + sum(other < key for other in keys) for key in keys]
-
-
-def _order_key(value: float, higher_is_better: bool) -> float:
-    if math.isnan(value):
-        return math.inf
-    return -value if higher_is_better else value
 
 
 def _provenance(rows: pd.DataFrame) -> dict[str, Any]:
@@ -819,6 +771,19 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
 SUMMARY_RATIOS = (1.0, 2.0, 4.0, 16.0)
 
 
+def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
+    """Lines of a summary table: rank, series, the metric at each ratio column, mean past train."""
+    ranks = list(table[rank_col])
+    lines = []
+    for r in table.to_dict("records"):
+        w = wide.loc[(r["encoding"], r["variant"])]
+        lines.append([_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
+                      r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                      *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
+                      _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
+    return lines
+
+
 def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
     """The short tables the README quotes: per task (and training length) the trained models and
     baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank ("=2" shared,
@@ -832,29 +797,18 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIO
         wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
             ["encoding", "variant"])
         cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
-        def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
-            ranks = list(table[rank_col])
-            lines = []
-            for r in table.to_dict("records"):
-                w = wide.loc[(r["encoding"], r["variant"])]
-                lines.append([_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
-                              r["series"] + (" (not learned)" if r["not_learned"] else ""),
-                              *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
-                              _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"],
-                                      metric)])
-            return lines
-
         header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
         align = ["r", "l", *["r"] * (len(cols) + 1)]
         parts += [f"**{task}** (train length {train_len}, {metric} {arrow[hib]})", "",
-                  markdown_table(header, body(rows[rows["kind"].isin(["model", "baseline"])], "rank"), align), ""]
+                  markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
+                                                       metric), align), ""]
         for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
             table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
             table = table.iloc[sorted(range(len(table)), key=lambda i: (
                 math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
                 variant_sort_key(table["variant"].iloc[i])))]
             parts += [f"**{task}**: {encoding} and its inference-time variants, ranked among themselves", "",
-                      markdown_table(header, body(table, "variant_rank"), align), ""]
+                      markdown_table(header, _summary_body(table, "variant_rank", wide, cols, metric), align), ""]
     ranks = list(board.overall["rank"])
     body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series, "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}",
              str(r.n_tasks)] for r in board.overall.itertuples(index=False)]

@@ -46,7 +46,6 @@ import numpy as np
 import pandas as pd
 
 from lenbench.baselines import PREFIX as BASELINE_PREFIX
-from lenbench.evaluate import METRICS
 
 N_BOOT = 1000
 BOOT_SEED = 1234

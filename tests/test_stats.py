@@ -124,7 +124,7 @@ def test_retention_uses_the_chance_baseline_and_has_an_interval():
     chance = rows_of("baseline:chance", {s: {r: np.full(64, 0.1) for r in (1, 2, 4)} for s in (0, 1, 2)})
     _, pt = board_of(model + chance)
     e = pt.loc["alibi"]
-    assert e.retention == pytest.approx(((e.past_train_mean - 0.1) / (1.0 - 0.1)))
+    assert e.retention == pytest.approx((e.past_train_mean - 0.1) / (1.0 - 0.1))
     assert e.retention_ci_low < e.retention < e.retention_ci_high
     assert pt.loc["baseline:chance", "kind"] == "baseline" and math.isnan(pt.loc["baseline:chance", "rank"])
 
