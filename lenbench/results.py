@@ -185,6 +185,9 @@ def empty_frame() -> pd.DataFrame:
 def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     """The tidy frame: fixed columns and dtypes, failed values NaN, duplicates dropped, stable order.
 
+    Duplicates (same `ROW_KEY`) keep the row of the greatest cell_id, and among rows of one cell
+    the last one, independent of the order of the source.
+
     Missing optional columns get defaults: ``ratio`` = eval_len / train_len, ``higher_is_better``
     from `METRICS`, ``status`` "ok" where a value is present else "failed", strings "", ``seed``
     0, ``n_samples`` 0, ``schema_version`` 1, ``train_seconds`` NaN.
@@ -230,8 +233,11 @@ def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     frame["higher_is_better"] = frame["higher_is_better"].astype(bool)
     for col in STR_COLUMNS:
         frame[col] = frame[col].astype(str)
+    # Sort first (stable), so a measurement recorded by several cells (the baseline rows every cell of
+    # a task and seed carries) keeps the same copy whatever order the source lists the cells in.
+    frame = frame.sort_values(list(SORT_KEY), kind="mergesort")
     frame = frame.drop_duplicates(subset=list(ROW_KEY), keep="last")
-    return frame.sort_values(list(SORT_KEY), kind="mergesort").reset_index(drop=True)
+    return frame.reset_index(drop=True)
 
 
 def _read_json(path: Path) -> Any:

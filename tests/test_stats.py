@@ -212,3 +212,18 @@ def test_leaderboard_suites_run_at_least_three_seeds():
     assert list(load_suite("quick").seeds) == [0, 1, 2]
     for name in ("standard", "paper"):
         assert len(set(load_suite(name).seeds)) >= 3, name
+
+
+def test_baseline_rows_shared_by_cells_keep_one_copy_whatever_the_order():
+    def cell(cell_id, encoding):
+        base = {"schema_version": 2, "cell_id": cell_id, "suite": "s", "task": "copy", "train_len": 4, "seed": 0,
+                "timestamp": cell_id}
+        model = {**base, "encoding": encoding, "variant": "none", "eval_len": 4, "ratio": 1.0, "metric": "exact_match",
+                 "value": 1.0, "sample_scores": "1 1"}
+        return [model, *baseline_rows(build_task("copy"), 4, [1], samples=2, tokens_per_batch=64, seed=0, base=base)]
+
+    a, b = cell("aaa", "rope"), cell("bbb", "alibi")
+    forward, backward = load_results(a + b), load_results(b + a)
+    pd.testing.assert_frame_equal(forward, backward)
+    assert (forward.loc[forward["encoding"].str.startswith("baseline:"), "cell_id"] == "bbb").all()
+    assert len(forward) == 2 + 4  # two models, two baselines × two metrics
