@@ -25,7 +25,9 @@ metrics such as perplexity).
 
 **Not learned**: a model whose in-distribution score (seed mean) misses `LEARNED_MIN` (exact match
 or token accuracy below 0.9, per-task overrides in `TASK_LEARNED_MIN`), or, for perplexity, is no
-better than the ``baseline:unigram`` perplexity at 1×, is flagged: shown, never ranked.
+better than the ``baseline:unigram`` perplexity at 1×, is flagged: shown, never ranked. The
+threshold uses the point estimate (seed mean); results without baseline rows (schema 1) cannot
+flag a perplexity as not learned.
 
 **Ranks** (within one table): rank = 1 + the number of entries better with statistical support,
 i.e. whose paired 95 % bootstrap interval of the difference in ``past_train_mean`` excludes 0 in
