@@ -227,3 +227,21 @@ def test_baseline_rows_shared_by_cells_keep_one_copy_whatever_the_order():
     pd.testing.assert_frame_equal(forward, backward)
     assert (forward.loc[forward["encoding"].str.startswith("baseline:"), "cell_id"] == "bbb").all()
     assert len(forward) == 2 + 4  # two models, two baselines × two metrics
+
+
+def test_seed_to_seed_variation_widens_the_interval():
+    # three seeds that disagree (0.5, 0.7, 0.9 at 1x) versus three that agree (0.7 each), same sample count
+    rng = np.random.default_rng(7)
+
+    def hits(p, n=200):
+        h = np.zeros(n)
+        h[: round(p * n)] = 1.0
+        return rng.permutation(h)
+
+    disagree = {s: {r: hits(p) for r in (1, 2, 4)} for s, p in zip((0, 1, 2), (0.5, 0.7, 0.9), strict=True)}
+    agree = {s: {r: hits(0.7) for r in (1, 2, 4)} for s in (0, 1, 2)}
+    _, pt = board_of(rows_of("alibi", disagree) + rows_of("rope", agree))
+    width = {e: pt.loc[e, "in_dist_ci_high"] - pt.loc[e, "in_dist_ci_low"] for e in ("alibi", "rope")}
+    assert pt.loc["alibi", "in_dist"] == pytest.approx(0.7) == pt.loc["rope", "in_dist"]
+    assert pt.loc["alibi", "ci_method"] == "bootstrap: seeds × samples"
+    assert width["alibi"] > 2 * width["rope"] > 0
