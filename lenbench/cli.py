@@ -141,7 +141,9 @@ def summary_table(out: Path) -> str:
     df = load_results(out)
     if df.empty:
         return "(no rows)"
-    wide = leaderboard(df).wide.drop(columns=["higher_is_better", "encoding", "variant"])
+    wide = leaderboard(df).wide
+    wide = wide[["task", "train_len", "metric", "series", "not_learned",
+                 *[c for c in wide.columns if c.endswith("x")]]]  # the means by ratio; intervals are in the report
     return wide.set_index(["task", "train_len", "metric", "series"]).to_string(
         float_format=lambda v: f"{v:.3f}", na_rep="fail")
 

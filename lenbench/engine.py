@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 import lenbench
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
+from lenbench.baselines import baseline_rows
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.executors import CellJob, CellOutcome, get_executor
@@ -55,7 +56,7 @@ from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: rows carry sample_scores; baseline rows; exact match primary
 BASE_VARIANT = "none"
 CHECKPOINT_FORMAT = 1
 
@@ -293,11 +294,12 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                         batch = fit_batch(net, tokens, min(wanted, cell.eval.samples), budget)
                         if batch < min(wanted, cell.eval.samples):
                             result["memory"]["batch"][f"{key}@{eval_len}"] = batch  # shrunk to fit the budget
-                        values, n = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
-                                                    tokens_per_batch=batch * tokens, seed=cell.seed,
-                                                    device=device)
+                        values, n, scores = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
+                                                            tokens_per_batch=batch * tokens, seed=cell.seed,
+                                                            device=device)
                         rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
-                                  "higher_is_better": METRICS[m], "status": "ok", "error": ""} for m in metrics]
+                                  "higher_is_better": METRICS[m], "status": "ok", "error": "",
+                                  "sample_scores": scores[m]} for m in metrics]
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
                         rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
                                   "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
@@ -305,6 +307,10 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
             finally:
                 if variant is not None:
                     model.pos_enc.set_scaling(trained_scaling)
+        # Chance and trivial baselines on the same evaluation samples (identical in every cell of
+        # a task and seed; results.normalize keeps one copy).
+        rows += baseline_rows(task, cell.train_len, cell.eval.ratios, samples=cell.eval.samples,
+                              tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed, base=base)
     except Exception as err:
         result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
         if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint

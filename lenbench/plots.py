@@ -28,8 +28,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import torch  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
 from lenbench.atomic import atomic_path  # noqa: E402
@@ -231,14 +232,6 @@ def _plain_log_labels(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
 
 
-def _ci95(values) -> tuple[float, float]:
-    """The error band: mean ± 95 % Student t interval over seeds (a point when n < 2)."""
-    from lenbench.results import mean_ci
-
-    mean, lo, hi, _ = mean_ci(float(v) for v in values)
-    return (mean, mean) if math.isnan(lo) else (lo, hi)
-
-
 def _boards(df: pd.DataFrame) -> list[tuple[str, int, str, pd.DataFrame]]:
     """(task, train_len, primary metric, rows of that metric) in canonical task order."""
     out = []
@@ -260,57 +253,96 @@ def _grid(n: int, width: float, height: float):
     return fig, list(axes.flat[:n])
 
 
-def extrapolation_plot(source, path: str | Path) -> Path:
+#: Line styles of baseline rows ("baseline:<name>"): grey, no marker.
+BASELINE_STYLES = {"chance": {"color": "0.45", "dashes": (1, 1.5)}, "repeat-previous": {"color": "0.3", "dashes": (5, 2, 1, 2)},
+                   "unigram": {"color": "0.3", "dashes": (6, 2)}}
+NOT_LEARNED_ALPHA = 0.3
+
+
+def baseline_style(encoding: str) -> dict:
+    """Colour and dashes of a baseline's line (grey; chance dotted)."""
+    name = encoding.split(":", 1)[-1]
+    return BASELINE_STYLES.get(name, {"color": "0.35", "dashes": (3, 1.5, 1, 1.5, 1, 1.5)})
+
+
+def _draw_series(ax, xs, mean, lo, hi, style: dict, alpha: float, marker: str | None) -> None:
+    finite = np.isfinite(mean)
+    if not finite.any():
+        return
+    (line,) = ax.plot(xs[finite], mean[finite], color=style["color"], marker=marker, markersize=5 if marker else 0,
+                      linewidth=1.6 if marker else 1.3, alpha=alpha)
+    if style["dashes"]:
+        line.set_dashes(style["dashes"])
+    band = finite & np.isfinite(lo) & np.isfinite(hi)
+    if band.any() and (hi[band] > lo[band]).any():
+        ax.fill_between(xs[band], lo[band], hi[band], color=style["color"], alpha=0.15 * alpha, linewidth=0)
+
+
+def extrapolation_plot(source, path: str | Path, *, board: Leaderboard | None = None) -> Path:
     """The primary metric against evaluation length, one panel per task (and training length).
 
     log2 x axis at the evaluated lengths, a dashed vertical line at the training length, one line
-    per (encoding, variant) in the shared style (see the module docstring) with the mean over seeds
-    and a 95 % band, a dotted horizontal line at chance for accuracy, × marks at the bottom where
-    every seed failed, perplexity on a log y axis.
+    per (encoding, variant) in the shared style (see the module docstring): the mean over seeds
+    with its 95 % hierarchical bootstrap band (`lenbench.stats`); a model that did not learn the
+    task at 1× (`not_learned`) is drawn faded. Baselines (``baseline:<name>`` rows: chance,
+    repeat-previous, unigram) are grey lines without markers; results without baseline rows get
+    a dotted chance line for token accuracy. × marks at the bottom where every seed failed;
+    perplexity on a log y axis.
 
     Args:
         source: anything `load_results` takes (a tidy frame, a results directory, CSV or benchmark JSON).
         path: output file; the suffix (.png, .svg) chooses the format.
+        board: the precomputed `leaderboard(source)`, if at hand.
     """
+    from lenbench.stats import is_baseline
+
     df = load_results(source)
     boards = _boards(df)
     if not boards:
         raise ValueError("extrapolation_plot: no rows to plot")
+    board = board if board is not None else leaderboard(df)
     fig, axes = _grid(len(boards), 5.0, 3.8)
-    all_pairs = series_order(zip(df["encoding"], df["variant"], strict=True))
+    all_pairs = series_order((e, v) for e, v in zip(df["encoding"], df["variant"], strict=True) if not is_baseline(e))
+    baselines = sorted({e for e in df["encoding"] if is_baseline(e)})
+    any_not_learned = bool(board.per_task["not_learned"].any()) if len(board.per_task) else False
     for ax, (task, train_len, metric, bdf) in zip(axes, boards, strict=True):
-        pairs = series_order(zip(bdf["encoding"], bdf["variant"], strict=True))
+        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)]
+        ratios = sorted(bdf["ratio"].unique())
+        cols = [ratio_label(r) for r in ratios]
+        eval_len = bdf.groupby("ratio")["eval_len"].first()
+        xs = np.array([float(eval_len[r]) for r in ratios])
+        for r in wide.to_dict("records"):
+            mean, lo, hi = (np.array([r.get(f"{c}{suffix}", np.nan) for c in cols], dtype=float)
+                            for suffix in ("", "_ci_low", "_ci_high"))
+            if r["kind"] == "baseline":
+                _draw_series(ax, xs, mean, lo, hi, baseline_style(r["encoding"]), 1.0, None)
+            else:
+                style = series_style(r["encoding"], r["variant"])
+                _draw_series(ax, xs, mean, lo, hi, style, NOT_LEARNED_ALPHA if r["not_learned"] else 1.0, style["marker"])
         data = bdf.assign(series=[series_label(e, v) for e, v in zip(bdf["encoding"], bdf["variant"], strict=True)])
-        order = [series_label(*p) for p in pairs]
-        styles = {series_label(*p): series_style(*p) for p in pairs}
-        ok = data[data["value"].notna()]
-        if len(ok):
-            sns.lineplot(data=ok, x="eval_len", y="value", hue="series", style="series", hue_order=order,
-                         style_order=order, palette={k: s["color"] for k, s in styles.items()},
-                         dashes={k: s["dashes"] for k, s in styles.items()},
-                         markers={k: s["marker"] for k, s in styles.items()}, markersize=5, linewidth=1.6,
-                         estimator="mean", errorbar=_ci95, err_kws={"alpha": 0.15, "linewidth": 0},
-                         legend=False, ax=ax)
-        failed = data.groupby(["series", "eval_len"], sort=True)["value"].apply(lambda v: v.isna().all())
-        for (series, eval_len), all_failed in failed.items():
+        failed = data.groupby(["encoding", "variant", "eval_len"], sort=True)["value"].apply(lambda v: v.isna().all())
+        for (encoding, variant, length), all_failed in failed.items():
             if all_failed:
-                ax.plot([eval_len], [0.02], transform=ax.get_xaxis_transform(), marker="x", linestyle="none",
-                        color=styles[series]["color"], markersize=6, clip_on=False)
+                color = baseline_style(encoding)["color"] if is_baseline(encoding) else series_style(encoding, variant)["color"]
+                ax.plot([length], [0.02], transform=ax.get_xaxis_transform(), marker="x", linestyle="none",
+                        color=color, markersize=6, clip_on=False)
         ax.set_xscale("log", base=2)
         lengths = sorted(data["eval_len"].unique())
         ax.set_xticks(lengths, labels=[str(x) for x in lengths])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
         ax.set_xlim(lengths[0] / 2**0.25, lengths[-1] * 2**0.25)
-        if metric == "token_accuracy":
+        if metric in ("exact_match", "token_accuracy"):
+            ax.set_ylim(-0.03, 1.03)  # accuracies on their whole range
+        if metric == "token_accuracy" and not (wide["kind"] == "baseline").any():
             chance = task_chance(task)
             if chance is not None:
-                ax.axhline(chance, color="0.45", linestyle=":", linewidth=1.2, zorder=0)
+                ax.axhline(chance, color=BASELINE_STYLES["chance"]["color"], linestyle=":", linewidth=1.2, zorder=0)
                 low, high = ax.get_ylim()
                 if chance < low or chance > high:  # keep the chance line in view
                     pad = 0.05 * (max(high, chance) - min(low, chance))
                     ax.set_ylim(min(low, chance - pad), max(high, chance + pad))
-        values = ok["value"].to_numpy(dtype=float)
+        values = bdf.loc[bdf["value"].notna() & ~bdf["encoding"].map(is_baseline), "value"].to_numpy(dtype=float)
         if metric == "perplexity" and len(values) and (values > 0).all() and values.max() / values.min() > 10:
             ax.set_yscale("log")
             _plain_log_labels(ax.yaxis)
@@ -318,14 +350,21 @@ def extrapolation_plot(source, path: str | Path) -> Path:
         ax.set(title=f"{task} (train length {train_len})", xlabel="evaluation length (log2)",
                ylabel=f"{metric} {arrow}")
         ax.grid(True, which="major", alpha=0.3)
-    extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length"),
-             Line2D([], [], color="0.45", linestyle=":", linewidth=1.2, label="chance"),
-             Line2D([], [], color="0.3", marker="x", linestyle="none", label="failed (all seeds)")]
+    extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
+    if not baselines:
+        extra.append(Line2D([], [], color="0.45", linestyle=":", linewidth=1.2, label="chance"))
+    for encoding in baselines:
+        handle = Line2D([], [], color=baseline_style(encoding)["color"], linewidth=1.3, label=encoding)
+        handle.set_dashes(baseline_style(encoding)["dashes"])
+        extra.append(handle)
+    extra.append(Line2D([], [], color="0.3", marker="x", linestyle="none", label="failed (all seeds)"))
+    if any_not_learned:
+        extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.6, label="faded: not learned at 1×"))
     fig.legend(handles=legend_handles(all_pairs) + extra, loc="center left", bbox_to_anchor=(1.0, 0.5),
                frameon=False, fontsize="small")
     seeds = df["seed"].nunique()
     fig.suptitle(f"lenbench: {metric_summary(boards)} against evaluation length "
-                 f"({seeds} seed{'s' if seeds != 1 else ''}{', mean and 95 % CI' if seeds > 1 else ''})")
+                 f"({seeds} seed{'s' if seeds != 1 else ''}, mean and 95 % bootstrap interval)")
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -348,7 +387,8 @@ def _cell_text(value: float, metric: str) -> str:
 
 def leaderboard_heatmap(source, path: str | Path, *, board: Leaderboard | None = None) -> Path:
     """The leaderboard as heatmaps: (encoding, variant) × length ratio, primary metric (mean over
-    seeds), one panel per task; brighter is better; "fail" marks a failed length.
+    seeds), one panel per task; brighter is better; "fail" marks a failed length; a model that
+    did not learn the task at 1× is veiled grey, hatched and labelled "(not learned)".
 
     Args:
         source: anything `load_results` takes.
@@ -369,21 +409,33 @@ def leaderboard_heatmap(source, path: str | Path, *, board: Leaderboard | None =
         hib = bool(rows["higher_is_better"].iloc[0])
         ratios = sorted(df.loc[(df["task"] == task) & (df["train_len"] == train_len), "ratio"].unique())
         cols = [ratio_label(r) for r in ratios]
-        matrix = rows.set_index("series")[cols].astype(float)
+        labels = [f"{sr} (not learned)" if nl else sr for sr, nl in zip(rows["series"], rows["not_learned"], strict=True)]
+        matrix = rows.set_index(pd.Index(labels, name="series"))[cols].astype(float)
         values = matrix.to_numpy()
-        finite = values[np.isfinite(values)]
+        models = values[(rows["kind"] != "baseline").to_numpy()] if "kind" in rows else values
+        finite = models[np.isfinite(models)]  # the colour scale spans the models; baselines may clip
+        if not len(finite):
+            finite = values[np.isfinite(values)]
         norm = None
-        if metric == "perplexity" and len(finite) and (finite > 0).all() and finite.max() / finite.min() > 10:
+        if metric in ("exact_match", "token_accuracy"):
+            norm = Normalize(vmin=0.0, vmax=1.0)
+        elif metric == "perplexity" and len(finite) and (finite > 0).all() and finite.max() / finite.min() > 10:
             norm = LogNorm(vmin=float(finite.min()), vmax=float(finite.max()))
+        elif len(finite):
+            norm = Normalize(vmin=float(finite.min()), vmax=float(finite.max()))
         annot = [[_cell_text(v, metric) for v in row] for row in values]
         with _quiet():
             sns.heatmap(matrix, ax=ax, cmap="viridis" if hib else "viridis_r", annot=np.array(annot, dtype=object),
                         fmt="", norm=norm, annot_kws={"fontsize": 7},
                         cbar_kws={"label": f"{metric} {'↑' if hib else '↓'}"}, linewidths=0.5, linecolor="white")
-        if norm is not None:
+        if isinstance(norm, LogNorm):
             _plain_log_labels(ax.collections[0].colorbar.ax.yaxis)
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
             ax.text(j + 0.5, i + 0.5, "fail", ha="center", va="center", fontsize=7, color="0.3")
+        for i, not_learned in enumerate(rows["not_learned"]):  # grey veil and hatching over a not-learned row
+            if not_learned:
+                ax.add_patch(Rectangle((0, i), len(cols), 1, facecolor="white", alpha=0.55, hatch="//",
+                                       edgecolor="0.5", linewidth=0))
         ax.set(title=f"{task} (train length {train_len})", xlabel="length ratio (eval / train)", ylabel="")
         ax.tick_params(axis="y", rotation=0)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")

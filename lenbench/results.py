@@ -8,27 +8,22 @@ Sources `load_results` understands (the same rows whichever is given):
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
   benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``.
 
-The leaderboard (`leaderboard`) aggregates per task and per (encoding, variant) on the task's
-primary metric (`lenbench.evaluate.PRIMARY_METRIC`):
+The leaderboard (`leaderboard`) aggregates per task (and training length) and per (encoding,
+variant) on the task's primary metric (`lenbench.evaluate.PRIMARY_METRIC`: exact match for sequence
+tasks, perplexity for lm); the statistics themselves are `lenbench.stats` (hierarchical bootstrap
+intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
+defines them:
 
-- ``in_dist``: the score at the training length (ratio 1);
-- ``past_train_mean``: the mean score over every evaluated ratio > 1. A failed length (e.g. past
-  a learned table) counts as the worst score: 0 for accuracies, +inf for NLL / perplexity, so an
-  encoding that cannot answer never outranks one that answers badly; ``n_failed`` counts them;
-- ``max_ratio_within_10pct``: the largest ratio r such that the score at every evaluated ratio in
-  [1, r] stays within 10 % of ``in_dist`` (relative: ≥ 0.9 × in_dist when higher is better,
-  ≤ 1.1 × in_dist when lower is better; a failed length is not within);
-- ``rank`` within the task (1 = best): by ``past_train_mean``, ties broken by
-  ``max_ratio_within_10pct`` then ``in_dist``; equal keys share the lower rank;
-- overall: the mean of an entry's ranks over the tasks it appears in, ranked again.
+- ``in_dist``, ``past_train_mean`` (a failed length counts as the worst score: 0 for accuracies,
+  +inf for perplexity; ``n_failed`` counts them), ``max_ratio_within_10pct`` and ``retention``,
+  each with ``_ci_low`` / ``_ci_high``;
+- ``rank`` in the task's main table (trained models, variant "none"), ``variant_rank`` in the table
+  of one encoding's inference-time variants; baselines and not-learned entries are unranked;
+- overall: trained encodings by the number of tasks they learned, then their mean rank there.
 
-Each statistic is computed per seed and then averaged; with two or more seeds a 95 % confidence
-interval ``mean ± t(0.975, n-1) · sd / sqrt(n)`` (Student t, sample sd) comes with it. The t
-quantiles come from a table for n-1 ≤ 30 and from a Cornish–Fisher expansion beyond (agrees with
-scipy to 1e-7), so the numbers never depend on whether scipy is installed.
-
-A task evaluated at several training lengths gives one leaderboard per (task, train_len); the
-overall ranking averages over all of them.
+Each tidy row may carry ``sample_scores`` (per-sample scores, compact string; see
+`lenbench.evaluate.encode_samples`), which every source round-trips unchanged. The leaderboard CSVs
+carry ``schema_version`` (`LEADERBOARD_SCHEMA_VERSION`) and the provenance columns `PROVENANCE`.
 """
 
 from __future__ import annotations
@@ -52,6 +47,7 @@ COLUMNS: tuple[str, ...] = (
     "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
     "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
     "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
+    "sample_scores",  # per-sample scores, compact string (lenbench.evaluate.encode_samples); "" when absent
 )
 INT_COLUMNS = ("schema_version", "train_len", "eval_len", "n_samples", "seed")
 FLOAT_COLUMNS = ("ratio", "value", "train_seconds")
@@ -64,9 +60,6 @@ ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio",
 SORT_KEY = (*ROW_KEY, "cell_id")
 
 BASE_VARIANT = "none"
-WITHIN = 0.10  # "within 10 % of in-distribution"
-#: The score a failed length gets in `past_train_mean` (others: ±inf by direction).
-WORST = {"token_accuracy": 0.0, "exact_match": 0.0}
 
 EXPECTED_SOURCES = ("a results directory (cells/*.json), a tidy results CSV (results.csv) "
                     "or a pytest-benchmark JSON")
@@ -175,12 +168,26 @@ def _to_str(v: Any) -> str:
     return "" if _is_missing(v) else str(v)
 
 
+def _samples_str(v: Any) -> str:
+    """sample_scores as its compact string: a string is kept, a list of numbers or of
+    [numerator, denominator] pairs is encoded (`lenbench.evaluate.encode_samples`)."""
+    if isinstance(v, (list, tuple)):
+        from lenbench.evaluate import encode_samples
+
+        pairs = [(x[0], x[1]) if isinstance(x, (list, tuple)) else (x, 1) for x in v]
+        return encode_samples([float(n) for n, _ in pairs], [float(d) for _, d in pairs])
+    return _to_str(v)
+
+
 def empty_frame() -> pd.DataFrame:
     return normalize(pd.DataFrame({c: [] for c in COLUMNS}))
 
 
 def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     """The tidy frame: fixed columns and dtypes, failed values NaN, duplicates dropped, stable order.
+
+    Duplicates (same `ROW_KEY`) keep the row of the greatest cell_id, and among rows of one cell
+    the last one, independent of the order of the source.
 
     Missing optional columns get defaults: ``ratio`` = eval_len / train_len, ``higher_is_better``
     from `METRICS`, ``status`` "ok" where a value is present else "failed", strings "", ``seed``
@@ -211,6 +218,8 @@ def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
             elif col == "status":
                 out[col] = [_to_str(v) or ("ok" if not math.isnan(x) else "failed")
                             for v, x in zip(raw, out["value"], strict=True)]
+            elif col == "sample_scores":
+                out[col] = [_samples_str(v) for v in raw]
             else:
                 out[col] = [_to_str(v) for v in raw]
     except (ValueError, TypeError) as err:
@@ -225,8 +234,11 @@ def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     frame["higher_is_better"] = frame["higher_is_better"].astype(bool)
     for col in STR_COLUMNS:
         frame[col] = frame[col].astype(str)
+    # Sort first (stable), so a measurement recorded by several cells (the baseline rows every cell of
+    # a task and seed carries) keeps the same copy whatever order the source lists the cells in.
+    frame = frame.sort_values(list(SORT_KEY), kind="mergesort")
     frame = frame.drop_duplicates(subset=list(ROW_KEY), keep="last")
-    return frame.sort_values(list(SORT_KEY), kind="mergesort").reset_index(drop=True)
+    return frame.reset_index(drop=True)
 
 
 def _read_json(path: Path) -> Any:
@@ -446,62 +458,42 @@ def primary_metric(task: str, metrics: Iterable[str]) -> str:
     return sorted(present)[0]
 
 
-def worst_value(metric: str, higher_is_better: bool) -> float:
-    return WORST.get(metric, -math.inf if higher_is_better else math.inf)
+SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
+#: The leaderboard CSVs' schema: 2 adds intervals from the hierarchical bootstrap, retention,
+#: not_learned, kind, support ranks (rank, variant_rank), n_seeds, ci_method and provenance.
+LEADERBOARD_SCHEMA_VERSION = 2
+#: Provenance columns of the leaderboard CSVs: the distinct values of the board's rows, joined by "; ".
+PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
+              "threads", "code_fingerprint", "data_fingerprint")
+KIND_ORDER = {"model": 0, "baseline": 1, "variant": 2}
 
 
-def curve_statistics(curve: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[str, float]:
-    """in_dist, past_train_mean, n_failed and max_ratio_within_10pct of one seed's curve
-    (rows of one metric: ratio, value; NaN = failed)."""
-    curve = curve.sort_values("ratio")
-    at_one = curve.loc[np.isclose(curve["ratio"], 1.0), "value"]
-    in_dist = float(at_one.iloc[-1]) if len(at_one) else float("nan")
-    past = curve.loc[curve["ratio"] > 1.0 + 1e-9, "value"].to_numpy(dtype=float)
-    failed = np.isnan(past)
-    scored = np.where(failed, worst_value(metric, higher_is_better), past)
-    past_mean = float(scored.mean()) if len(scored) else float("nan")
-    max_ratio = float("nan")
-    if not math.isnan(in_dist):
-        bound = in_dist * (1 - WITHIN) if higher_is_better else in_dist * (1 + WITHIN)
-        max_ratio = 1.0
-        for ratio, value in zip(curve["ratio"], curve["value"], strict=True):
-            if ratio <= 1.0 + 1e-9:
-                continue
-            ok = not math.isnan(value) and (value >= bound if higher_is_better else value <= bound)
-            if not ok:
-                break
-            max_ratio = float(ratio)
-    return {"in_dist": in_dist, "past_train_mean": past_mean, "n_failed": float(failed.sum()),
-            "max_ratio_within_10pct": max_ratio}
-
-
-SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct")
-
-
-def _rank(keys: list[tuple]) -> list[int]:
-    """Competition ranking ("1224"): 1 + the number of strictly better keys (smaller is better)."""
-    return [1 + sum(other < key for other in keys) for key in keys]
-
-
-def _order_key(value: float, higher_is_better: bool) -> float:
-    if math.isnan(value):
-        return math.inf
-    return -value if higher_is_better else value
+def _provenance(rows: pd.DataFrame) -> dict[str, Any]:
+    out: dict[str, Any] = {"schema_version": LEADERBOARD_SCHEMA_VERSION}
+    for col in PROVENANCE:
+        values = sorted({str(v) for v in rows[col]} - {""}) if col in rows.columns else []
+        out[col] = "; ".join(values)
+    return out
 
 
 @dataclasses.dataclass
 class Leaderboard:
-    """The leaderboard of a results frame.
+    """The leaderboard of a results frame (statistics: `lenbench.stats`).
 
     Attributes:
         per_task: one row per (task, train_len, encoding, variant): task, train_len, metric,
-            higher_is_better (of the metric), encoding, variant, series, n_seeds, for each of
-            in_dist / past_train_mean / max_ratio_within_10pct the mean over seeds and
-            ``<stat>_ci_low`` / ``<stat>_ci_high``, n_failed (failed lengths past the training
-            length, summed over seeds), rank. Ordered by task, train_len, rank, canonical series order.
-        overall: one row per (encoding, variant): series, mean_rank, n_tasks, rank.
-        wide: the primary metric (mean over seeds) per (task, train_len, metric, encoding, variant)
-            and length ratio; columns "1x", "2x", … in ascending ratio.
+            higher_is_better (of the metric), encoding, variant, series, kind ("model": a trained
+            encoding, variant "none"; "variant": an inference-time or fine-tuned variant;
+            "baseline"), n_seeds, n_samples, ci_method, for each of `SCORE_STATS` the point value
+            and ``<stat>_ci_low`` / ``<stat>_ci_high``, n_failed, not_learned, rank (main table:
+            models only; NaN when unranked), variant_rank (the encoding's variant table), then
+            schema_version and `PROVENANCE`. Ordered by task, train_len, kind (models, baselines,
+            variants), rank, canonical series order.
+        overall: one row per trained encoding: encoding, variant, series, mean_rank, n_tasks,
+            n_not_learned, rank.
+        wide: the primary metric (mean over seeds) per (task, train_len, encoding, variant) and
+            length ratio ("1x", "2x", …), then "<r>x_ci_low" / "<r>x_ci_high", with kind,
+            not_learned, n_seeds, rank, schema_version and provenance.
     """
 
     per_task: pd.DataFrame
@@ -510,38 +502,54 @@ class Leaderboard:
 
     def long(self) -> pd.DataFrame:
         """Tidy long form: one row per task × train_len × encoding × variant × statistic, with
-        value, ci_low, ci_high, n (seeds; tasks for the overall rows) and higher_is_better of the
-        statistic. The overall ranking appears under task "overall" (train_len 0, metric "rank")."""
+        value, ci_low, ci_high, n (seeds; tasks for the overall rows), higher_is_better of the
+        statistic, kind, not_learned, ci_method, schema_version and provenance. The overall
+        ranking appears under task "overall" (train_len 0, metric "rank")."""
         rows = []
-        for r in self.per_task.itertuples(index=False):
-            base = {"task": r.task, "train_len": r.train_len, "metric": r.metric, "encoding": r.encoding,
-                    "variant": r.variant, "series": r.series}
+        prov_cols = ["schema_version", *PROVENANCE]
+        for r in self.per_task.to_dict("records"):
+            base = {"task": r["task"], "train_len": r["train_len"], "metric": r["metric"], "encoding": r["encoding"],
+                    "variant": r["variant"], "series": r["series"], "kind": r["kind"], "not_learned": r["not_learned"],
+                    "n": r["n_seeds"], "ci_method": r["ci_method"], **{c: r[c] for c in prov_cols}}
             for stat in SCORE_STATS:
-                hib = True if stat == "max_ratio_within_10pct" else r.higher_is_better
-                rows.append({**base, "statistic": stat, "value": getattr(r, stat), "ci_low": getattr(r, f"{stat}_ci_low"),
-                             "ci_high": getattr(r, f"{stat}_ci_high"), "n": r.n_seeds, "higher_is_better": hib})
-            rows.append({**base, "statistic": "n_failed", "value": r.n_failed, "ci_low": math.nan, "ci_high": math.nan,
-                         "n": r.n_seeds, "higher_is_better": False})
-            rows.append({**base, "statistic": "rank", "value": float(r.rank), "ci_low": math.nan, "ci_high": math.nan,
-                         "n": r.n_seeds, "higher_is_better": False})
-        for r in self.overall.itertuples(index=False):
-            base = {"task": "overall", "train_len": 0, "metric": "rank", "encoding": r.encoding, "variant": r.variant,
-                    "series": r.series, "ci_low": math.nan, "ci_high": math.nan, "n": r.n_tasks,
-                    "higher_is_better": False}
-            rows.append({**base, "statistic": "mean_rank", "value": r.mean_rank})
-            rows.append({**base, "statistic": "rank", "value": float(r.rank)})
-        columns = ["task", "train_len", "metric", "encoding", "variant", "series", "statistic", "value", "ci_low",
-                   "ci_high", "n", "higher_is_better"]
+                hib = True if stat in ("max_ratio_within_10pct", "retention") else r["higher_is_better"]
+                rows.append({**base, "statistic": stat, "value": r[stat], "ci_low": r[f"{stat}_ci_low"],
+                             "ci_high": r[f"{stat}_ci_high"], "higher_is_better": hib})
+            for stat in ("n_failed", "rank", "variant_rank"):
+                rows.append({**base, "statistic": stat, "value": float(r[stat]), "ci_low": math.nan,
+                             "ci_high": math.nan, "higher_is_better": False})
+        prov = self.per_task[prov_cols].iloc[0].to_dict() if len(self.per_task) else {c: "" for c in prov_cols}
+        if len(self.per_task):  # the overall ranking spans every board: join their provenance
+            for c in PROVENANCE:
+                prov[c] = "; ".join(sorted({v for s in self.per_task[c] for v in str(s).split("; ")} - {""}))
+        for r in self.overall.to_dict("records"):
+            base = {"task": "overall", "train_len": 0, "metric": "rank", "encoding": r["encoding"],
+                    "variant": r["variant"], "series": r["series"], "kind": "model",
+                    "not_learned": r["n_tasks"] == 0, "ci_low": math.nan, "ci_high": math.nan, "n": r["n_tasks"],
+                    "ci_method": "", "higher_is_better": False, **prov}
+            rows.append({**base, "statistic": "mean_rank", "value": r["mean_rank"]})
+            rows.append({**base, "statistic": "rank", "value": float(r["rank"])})
+        columns = ["task", "train_len", "metric", "encoding", "variant", "series", "kind", "statistic", "value",
+                   "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "ci_method", *prov_cols]
         out = pd.DataFrame(rows, columns=columns)
         return out.astype({"train_len": "int64", "n": "int64", "value": "float64", "ci_low": "float64",
-                           "ci_high": "float64", "higher_is_better": bool})
+                           "ci_high": "float64", "higher_is_better": bool, "not_learned": bool,
+                           "schema_version": "int64"})
 
 
-def leaderboard(df: pd.DataFrame) -> Leaderboard:
-    """Aggregate a tidy results frame into the leaderboard (see the module docstring)."""
+def _series_key(encoding: str, variant: str) -> tuple:
+    from lenbench.stats import is_baseline
+
+    return (int(is_baseline(encoding)), series_sort_key(encoding, variant))
+
+
+def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
+    """Aggregate a tidy results frame into the leaderboard (see the module docstring and
+    `lenbench.stats`). `n_boot` overrides the number of bootstrap resamples."""
+    from lenbench import stats
+
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
-    per_task_rows = []
-    wide_rows = []
+    per_task_parts, wide_rows = [], []
     ratios_all: set[float] = set()
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
@@ -550,51 +558,59 @@ def leaderboard(df: pd.DataFrame) -> Leaderboard:
         mdf = tdf[tdf["metric"] == metric]
         for train_len in sorted(mdf["train_len"].unique()):
             board = mdf[mdf["train_len"] == train_len]
-            entries = []
-            for encoding, variant in series_order(zip(board["encoding"], board["variant"], strict=True)):
-                sdf = board[(board["encoding"] == encoding) & (board["variant"] == variant)]
-                per_seed = [curve_statistics(g, metric, hib) for _, g in sdf.groupby("seed", sort=True)]
-                entry = {"task": task, "train_len": int(train_len), "metric": metric, "higher_is_better": hib,
-                         "encoding": encoding, "variant": variant, "series": series_label(encoding, variant),
-                         "n_seeds": int(sdf["seed"].nunique())}
-                for stat in SCORE_STATS:
-                    mean, lo, hi, _ = mean_ci(s[stat] for s in per_seed)
-                    entry.update({stat: mean, f"{stat}_ci_low": lo, f"{stat}_ci_high": hi})
-                entry["n_failed"] = float(sum(s["n_failed"] for s in per_seed))
-                entries.append(entry)
-                curve = sdf.groupby("ratio", sort=True)["value"].agg(lambda v: v.mean() if v.notna().all() else math.nan)
-                ratios_all.update(curve.index)
-                wide_rows.append({"task": task, "train_len": int(train_len), "metric": metric, "higher_is_better": hib,
-                                  "encoding": encoding, "variant": variant, "series": series_label(encoding, variant),
-                                  **{float(k): float(v) for k, v in curve.items()}})
-            keys = [(_order_key(e["past_train_mean"], hib), _order_key(e["max_ratio_within_10pct"], True),
-                     _order_key(e["in_dist"], hib)) for e in entries]
-            for entry, rank in zip(entries, _rank(keys), strict=True):
-                entry["rank"] = rank
-            per_task_rows += sorted(entries, key=lambda e: (e["rank"], series_sort_key(e["encoding"], e["variant"])))
+            entries, curves = stats.board_statistics(board, task, metric, hib, n_boot=n_boot or stats.N_BOOT)
+            prov = _provenance(tdf[tdf["train_len"] == train_len])
+            entries = entries.assign(task=task, train_len=int(train_len), metric=metric, higher_is_better=hib,
+                                     series=[series_label(e, v) for e, v in zip(entries["encoding"], entries["variant"],
+                                                                                strict=True)], **prov)
+            entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r, _series_key(e, v))
+                                 for k, r, e, v in zip(entries["kind"], entries["rank"], entries["encoding"],
+                                                       entries["variant"], strict=True)]
+            entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
+            per_task_parts.append(entries.drop(columns="_order"))
+            for e in sorted(entries.to_dict("records"), key=lambda e: _series_key(e["encoding"], e["variant"])):
+                c = curves[(curves["encoding"] == e["encoding"]) & (curves["variant"] == e["variant"])]
+                sdf = board[(board["encoding"] == e["encoding"]) & (board["variant"] == e["variant"])]
+                # A length where any seed failed shows as failed (NaN) in the wide table.
+                shown = sdf.groupby("ratio", sort=True)["value"].agg(lambda v: v.mean() if v.notna().all() else math.nan)
+                ratios_all.update(shown.index)
+                row = {"task": task, "train_len": int(train_len), "metric": metric, "higher_is_better": hib,
+                       "encoding": e["encoding"], "variant": e["variant"], "series": e["series"], "kind": e["kind"],
+                       "not_learned": e["not_learned"], "n_seeds": e["n_seeds"], "rank": e["rank"],
+                       "variant_rank": e["variant_rank"], **prov}
+                row.update({float(k): float(v) for k, v in shown.items()})
+                for ratio, lo, hi, ok in zip(c["ratio"], c["ci_low"], c["ci_high"], ~c["ratio"].map(shown).isna(),
+                                             strict=True):
+                    row[(float(ratio), "lo")] = lo if ok else math.nan
+                    row[(float(ratio), "hi")] = hi if ok else math.nan
+                wide_rows.append(row)
     stat_cols = [c for s in SCORE_STATS for c in (s, f"{s}_ci_low", f"{s}_ci_high")]
-    per_task = pd.DataFrame(per_task_rows, columns=["task", "train_len", "metric", "higher_is_better", "encoding", "variant",
-                                                    "series", "n_seeds", *stat_cols, "n_failed", "rank"])
-    per_task = per_task.astype({"train_len": "int64", "n_seeds": "int64", "rank": "int64", "higher_is_better": bool,
-                                **{c: "float64" for c in (*stat_cols, "n_failed")}})
+    prov_cols = ["schema_version", *PROVENANCE]
+    columns = ["task", "train_len", "metric", "higher_is_better", "encoding", "variant", "series", "kind", "n_seeds",
+               "n_samples", "ci_method", *stat_cols, "n_failed", "not_learned", "rank", "variant_rank", *prov_cols]
+    per_task = pd.concat(per_task_parts, ignore_index=True)[columns] if per_task_parts else pd.DataFrame(columns=columns)
+    per_task = per_task.astype({"train_len": "int64", "n_seeds": "int64", "n_samples": "int64", "higher_is_better": bool,
+                                "not_learned": bool, "schema_version": "int64",
+                                **{c: "float64" for c in (*stat_cols, "n_failed", "rank", "variant_rank")}})
 
-    overall_rows = []
-    for encoding, variant in series_order(zip(per_task["encoding"], per_task["variant"], strict=True)):
-        ranks = per_task.loc[(per_task["encoding"] == encoding) & (per_task["variant"] == variant), "rank"]
-        overall_rows.append({"encoding": encoding, "variant": variant, "series": series_label(encoding, variant),
-                             "mean_rank": float(ranks.mean()), "n_tasks": int(len(ranks))})
-    overall_ranks = _rank([(r["mean_rank"],) for r in overall_rows])
-    for row, rank in zip(overall_rows, overall_ranks, strict=True):
-        row["rank"] = rank
-    overall_rows.sort(key=lambda r: (r["rank"], series_sort_key(r["encoding"], r["variant"])))
-    overall = pd.DataFrame(overall_rows, columns=["encoding", "variant", "series", "mean_rank", "n_tasks", "rank"])
-    overall = overall.astype({"mean_rank": "float64", "n_tasks": "int64", "rank": "int64"})
+    overall = stats.overall_ranks(per_task)
+    overall.insert(2, "series", overall["encoding"])
+    overall["_o"] = [(math.inf if math.isnan(r) else r, encoding_sort_key(e)) for r, e in
+                     zip(overall["rank"], overall["encoding"], strict=True)]
+    overall = overall.iloc[sorted(range(len(overall)), key=lambda i: overall["_o"].iloc[i])].drop(columns="_o")
+    overall = overall.astype({"mean_rank": "float64", "n_tasks": "int64", "n_not_learned": "int64", "rank": "float64"})
 
     ratio_cols = sorted(ratios_all)
+    ci_cols = [(r, side) for r in ratio_cols for side in ("lo", "hi")]
     wide = pd.DataFrame(wide_rows, columns=["task", "train_len", "metric", "higher_is_better", "encoding", "variant",
-                                            "series", *ratio_cols])
-    wide = wide.rename(columns={r: ratio_label(r) for r in ratio_cols})
-    wide = wide.astype({"train_len": "int64", "higher_is_better": bool, **{ratio_label(r): "float64" for r in ratio_cols}})
+                                            "series", "kind", "not_learned", "n_seeds", "rank", "variant_rank",
+                                            *ratio_cols, *ci_cols, *prov_cols])
+    names = {r: ratio_label(r) for r in ratio_cols}
+    names.update({(r, s): f"{ratio_label(r)}_ci_{'low' if s == 'lo' else 'high'}" for r, s in ci_cols})
+    wide.columns = [names.get(c, c) for c in wide.columns]
+    wide = wide.astype({"train_len": "int64", "higher_is_better": bool, "not_learned": bool, "n_seeds": "int64",
+                        "rank": "float64", "variant_rank": "float64", "schema_version": "int64",
+                        **{names[c]: "float64" for c in (*ratio_cols, *ci_cols)}})
     return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True))
 
 
@@ -632,7 +648,7 @@ def to_csv_text(df: pd.DataFrame) -> str:
 
 def _fmt(value: float, metric: str = "") -> str:
     if math.isnan(value):
-        return "fail" if metric else "–"
+        return "fail" if metric and metric != "retention" else "–"
     if math.isinf(value):
         return "fail" if value > 0 and metric in ("perplexity", "nll") else f"{value}"
     if metric in ("perplexity", "nll") and abs(value) >= 1000:
@@ -642,7 +658,7 @@ def _fmt(value: float, metric: str = "") -> str:
 
 def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
     text = _fmt(mean, metric)
-    if not (math.isnan(lo) or math.isnan(hi)):
+    if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(mean):
         text += f" ± {_fmt((hi - lo) / 2)}"
     return text
 
@@ -651,7 +667,7 @@ def _fmt_ratio(mean: float, lo: float, hi: float) -> str:
     if math.isnan(mean):
         return "–"
     text = f"{mean:g}×"
-    if not (math.isnan(lo) or math.isnan(hi)):
+    if math.isfinite(lo) and math.isfinite(hi):
         text = f"{mean:.3g}× ± {(hi - lo) / 2:.2g}"
     return text
 
@@ -670,44 +686,145 @@ def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | 
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
 
-def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
-    """The leaderboard as markdown: one table per task (and training length), then the overall ranking."""
+def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model") -> str:
+    """"3" for a rank of its own, "=3" for a rank shared with another entry of the table,
+    "n/l" for a not-learned entry, "–" for an unranked one (baselines)."""
+    if kind == "baseline":
+        return "–"
+    if not_learned:
+        return "n/l"
+    if math.isnan(rank):
+        return "–"
+    shared = sum(1 for r in ranks if r == rank) > 1
+    return f"{'=' if shared else ''}{int(rank)}"
+
+
+def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
     arrow = {True: "↑", False: "↓"}
+    metric = rows["metric"].iloc[0]
+    hib = bool(rows["higher_is_better"].iloc[0])
+    parts = [f"## {task} (train length {train_len}, {metric} {arrow[hib]})", ""]
+    methods = sorted(set(rows.loc[rows["kind"] != "baseline", "ci_method"]))
+    if methods:
+        parts += [f"Intervals: {'; '.join(methods)}.", ""]
+    header = ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}",
+              "retention ↑", "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
+
+    def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
+        ranks = list(table[rank_col])
+        return [[_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
+                 r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                 _fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
+                 _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
+                 _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
+                 _fmt_ratio(r["max_ratio_within_10pct"], r["max_ratio_within_10pct_ci_low"],
+                            r["max_ratio_within_10pct_ci_high"]),
+                 f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
+
+    align = ["r", "l", "r", "r", "r", "r", "r", "r"]
+    main = rows[rows["kind"].isin(["model", "baseline"])]
+    parts += [markdown_table(header, body(main, "rank"), align), ""]
+    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
+                      & (board.wide["kind"] != "variant")]
+    ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
+    if ratio_cols:
+        parts += [f"{metric} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
+        lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                  *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                 for r in wide.to_dict("records")]
+        parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
+    for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+        table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
+        table = table.iloc[sorted(range(len(table)), key=lambda i: (
+            math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
+            variant_sort_key(table["variant"].iloc[i])))]
+        parts += [f"### {task}: {encoding} and its inference-time variants (ranked among themselves)", ""]
+        parts += [markdown_table(header, body(table, "variant_rank"), align), ""]
+    return parts
+
+
+def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
+    """The leaderboard as markdown: per task (and training length) the main table (trained
+    models and baselines), the scores by length ratio and one table per encoding with variants;
+    then the overall ranking. Values are ``mean ± 95 % half-width``; shared ranks show as "=3"."""
     parts = ["# lenbench leaderboard", ""]
     if df is not None and len(df):
         suites = ", ".join(sorted(set(df["suite"]) - {""})) or "?"
         seeds = sorted(set(df["seed"]))
         prov = {c: ", ".join(sorted(set(df[c]) - {""})) or "?" for c in ("lenbench_version", "torch_version", "device", "git_sha")}
-        parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}; lenbench {prov['lenbench_version']}, "
+        one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
+        parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
                   f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha'][:12]}.", ""]
-    parts += ["↑ higher is better, ↓ lower is better. *In-dist*: score at the training length; *mean past train*: "
-              "mean over ratios > 1 (a failed length scores 0 accuracy / infinite perplexity); *holds to*: largest "
-              "ratio up to which the score stays within 10 % of in-dist. With several seeds: mean ± 95 % CI "
-              "half-width (Student t). Rank by mean past train.", ""]
+    parts += ["↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its 95 % "
+              "hierarchical bootstrap interval (seeds, then evaluation samples). *In-dist*: score at the training "
+              "length; *mean past train*: mean over ratios > 1 (a failed length scores 0 accuracy / infinite "
+              "perplexity); *retention*: (score − chance) / (in-dist − chance) averaged past 1× (ppl: in-dist / ppl); "
+              "*holds to*: largest ratio up to which the score stays within 10 % of in-dist. Rank = 1 + the number "
+              "of entries better with support (paired 95 % interval of the difference in mean past train excludes "
+              "0); \"=3\" is a shared rank. *n/l*: not learned at 1× (exact match < 0.9, or perplexity no better "
+              "than the unigram baseline), shown but not ranked. Baselines are not ranked.", ""]
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
-        metric = rows["metric"].iloc[0]
-        hib = bool(rows["higher_is_better"].iloc[0])
-        parts += [f"## {task} (train length {train_len}, {metric} {arrow[hib]})", ""]
-        header = ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}",
-                  "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
-        body = [[str(r.rank), r.series, _fmt_ci(r.in_dist, r.in_dist_ci_low, r.in_dist_ci_high, metric),
-                 _fmt_ci(r.past_train_mean, r.past_train_mean_ci_low, r.past_train_mean_ci_high, metric),
-                 _fmt_ratio(r.max_ratio_within_10pct, r.max_ratio_within_10pct_ci_low, r.max_ratio_within_10pct_ci_high),
-                 f"{r.n_failed:g}", str(r.n_seeds)] for r in rows.itertuples(index=False)]
-        parts += [markdown_table(header, body, ["r", "l", "r", "r", "r", "r", "r"]), ""]
-        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)]
-        ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
-        if ratio_cols:
-            parts += [f"{metric} {arrow[hib]} by length ratio (mean over seeds):", ""]
-            body = [[r["series"], *(_fmt(r[c], metric) for c in ratio_cols)] for _, r in wide.iterrows()]
-            parts += [markdown_table(["encoding", *ratio_cols], body, ["l", *["r"] * len(ratio_cols)]), ""]
-    parts += ["## Overall ranking (mean rank over tasks)", ""]
-    body = [[str(r.rank), r.series, f"{r.mean_rank:.2f}", str(r.n_tasks)] for r in board.overall.itertuples(index=False)]
-    parts += [markdown_table(["rank ↓", "encoding", "mean rank ↓", "tasks"], body, ["r", "l", "r", "r"]), ""]
+        parts += _board_sections(board, task, int(train_len), rows)
+    parts += ["## Overall ranking (trained models; mean rank over the tasks where each learned)", ""]
+    ranks = list(board.overall["rank"])
+    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
+             "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_not_learned)]
+            for r in board.overall.itertuples(index=False)]
+    parts += [markdown_table(["rank ↓", "encoding", "mean rank ↓", "tasks ranked", "tasks not learned"], body,
+                             ["r", "l", "r", "r", "r"]), ""]
     return "\n".join(parts)
 
 
-REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md")
+SUMMARY_RATIOS = (1.0, 2.0, 4.0, 16.0)
+
+
+def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
+    """Lines of a summary table: rank, series, the metric at each ratio column, mean past train."""
+    ranks = list(table[rank_col])
+    lines = []
+    for r in table.to_dict("records"):
+        w = wide.loc[(r["encoding"], r["variant"])]
+        lines.append([_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
+                      r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                      *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
+                      _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
+    return lines
+
+
+def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
+    """The short tables the README quotes: per task (and training length) the trained models and
+    baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank ("=2" shared,
+    "n/l" not learned, "–" baseline); then the overall ranking. `write_report` writes it as
+    ``summary.md``; a test keeps the README's copy equal to the published one."""
+    arrow = {True: "↑", False: "↓"}
+    parts = []
+    for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+        metric = rows["metric"].iloc[0]
+        hib = bool(rows["higher_is_better"].iloc[0])
+        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
+            ["encoding", "variant"])
+        cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
+        header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
+        align = ["r", "l", *["r"] * (len(cols) + 1)]
+        parts += [f"**{task}** (train length {train_len}, {metric} {arrow[hib]})", "",
+                  markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
+                                                       metric), align), ""]
+        for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+            table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
+            table = table.iloc[sorted(range(len(table)), key=lambda i: (
+                math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
+                variant_sort_key(table["variant"].iloc[i])))]
+            parts += [f"**{task}**: {encoding} and its inference-time variants, ranked among themselves", "",
+                      markdown_table(header, _summary_body(table, "variant_rank", wide, cols, metric), align), ""]
+    ranks = list(board.overall["rank"])
+    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series, "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}",
+             str(r.n_tasks)] for r in board.overall.itertuples(index=False)]
+    parts += ["**overall** (trained models: more tasks learned first, then mean rank over them)", "",
+              markdown_table(["rank", "encoding", "mean rank", "tasks learned"], body, ["r", "l", "r", "r"]), ""]
+    return "\n".join(parts)
+
+
+REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
 
 
 def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
@@ -715,7 +832,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
 
     Files: ``results.csv`` (the tidy rows, re-loadable by `load_results`), ``leaderboard.csv``
     (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary metric, encoding × length ratio per
-    task), ``leaderboard.md``, and with `plots`: ``extrapolation.{png,svg}`` (metric against
+    task), ``leaderboard.md``, ``summary.md`` (the README's tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
     length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     heatmap of each registered encoding in the results whose pattern is fixed by its definition,
     see `lenbench.plots.has_fixed_pattern`). Rerunning on the same source rewrites
@@ -738,12 +855,13 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
         atomic_write_text(out / "leaderboard.csv", to_csv_text(board.long())),
         atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
         atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
+        atomic_write_text(out / "summary.md", summary_markdown(board)),
     ]
     if plots:
         from lenbench import plots as lplots
 
         for suffix in ("png", "svg"):
-            written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}"))
+            written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board))
         for suffix in ("png", "svg"):
             written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
         from lenbench.encodings import ENCODINGS

@@ -152,11 +152,11 @@ def test_missing_and_new_rows_are_reported(tmp_path, capsys):
 def test_leaderboard_csv_comparison(tmp_path):
     rows = base_rows()
     write_report(rows, tmp_path / "a", plots=False)
-    write_report(planted(rows, "copy", "alibi", 4, "token_accuracy", delta=-0.05), tmp_path / "b", plots=False)
+    write_report(planted(rows, "copy", "alibi", 4, "exact_match", delta=-0.05), tmp_path / "b", plots=False)
     result = compare(tmp_path / "a" / "leaderboard.csv", tmp_path / "b" / "leaderboard.csv")
     assert result.level == "leaderboard" and result.exit_code == 1
     reg = result.quality[result.quality["status"] == REGRESSION]
-    assert set(reg["statistic"]) == {"past_train_mean"} and set(reg["encoding"]) == {"alibi"}
+    assert set(reg["statistic"]) == {"past_train_mean", "retention"} and set(reg["encoding"]) == {"alibi"}
     # a leaderboard CSV against raw rows: the rows are aggregated first
     assert compare(tmp_path / "a" / "leaderboard.csv", write_cells(tmp_path / "run", rows)).exit_code == 0
 

@@ -38,7 +38,7 @@ def row(task, encoding, variant, train_len, ratio, metric, value, seed=0, **extr
             **PROVENANCE, "train_seconds": 1.25, **extra}
 
 
-# Hand-made curves: copy (token_accuracy ↑, train 10) and lm (perplexity ↓, train 20).
+# Hand-made curves: copy (exact_match ↑, train 10; nope misses the 0.9 learned threshold at 1x) and lm (perplexity ↓, train 20).
 COPY = {
     ("rope", "none"): [1.0, 0.95, 0.85, 0.5],
     ("alibi", "none"): [0.9, 0.9, 0.89, 0.85],
@@ -58,9 +58,9 @@ def tiny_rows(seeds=(0,)) -> list[dict]:
     for seed in seeds:
         for (enc, var), values in COPY.items():
             for ratio, v in zip((1, 2, 4, 8), values, strict=True):
-                rows.append(row("copy", enc, var, 10, ratio, "token_accuracy", v, seed))
-                # exact_match ranks the other way round: the leaderboard must not use it
-                rows.append(row("copy", enc, var, 10, ratio, "exact_match", None if v is None else 1 - v, seed))
+                rows.append(row("copy", enc, var, 10, ratio, "exact_match", v, seed))
+                # token_accuracy (secondary) ranks the other way round: the leaderboard must not use it
+                rows.append(row("copy", enc, var, 10, ratio, "token_accuracy", None if v is None else 1 - v, seed))
         for (enc, var), values in LM.items():
             for ratio, v in zip((1, 2, 4), values, strict=True):
                 rows.append(row("lm", enc, var, 20, ratio, "perplexity", v, seed))
@@ -195,7 +195,7 @@ def entry(board, task, encoding, variant="none"):
 def test_leaderboard_higher_is_better():
     board = leaderboard(load_results(tiny_rows()))
     rope, alibi, learned, nope = (entry(board, "copy", e) for e in ("rope", "alibi", "learned", "nope"))
-    assert rope.metric == "token_accuracy" and bool(rope.higher_is_better)
+    assert rope.metric == "exact_match" and bool(rope.higher_is_better)
     assert rope.in_dist == 1.0 and alibi.in_dist == 0.9
     assert rope.past_train_mean == pytest.approx((0.95 + 0.85 + 0.5) / 3)
     assert alibi.past_train_mean == pytest.approx((0.9 + 0.89 + 0.85) / 3)
@@ -207,7 +207,14 @@ def test_leaderboard_higher_is_better():
     assert learned.max_ratio_within_10pct == 4.0  # failed at 8 = not within
     assert nope.max_ratio_within_10pct == 1.0  # 0.5 < 0.72 at 2x, though 4x and 8x are back within
     assert (learned.n_failed, rope.n_failed) == (1.0, 0.0)
-    assert [alibi["rank"], rope["rank"], nope["rank"], learned["rank"]] == [1, 2, 3, 4]
+    # one seed without sample scores: no interval, so ranks follow the point values; nope (0.8 at
+    # 1x) did not learn the task: flagged, kept, not ranked
+    assert [alibi["rank"], rope["rank"], learned["rank"]] == [1, 2, 3]
+    assert bool(nope.not_learned) and math.isnan(nope["rank"]) and not alibi.not_learned
+    assert rope.ci_method == "none (1 seed, no sample scores)" and math.isnan(rope.in_dist_ci_low)
+    # retention: (score - chance) / (in-dist - chance), chance 0 without baseline rows
+    assert rope.retention == pytest.approx((0.95 + 0.85 + 0.5) / 3)
+    assert alibi.retention == pytest.approx((0.9 + 0.89 + 0.85) / 3 / 0.9)
 
 
 def test_leaderboard_lower_is_better_and_overall():
@@ -222,12 +229,15 @@ def test_leaderboard_lower_is_better_and_overall():
     assert nope.max_ratio_within_10pct == 4.0
     assert learned.max_ratio_within_10pct == 1.0 and learned.in_dist == 9.0 and learned.n_failed == 2.0
     assert [nope["rank"], alibi["rank"], rope["rank"], learned["rank"]] == [1, 2, 3, 4]
+    assert rope.retention == pytest.approx((10 / 10.5 + 10 / 12) / 2) and learned.retention == 0.0
     overall = board.overall.set_index("series")
-    # copy ranks: alibi 1, rope 2, nope 3, learned 4; lm: nope 1, alibi 2, rope 3, learned 4
-    assert overall["mean_rank"].to_dict() == {"alibi": 1.5, "nope": 2.0, "rope": 2.5, "learned": 4.0}
-    assert overall["rank"].to_dict() == {"alibi": 1, "nope": 2, "rope": 3, "learned": 4}
-    assert board.overall["series"].tolist() == ["alibi", "nope", "rope", "learned"]
-    assert (overall["n_tasks"] == 2).all()
+    # copy ranks: alibi 1, rope 2, learned 3, nope not learned; lm: nope 1, alibi 2, rope 3, learned 4.
+    # nope learned one task only: it ranks after every encoding that learned two.
+    assert overall["mean_rank"].to_dict() == {"alibi": 1.5, "nope": 1.0, "rope": 2.5, "learned": 3.5}
+    assert overall["rank"].to_dict() == {"alibi": 1, "nope": 4, "rope": 2, "learned": 3}
+    assert board.overall["series"].tolist() == ["alibi", "rope", "learned", "nope"]
+    assert overall["n_tasks"].to_dict() == {"alibi": 2, "nope": 1, "rope": 2, "learned": 2}
+    assert overall["n_not_learned"].to_dict() == {"alibi": 0, "nope": 1, "rope": 0, "learned": 0}
 
 
 def test_ties_share_a_rank():
@@ -240,23 +250,18 @@ def test_ties_share_a_rank():
     assert board.per_task["encoding"].tolist() == ["alibi", "t5", "rope"]
 
 
-def test_confidence_interval_over_seeds_by_hand():
-    # three seeds of one curve: in-dist 0.9, 0.8, 1.0; past-train 0.6, 0.5, 0.7; holds to 2, 1, 2
+def test_interval_over_seeds_without_sample_scores():
+    # three seeds of one curve, no per-sample scores (old results): the bootstrap resamples seeds only
     curves = {0: [0.9, 0.85, 0.35], 1: [0.8, 0.5, 0.5], 2: [1.0, 0.95, 0.45]}
-    rows = [row("copy", "rope", "none", 10, ratio, "token_accuracy", v, seed)
+    rows = [row("copy", "rope", "none", 10, ratio, "exact_match", v, seed)
             for seed, values in curves.items() for ratio, v in zip((1, 2, 4), values, strict=True)]
     e = entry(leaderboard(load_results(rows)), "copy", "rope")
-    t2 = 4.302653  # t(0.975, df=2)
-    assert e.n_seeds == 3
+    assert e.n_seeds == 3 and e.ci_method == "bootstrap: seeds only (no sample scores)"
     assert e.in_dist == pytest.approx(0.9)
-    half = t2 * 0.1 / math.sqrt(3)  # sample sd of (0.9, 0.8, 1.0) is 0.1
-    assert (e.in_dist_ci_low, e.in_dist_ci_high) == (pytest.approx(0.9 - half), pytest.approx(0.9 + half))
-    past = [(0.85 + 0.35) / 2, (0.5 + 0.5) / 2, (0.95 + 0.45) / 2]  # 0.6, 0.5, 0.7
-    assert e.past_train_mean == pytest.approx(0.6)
-    assert e.past_train_mean_ci_high - e.past_train_mean == pytest.approx(t2 * np.std(past, ddof=1) / math.sqrt(3))
-    ratios = [2.0, 1.0, 2.0]
-    assert e.max_ratio_within_10pct == pytest.approx(5 / 3)
-    assert e.max_ratio_within_10pct_ci_low == pytest.approx(5 / 3 - t2 * np.std(ratios, ddof=1) / math.sqrt(3))
+    # a bootstrap over three seeds: the interval lies within the seeds' range and contains the mean
+    assert 0.8 - 1e-12 <= e.in_dist_ci_low < 0.9 < e.in_dist_ci_high <= 1.0 + 1e-12
+    assert e.past_train_mean == pytest.approx(0.6)  # seed means 0.6, 0.5, 0.7
+    assert 0.5 - 1e-12 <= e.past_train_mean_ci_low < 0.6 < e.past_train_mean_ci_high <= 0.7 + 1e-12
     # one seed: no interval
     single = entry(leaderboard(load_results(tiny_rows())), "copy", "rope")
     assert math.isnan(single.in_dist_ci_low) and math.isnan(single.in_dist_ci_high)
@@ -283,8 +288,10 @@ def test_leaderboard_long_form_and_markdown(tmp_path):
     assert not stats.loc["rank", "higher_is_better"]
     overall = long[long["task"] == "overall"]
     assert set(overall["statistic"]) == {"mean_rank", "rank"} and len(overall) == 2 * 4
+    assert (long["schema_version"] == 2).all() and set(long["git_sha"]) == {"0123abcd"}
+    assert {"not_learned", "n", "kind", "ci_method", "suite", "torch_version", "code_fingerprint"} <= set(long.columns)
     md = leaderboard_markdown(board, df)
-    assert "## copy (train length 10, token_accuracy ↑)" in md and "## lm (train length 20, perplexity ↓)" in md
+    assert "## copy (train length 10, exact_match ↑)" in md and "## lm (train length 20, perplexity ↓)" in md
     assert "mean past train ↓" in md and "holds to (ratio) ↑" in md and "## Overall ranking" in md
     lm_table = md.split("## lm")[1]
     learned_line = next(line for line in lm_table.splitlines() if "| learned" in line)
