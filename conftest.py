@@ -5,6 +5,9 @@ Options:
                                        baselines compare like with like; auto: accelerator, else CPU)
     --suite NAME|PATH                  suite preset or YAML file for bench/test_extrapolation.py (default quick)
     --results-dir DIR                  per-cell results and the report (default runs/<suite name>)
+    --executor serial|process|ray      where the cells of bench/test_extrapolation.py run (default serial:
+                                       in each test); ray runs every pending cell on Ray first
+    --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="device for cells and kernels (default cpu); auto picks CUDA / XPU / MPS when present")
     group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
     group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
+    group.addoption("--executor", default="serial",
+                    help="where suite cells run: serial (in each test, default), process or ray (all pending cells "
+                         "first, then each test reads its cell)")
+    group.addoption("--ray-address", default=None,
+                    help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
 
 
 def results_path(config: pytest.Config) -> Path:

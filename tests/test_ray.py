@@ -234,3 +234,21 @@ def test_no_cluster_at_the_address_is_a_one_line_error(tmp_path):
     assert proc.stderr.startswith("lenbench: error: no Ray cluster answers at 127.0.0.1:1 (Connection refused); "
                                   "start one with `ray start --head`")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@needs_ray
+def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_run, tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(json.dumps({**TINY, "tasks": TINY["tasks"][:1]}))  # copy cells only: all pass
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cpu",
+         "--results-dir", str(out), "--benchmark-json", str(tmp_path / "bench.json"), "-q", "-p", "no:cacheprovider",
+         "--executor", "ray", "--ray-address", cluster.address],
+        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    benches = json.loads((tmp_path / "bench.json").read_text())["benchmarks"]
+    assert sorted(b["param"] for b in benches) == ["copy-nope-L4-s0", "copy-rope-L4-s0"]
+    assert all(b["extra_info"]["lenbench_cell"]["reused"] for b in benches)  # ran on Ray before the tests
+    assert all(r["executor"]["executor"] == "ray" for r in load_cell_results(out))
+    assert comparable_rows(out) == [r for r in comparable_rows(serial_run) if r["task"] == "copy"]
