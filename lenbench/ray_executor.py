@@ -185,6 +185,9 @@ class RayExecutor(Executor):
                 job = next(todo, None)
                 if job is None:
                     return
+                if job.device == "cuda" and not self.resources.num_gpus:
+                    raise RayExecutorError(f"--device {job.device} but the suite's resources.num_gpus is 0, so Ray "
+                                           "hides the GPUs from every cell; set resources.num_gpus (e.g. 0.25)")
                 submit(_Pending(job=job, job_ref=ray.put(job)))
 
         fill()

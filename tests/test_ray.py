@@ -181,8 +181,8 @@ def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_pat
 
 @needs_ray
 def test_interrupt_and_kill_lose_nothing_and_a_rerun_resumes(cluster, tmp_path):
-    data = {**TINY, "train": {**TINY["train"], "steps": 120}, "tasks": TINY["tasks"][:1],
-            "encodings": ["nope", "rope", "alibi", "t5", "fire", "kerple"], "variants": []}
+    data = {**TINY, "train": {**TINY["train"], "steps": 40}, "tasks": TINY["tasks"][:1], "seeds": [0, 1, 2],
+            "variants": []}  # 6 cells, 2 at a time on the cluster
     path = tmp_path / "suite.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML
     out = tmp_path / "out"
@@ -252,3 +252,18 @@ def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_r
     assert all(b["extra_info"]["lenbench_cell"]["reused"] for b in benches)  # ran on Ray before the tests
     assert all(r["executor"]["executor"] == "ray" for r in load_cell_results(out))
     assert comparable_rows(out) == [r for r in comparable_rows(serial_run) if r["task"] == "copy"]
+
+
+@needs_ray
+def test_gpu_cells_without_gpu_resources_are_a_one_line_error(cluster):
+    from lenbench.executors import CellJob
+    from lenbench.ray_executor import RayExecutor, RayExecutorError
+
+    suite = parse_suite(TINY)
+    with RayExecutor(suite=suite) as executor, pytest.raises(RayExecutorError, match=(
+            r"^--device cuda but the suite's resources.num_gpus is 0, so Ray hides the GPUs from every cell; "
+            r"set resources.num_gpus \(e.g. 0.25\)$")):
+        next(executor.run([CellJob(cell=suite.cells()[0], device="cuda", threads=1)]))
+    with RayExecutor(suite=parse_suite({**TINY, "resources": {"num_gpus": 1}})) as executor, \
+            pytest.raises(RayExecutorError, match=r"^each cell asks for 1 GPU \(suite resources\) but the Ray cluster has 0"):
+        next(executor.run([]))
