@@ -7,6 +7,9 @@ Options:
     --results-dir DIR                  per-cell results and the report (default runs/<suite name>)
     --threads N                        intra-op CPU threads per cell (default torch's default); in every row
     --keep-stale                       reuse finished cells whose code fingerprint changed (default: recompute)
+    --executor serial|process|ray      where the cells of bench/test_extrapolation.py run (default serial:
+                                       in each test); ray runs every pending cell on Ray first
+    --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="intra-op CPU threads per cell (default: torch's default); recorded in every row")
     group.addoption("--keep-stale", action="store_true",
                     help="reuse finished cells whose code/environment fingerprint changed (default: recompute them)")
+    group.addoption("--executor", default="serial",
+                    help="where suite cells run: serial (in each test, default), process or ray (all pending cells "
+                         "first, then each test reads its cell)")
+    group.addoption("--ray-address", default=None,
+                    help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
 
 
 def results_path(config: pytest.Config) -> Path:

@@ -15,13 +15,19 @@ training cost. pytest-benchmark cannot record a test without a timed round, henc
 
 A cell whose training diverged is a measurement (recorded, test passes); any other failure of a
 cell fails its test after its rows are recorded. The other cells are never affected.
+
+With `--executor ray` (or `process`) a session fixture first runs every pending cell of the suite
+through that executor (`lenbench.engine.run_suite`: in parallel, across a Ray cluster with
+`--ray-address`); each test then reads its cell's file, so there is still one benchmark per cell,
+but its timed round is the read, and `extra_info["lenbench_cell"]["train_seconds"]` holds the
+training time measured on the worker. The whole suite runs even when `-k` selects a few cells.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from lenbench.engine import ensure_cell
+from lenbench.engine import ensure_cell, run_suite
 from lenbench.suite import load_suite
 
 
@@ -32,7 +38,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("cell", cells, ids=[c.title for c in cells])
 
 
-def test_cell(cell, benchmark, device, results_dir, request):
+@pytest.fixture(scope="session")
+def cells_run_by_executor(request, results_dir, device) -> str:
+    """Runs every pending cell through `--executor` first unless it is serial; returns its name."""
+    executor = request.config.getoption("--executor")
+    address = request.config.getoption("--ray-address")
+    if address is not None and executor != "ray":
+        raise pytest.UsageError("--ray-address needs --executor ray")
+    if executor != "serial":
+        options = {"address": address} if address is not None else {}
+        run_suite(load_suite(request.config.getoption("--suite")), results_dir, device=device.type,
+                  executor=executor, threads=request.config.getoption("--threads"),
+                  keep_stale=request.config.getoption("--keep-stale"), progress=False, **options)
+    return executor
+
+
+def test_cell(cell, benchmark, device, results_dir, request, cells_run_by_executor):
     benchmark.group = f"extrapolation-{cell.suite}"
     outcome = {}
 

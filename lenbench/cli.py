@@ -1,7 +1,7 @@
 """The `lenbench` command line.
 
     lenbench list {encodings,tasks,suites}
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--workers N] [--threads N] [--out DIR] [--keep-stale]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale]
     lenbench report RESULTS [--out DIR]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
                      [--force-speed] [--top N | --all]
@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--device", default="auto", choices=DEVICES, help="auto picks CUDA / XPU / MPS if present, else CPU")
     p_run.add_argument("--executor", default="serial", help="where cells run: serial, process or ray (default: serial; "
                        "--workers N > 1 alone means process)")
+    p_run.add_argument("--ray-address", default=None, help="with --executor ray: auto or HOST:PORT of a running Ray "
+                       "cluster (default: start a local Ray sized to this machine)")
     p_run.add_argument("--workers", type=int, default=1, help="processes of the process executor (default: 1)")
     p_run.add_argument("--threads", type=int, default=None,
                        help="intra-op CPU threads per cell (default: torch's default on this machine); recorded in every row")
@@ -120,9 +122,14 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / suite.name)
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    options = {}
+    if args.ray_address is not None:
+        if args.executor != "ray":
+            raise ValueError("--ray-address needs --executor ray")
+        options["address"] = args.ray_address
     results = run_suite(suite, out, device=args.device, executor=args.executor, workers=args.workers,
                         threads=args.threads, retry_failed=args.retry_failed, keep_stale=args.keep_stale,
-                        progress=not args.quiet)
+                        progress=not args.quiet, **options)
     failed = [r for r in results if r["status"] == "failed"]
     rows = load_rows(out)
     busy = f", {len(results.busy)} in progress in another run (skipped)" if results.busy else ""
@@ -130,6 +137,9 @@ def _run(args: argparse.Namespace) -> int:
           f"{len(rows)} rows in {out}")
     for r in failed:
         print(f"  failed: {r['title']}: {r['error']}")
+    for r in results:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
+        if r.get("executor", {}).get("retries"):
+            print(f"  retried: {r['title']}: {r['executor']['retries']} time(s) after {'; '.join(r['executor']['lost'])}")
     print(summary_table(out))
     return 0
 
@@ -162,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the executor has cancelled its outstanding cells on the way out
+        print("lenbench: interrupted; finished cells are kept, rerun the same command to resume", file=sys.stderr)
+        return 130
     return 0
 
 

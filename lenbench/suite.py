@@ -141,6 +141,34 @@ class VariantSpec:
 
 
 @dataclass(frozen=True)
+class ResourceSpec:
+    """What one cell reserves on a cluster (the `ray` executor; local executors ignore it).
+
+    Ray schedules each cell as a task with these resources, so fractional GPUs let several small
+    models share one GPU (`num_gpus: 0.25` → four cells per GPU). They never change the rows: the
+    intra-op thread count is `--threads` (see `lenbench.engine.run_suite`).
+
+    Args:
+        num_cpus: logical CPUs reserved per cell (> 0).
+        num_gpus: GPUs per cell (≥ 0, fractions allowed).
+        memory_gb: memory reserved per cell in GiB (0: no reservation).
+    """
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    memory_gb: float = 0.0
+
+
+def _parse_resources(data: Any, source: str) -> ResourceSpec:
+    spec = _typed(ResourceSpec, data or {}, "resources", source)
+    for key, low, ok in (("num_cpus", "> 0", spec.num_cpus > 0), ("num_gpus", ">= 0", spec.num_gpus >= 0),
+                         ("memory_gb", ">= 0", spec.memory_gb >= 0)):
+        if not ok:
+            raise SuiteError(f"{source}: resources.{key} must be {low}, got {getattr(spec, key)!r}")
+    return spec
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     tasks: tuple[TaskSpec, ...]
@@ -152,6 +180,7 @@ class Suite:
     eval: EvalSpec = EvalSpec()
     variants: tuple[VariantSpec, ...] = ()
     source: str = ""
+    resources: ResourceSpec = ResourceSpec()
 
     def cells(self) -> list[Cell]:
         """Expand to cells in a stable order: task × train_len × encoding × seed."""
@@ -473,5 +502,5 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         description=str(data.get("description", "")),
         tasks=tuple(tasks), encodings=tuple(encodings), seeds=seeds,
         model=model, train=train, eval=ev,
-        variants=tuple(variants), source=source,
+        variants=tuple(variants), source=source, resources=_parse_resources(data.get("resources"), source),
     )

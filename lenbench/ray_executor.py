@@ -1,0 +1,250 @@
+"""The `ray` executor: every cell is one Ray task, on a laptop or across a cluster of CPUs and GPUs.
+
+    lenbench run --suite paper --executor ray --ray-address auto
+
+Each cell runs as one task (`compute_cell` on a Ray worker) reserving the suite's `resources:`
+(`num_cpus`, `num_gpus`, `memory_gb`; see `lenbench.suite.ResourceSpec`), so several small models
+can share one GPU. A job carries the cached checkpoints it may reuse and an outcome the checkpoints
+it trained, as bytes through Ray's object store: workers need no shared filesystem, and the driver
+(`lenbench.engine.run_suite`) alone writes the results directory, exactly as for a local run.
+Outcomes are yielded as tasks finish (`ray.wait`), so a driver killed at any moment loses no
+finished cell, and rerunning the same command submits only the unfinished ones.
+
+Faults:
+    * a worker process or node lost mid-cell (crash, OOM kill, node failure) → the cell is
+      resubmitted, at most `max_retries` times; the attempts and the reasons are recorded in the
+      outcome's `notes` and in the cell file's `executor` entry (never in its rows), and the run
+      summary lists them. Past `max_retries` the cell is recorded as failed with the reason
+      (`lenbench run --retry-failed` reruns it);
+    * a cell that raises inside the worker is a failed cell with its reason, as locally
+      (`compute_cell` catches it);
+    * Ctrl-C or any error in the driver cancels every outstanding task (`ray.cancel`) and shuts
+      down the Ray instance the executor started (a cluster it only connected to keeps running).
+
+Code on the workers: the tasks get this checkout on their PYTHONPATH, so a local Ray (or a cluster
+whose nodes share this path) imports the driver's lenbench; on a multi-machine cluster install
+lenbench and its dependencies on every node (`pip install -e ".[ray]"` from the same commit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+try:
+    import ray
+    import ray.exceptions
+except ImportError:  # an optional extra: the error comes when the executor is asked for
+    ray = None
+
+from lenbench.executors import EXECUTORS, CellJob, CellOutcome, Executor, compute_cell
+from lenbench.suite import ResourceSpec
+
+#: The checkout whose lenbench the workers import (prepended to their PYTHONPATH).
+CHECKOUT = Path(__file__).resolve().parent.parent
+#: Test hook: when set to a directory, each cell's first attempt kills its worker process
+#: (`os._exit`) after leaving a marker file there, as a lost worker would. Tests only.
+EXIT_ONCE_ENV = "LENBENCH_RAY_TEST_EXIT_ONCE"
+#: Driver environment variables with this prefix are passed on to the workers.
+FORWARDED_ENV_PREFIX = "LENBENCH_"
+
+
+class RayExecutorError(ValueError):
+    """A one-line setup error of the Ray executor (Ray missing, no cluster at the address)."""
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    """Ray errors meaning the task's worker or node went away (retry), not that the cell failed."""
+    ex = ray.exceptions
+    return (ex.WorkerCrashedError, ex.NodeDiedError, ex.LocalRayletDiedError, ex.ObjectLostError,
+            ex.OutOfMemoryError)
+
+
+def run_on_worker(job: CellJob) -> CellOutcome:
+    """The Ray task: run one cell and note where it ran (node, process, the resources Ray assigned)."""
+    marker_dir = os.environ.get(EXIT_ONCE_ENV)
+    if marker_dir:
+        marker = Path(marker_dir) / job.cell.cell_id
+        if not marker.exists():
+            marker.touch()
+            os._exit(1)  # a lost worker, as far as Ray can tell
+    outcome = compute_cell(job)
+    ctx = ray.get_runtime_context()
+    outcome.notes.update(node_id=ctx.get_node_id(), hostname=socket.gethostname(), pid=os.getpid(),
+                         resources=dict(ctx.get_assigned_resources()))
+    return outcome
+
+
+def task_options(resources: ResourceSpec) -> dict[str, Any]:
+    """Ray task options reserving `resources` per cell (retries are done by the executor)."""
+    options: dict[str, Any] = {"num_cpus": resources.num_cpus, "num_gpus": resources.num_gpus, "max_retries": 0}
+    if resources.memory_gb:
+        options["memory"] = int(resources.memory_gb * 2**30)
+    return options
+
+
+def worker_env() -> dict[str, str]:
+    """Environment of the tasks: this checkout first on PYTHONPATH, and the driver's LENBENCH_* variables."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIX)}
+    env["PYTHONPATH"] = f"{CHECKOUT}{os.pathsep}${{PYTHONPATH}}"
+    return env
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast (Ray itself waits minutes) when nothing listens at HOST:PORT."""
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as err:
+        raise RayExecutorError(
+            f"no Ray cluster answers at {address} ({err.strerror or err}); start one with `ray start --head` "
+            "and pass its address, or omit --ray-address to start a local Ray") from None
+
+
+@dataclasses.dataclass
+class _Pending:
+    job: CellJob
+    job_ref: Any
+    attempt: int = 1
+    lost: list[str] = dataclasses.field(default_factory=list)
+
+
+@EXECUTORS.register("ray", set_name=True)
+class RayExecutor(Executor):
+    """Cells as Ray tasks, yielded as they finish.
+
+    Args:
+        address: None starts a local Ray sized to this machine (and shuts it down at the end);
+            "auto" joins the cluster started on this machine with `ray start`; "HOST:PORT" (or
+            "ray://HOST:10001") joins that cluster. When Ray is already initialised in this
+            process (e.g. by a test), that instance is used as it is.
+        suite: the suite being run; its `resources:` section sets each task's reservation.
+        resources: overrides the suite's resources.
+        max_retries: resubmissions of a cell whose worker or node was lost.
+        max_in_flight: tasks submitted at once (default: twice the cells the cluster can run at
+            once), so the object store holds few jobs' checkpoint bytes at a time.
+    """
+
+    def __init__(self, address: str | None = None, suite=None, resources: ResourceSpec | None = None,
+                 max_retries: int = 3, max_in_flight: int | None = None, **_: Any) -> None:
+        if ray is None:
+            raise RayExecutorError('the ray executor needs Ray: pip install -e ".[ray]"')
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be at least 0, got {max_retries}")
+        self.address = address
+        self.resources = resources or getattr(suite, "resources", None) or ResourceSpec()
+        self.max_retries = max_retries
+        self.max_in_flight = max_in_flight
+        self._initialised_here = False
+        self._pending: dict[Any, _Pending] = {}
+
+    # --- connection ---------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        if ray.is_initialized():
+            return
+        if self.address is not None:
+            _check_reachable(self.address)
+        try:
+            ray.init(address=self.address, include_dashboard=False if self.address is None else None,
+                     log_to_driver=False, configure_logging=False)
+        except ConnectionError as err:
+            raise RayExecutorError(f"cannot join the Ray cluster at {self.address!r}: {str(err).splitlines()[0]} "
+                                   "(start one with `ray start --head`, or omit --ray-address)") from None
+        self._initialised_here = True
+
+    def _slots(self) -> int:
+        """How many cells the cluster runs at once with the per-cell resources."""
+        total = ray.cluster_resources()
+        want = {"CPU": self.resources.num_cpus, "GPU": self.resources.num_gpus,
+                "memory": self.resources.memory_gb * 2**30}
+        fits = [int(total.get(k, 0) // v) for k, v in want.items() if v]
+        return max(1, min(fits))
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
+        self._connect()
+        self._check_fits()
+        task = ray.remote(run_on_worker).options(**task_options(self.resources),
+                                                 runtime_env={"env_vars": worker_env()})
+        limit = self.max_in_flight or 2 * self._slots()
+        todo = iter(jobs)
+
+        def submit(entry: _Pending) -> None:
+            self._pending[task.remote(entry.job_ref)] = entry
+
+        def fill() -> None:
+            while len(self._pending) < limit:
+                job = next(todo, None)
+                if job is None:
+                    return
+                if job.device == "cuda" and not self.resources.num_gpus:
+                    raise RayExecutorError(f"--device {job.device} but the suite's resources.num_gpus is 0, so Ray "
+                                           "hides the GPUs from every cell; set resources.num_gpus (e.g. 0.25)")
+                submit(_Pending(job=job, job_ref=ray.put(job)))
+
+        fill()
+        while self._pending:
+            [ref], _ = ray.wait(list(self._pending), num_returns=1)
+            entry = self._pending.pop(ref)
+            try:
+                outcome: CellOutcome = ray.get(ref)
+            except _lost_errors() as err:
+                entry.lost.append(_reason(err))
+                if entry.attempt <= self.max_retries:
+                    entry.attempt += 1
+                    submit(entry)
+                    continue
+                outcome = self._failed(entry, f"RayWorkerLost: the cell lost its worker {len(entry.lost)} time(s) "
+                                              f"(max_retries={self.max_retries}): {entry.lost[-1]}; "
+                                              "rerun with --retry-failed")
+            except ray.exceptions.RayError as err:  # the task could not run (e.g. lenbench not importable there)
+                outcome = self._failed(entry, _reason(getattr(err, "cause", None) or err))
+            outcome.notes.update(executor="ray", attempts=entry.attempt, retries=entry.attempt - 1, lost=entry.lost)
+            outcome.result["executor"] = dict(outcome.notes)
+            fill()
+            yield outcome
+
+    def _check_fits(self) -> None:
+        total = ray.cluster_resources()
+        for key, want in (("CPU", self.resources.num_cpus), ("GPU", self.resources.num_gpus)):
+            if want > total.get(key, 0):
+                raise RayExecutorError(
+                    f"each cell asks for {want:g} {key} (suite resources) but the Ray cluster has "
+                    f"{total.get(key, 0):g}; lower resources.num_{key.lower()}s or add nodes")
+
+    @staticmethod
+    def _failed(entry: _Pending, reason: str) -> CellOutcome:
+        """A failed cell that never produced a result (same shape as `compute_cell`'s failures)."""
+        from lenbench.engine import SCHEMA_VERSION
+
+        cell = entry.job.cell
+        result = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
+                  "title": cell.title, "config": cell.config(), "status": "failed", "error": reason, "rows": []}
+        return CellOutcome(cell_id=cell.cell_id, result=result)
+
+    def close(self) -> None:
+        """Cancel outstanding tasks (killing their workers) and shut down a Ray this executor started."""
+        if ray is None:
+            return
+        pending, self._pending = list(self._pending), {}
+        if ray.is_initialized():
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # already finished or its worker is gone
+                    pass
+        if self._initialised_here:
+            ray.shutdown()
+            self._initialised_here = False
+
+
+def _reason(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}".splitlines()[0]
