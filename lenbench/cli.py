@@ -3,6 +3,7 @@
     lenbench list {encodings,tasks,suites}
     lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale]
     lenbench report RESULTS [--out DIR]
+    lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
                      [--force-speed] [--top N | --all]
 """
@@ -63,8 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run")
     p_report.add_argument("results", help="results directory (cells/*.json), tidy results CSV or benchmark JSON")
     p_report.add_argument("--out", default=None,
-                          help="output directory (default: RESULTS itself when it is a directory, else results/)")
+                          help="output directory (default: RESULTS itself when it is a directory, else the directory holding it; "
+                               "the published results/ only when named: see `lenbench publish`)")
     p_report.add_argument("--no-plots", action="store_true", help="tables only")
+
+    p_pub = sub.add_parser("publish", help="copy a run's cells and benchmark JSON into the published directory "
+                           "and rebuild its report there (atomically)")
+    p_pub.add_argument("run_dir", metavar="RUN_DIR", help="results directory of a finished run, e.g. runs/quick")
+    p_pub.add_argument("--benchmark-json", default=None,
+                       help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline)")
+    p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole")
+    p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)")
     p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
@@ -91,12 +101,20 @@ def _report(args: argparse.Namespace) -> int:
     from lenbench.results import write_report
 
     source = Path(args.results)
-    out = Path(args.out) if args.out else (source if source.is_dir() else Path("results"))
+    out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
     check_writable(out, "report directory")  # before reading or plotting anything
     written = write_report(source, out, plots=not args.no_plots)
     print(f"wrote {len(written)} file(s) to {out}:")
     for path in written:
         print(f"  {path}")
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from lenbench.publish import publish
+
+    written = publish(args.run_dir, args.to, benchmark_json=args.benchmark_json, plots=not args.no_plots)
+    print(f"published {args.run_dir} to {args.to}: {len(written)} file(s)")
     return 0
 
 
@@ -167,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "publish":
+            return _publish(args)
         if args.command == "compare":
             return _compare(args)
     except (ValueError, KeyError, FileNotFoundError) as err:

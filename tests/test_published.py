@@ -23,7 +23,8 @@ def _published_schema() -> int:
 OLD_SCHEMA = pytest.mark.skipif(
     _published_schema() == 1,
     reason="results/ was published before leaderboard schema 2 (per-sample scores, intervals, exact-match primary, "
-           "issue 10); republish it (`pytest bench --results-dir results --benchmark-json results/bench.json`) "
+           "issue 10); republish it (`pytest bench --benchmark-json runs/bench.json`, then "
+           "`lenbench publish runs/quick --benchmark-json runs/bench.json --to results`) "
            "and these checks apply again")
 
 

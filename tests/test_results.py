@@ -340,7 +340,8 @@ def test_report_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     bench = bench_json(tmp_path / "bench.json", tiny_rows())
     assert main(["report", str(bench), "--no-plots"]) == 0
-    assert (tmp_path / "results" / "leaderboard.csv").read_text() == (run / "leaderboard.csv").read_text()
+    assert (tmp_path / "leaderboard.csv").read_text() == (run / "leaderboard.csv").read_text()  # beside the JSON
+    assert not (tmp_path / "results").exists()  # never the published directory unless named
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "missing: no such file" in capsys.readouterr().err
     (tmp_path / "kernels.json").write_text(json.dumps({"benchmarks": [kernel()]}))
