@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.results import write_report
+    from lenbench.page import write_report
 
     source = Path(args.results)
     out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
@@ -183,7 +183,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def summary_table(out: Path) -> str:
     """The leaderboard's wide view of a results directory: primary metric by length ratio, as text."""
-    from lenbench.results import leaderboard, load_results
+    from lenbench.results import load_results
+    from lenbench.tables import leaderboard
 
     df = load_results(out)
     if df.empty:

@@ -37,16 +37,14 @@ from lenbench.atomic import atomic_path  # noqa: E402
 from lenbench.encodings import ENCODINGS, EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
 from lenbench.results import (  # noqa: E402
     BASE_VARIANT,
-    Leaderboard,
-    leaderboard,
     load_results,
     primary_metric,
-    ratio_label,
     series_label,
     series_order,
     task_order,
     variant_rope_type,
 )
+from lenbench.tables import Leaderboard, leaderboard, ratio_label  # noqa: E402
 
 # --- saving -------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ publish a finished run explicitly:
 
 which stages a new directory beside the target (the run's finished cell files ``cells/*.json``,
 the benchmark JSON as ``bench.json``, and the report rebuilt from them by
-`lenbench.results.write_report`), then swaps it in place of the target with renames: a reader (or
+`lenbench.page.write_report`), then swaps it in place of the target with renames: a reader (or
 a kill at any moment) sees the old published directory or the complete new one, never a mix. The
 target is replaced as a whole, so a stale plot or cell of an older publication never survives.
 """
@@ -51,7 +51,8 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
         ValueError: one line naming the problem and the fix (no cells, rows that differ between
             the benchmark JSON and the cells, `to` equal to `run_dir`, an unwritable target).
     """
-    from lenbench.results import load_results, write_report
+    from lenbench.page import write_report
+    from lenbench.results import load_results
 
     run_dir, to = Path(run_dir), Path(to)
     cells = run_dir / "cells"

@@ -13,7 +13,8 @@ import yaml
 
 from lenbench.cli import main
 from lenbench.publish import publish
-from lenbench.results import REPORT_FILES, load_results, write_report
+from lenbench.page import REPORT_FILES, write_report
+from lenbench.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from lenbench.results import load_results, write_report
+from lenbench.page import write_report
+from lenbench.results import load_results
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 TABLES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
