@@ -411,3 +411,35 @@ def primary_metric(task: str, metrics: Iterable[str]) -> str:
         if metric in present:
             return metric
     return sorted(present)[0]
+
+
+TRAINING_STEP_COLUMNS = ("encoding", "seconds", "ratio_to_nope", "task", "T", "batch_size", "device", "device_name")
+
+
+def load_training_steps(bench_json: str | Path) -> pd.DataFrame:
+    """Training-step timings of a pytest-benchmark JSON (`bench/test_kernels.py::test_training_step`).
+
+    Columns `TRAINING_STEP_COLUMNS`: the encoding, the benchmark's median seconds per step, its
+    ``ratio_to_nope`` (per-round ratios to the `nope` step timed in the same loop, median), the
+    task, sequence length T and batch size of the step's geometry, and the device; sorted by
+    encoding. Empty when the JSON has no training-step benchmark.
+    """
+    path = Path(bench_json)
+    data = _read_json(path)
+    if not is_benchmark_json(data):
+        raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected a pytest-benchmark JSON")
+    machine = (data.get("machine_info") or {}).get("lenbench") or {}
+    records = []
+    for bench in data["benchmarks"]:
+        extra = bench.get("extra_info") or {}
+        if extra.get("kind") != "training-step":
+            continue
+        geometry = extra.get("geometry") or {}
+        records.append({"encoding": _to_str(extra.get("encoding")),
+                        "seconds": _to_float((bench.get("stats") or {}).get("median", extra.get("seconds"))),
+                        "ratio_to_nope": _to_float(extra.get("ratio_to_nope")), "task": _to_str(geometry.get("task")),
+                        "T": _to_float(geometry.get("T")), "batch_size": _to_float(geometry.get("batch_size")),
+                        "device": _to_str(extra.get("device", machine.get("device"))),
+                        "device_name": _to_str(machine.get("device_name"))})
+    frame = pd.DataFrame(records, columns=list(TRAINING_STEP_COLUMNS))
+    return frame.sort_values("encoding", kind="mergesort").reset_index(drop=True)

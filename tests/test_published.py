@@ -54,3 +54,20 @@ def test_readme_leaderboard_matches_the_published_summary():
     readme = (RESULTS.parent / "README.md").read_text()
     summary = (RESULTS / "summary.md").read_text().strip()
     assert summary in readme, "the README's leaderboard differs from results/summary.md: paste the file into the README"
+
+
+@pytest.mark.skipif(not (RESULTS / "cost.md").exists(), reason="results/ predates the cost view (cost.md, issue 13); "
+                    "the lead republishes it")
+def test_readme_cost_table_matches_the_published_cost():
+    """The README quotes the training-step table of results/cost.md verbatim."""
+    cost = (RESULTS / "cost.md").read_text()
+    table = cost.split("relative to `nope`:\n\n", 1)[1].split("\n\n", 1)[0]
+    assert table in (RESULTS.parent / "README.md").read_text(), "the README's cost table differs from results/cost.md"
+
+
+@pytest.mark.skipif(not (RESULTS / "index.html").exists(), reason="results/ predates index.html (issue 13)")
+def test_published_page_is_self_contained():
+    import re
+
+    text = (RESULTS / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r"https?:", text) and "<link" not in text

@@ -336,5 +336,8 @@ def test_report_cli(tmp_path, monkeypatch, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "missing: no such file" in capsys.readouterr().err
     (tmp_path / "kernels.json").write_text(json.dumps({"benchmarks": [kernel()]}))
-    assert main(["report", str(tmp_path / "kernels.json")]) == 2
-    assert "no extrapolation rows" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "kernels.json"), "--no-plots"]) == 0  # kernel-only: the cost view
+    assert (tmp_path / "cost.csv").is_file()
+    (tmp_path / "empty.json").write_text(json.dumps({"benchmarks": []}))
+    assert main(["report", str(tmp_path / "empty.json")]) == 2
+    assert "no extrapolation rows to report and no kernel timings" in capsys.readouterr().err
