@@ -134,9 +134,13 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
         figures["leaderboard heatmap"] = out / "leaderboard_heatmap.png"
         from lenbench.encodings import ENCODINGS
 
-        for encoding in [e for e in ENCODINGS.names() if e in set(df["encoding"]) and lplots.has_fixed_pattern(e)]:
+        run_dir = None if isinstance(source, (pd.DataFrame, list)) else Path(source)
+        run_dir = run_dir if run_dir is not None and run_dir.is_dir() else None
+        geometries = lplots.encoding_geometries(df, run_dir)
+        for encoding in [e for e in ENCODINGS.names() if e in geometries]:
             for suffix in ("png", "svg"):
-                path = lplots.safe_encoding_heatmap(encoding, out / "encodings" / f"{encoding}.{suffix}")
+                path = lplots.safe_encoding_heatmap(encoding, out / "encodings" / f"{encoding}.{suffix}",
+                                                    **geometries[encoding])
                 if path is not None:
                     written.append(path)
                     if suffix == "png":
