@@ -49,6 +49,51 @@ except ImportError:  # pragma: no cover - older torch
 Kind = Literal["rotary", "bias", "absolute", "content", "none"]
 
 # --------------------------------------------------------------------------------------------
+# What to time: the suite's `kernels:` section, overridden by environment variables
+# --------------------------------------------------------------------------------------------
+
+# environment variable -> (KernelSpec field, parser); each one, when set, replaces that field.
+KERNEL_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "LENBENCH_KERNEL_LENGTHS": ("lengths", lambda v: [int(x) for x in v.split(",") if x.strip()]),
+    "LENBENCH_KERNEL_DTYPES": ("dtypes", lambda v: [x.strip() for x in v.split(",") if x.strip()]),
+    "LENBENCH_KERNEL_SECONDS": ("seconds", float),
+    "LENBENCH_KERNEL_ENCODINGS": ("encodings", lambda v: [x.strip() for x in v.split(",") if x.strip()]),
+    "LENBENCH_CONTENT_MAX_T": ("content_max_t", int),
+    "LENBENCH_TRAIN_ROUNDS": ("train_rounds", int),
+}
+
+
+def kernel_settings(suite: Any, environ: dict[str, str] | None = None):
+    """The kernel benchmarks' settings: the suite's `kernels:` section with each environment
+    variable of `KERNEL_ENV` that is set replacing its field (environment > suite file > defaults).
+
+    Args:
+        suite: a `Suite`, or a preset name / YAML path for `load_suite`.
+        environ: the environment (default `os.environ`).
+
+    Returns:
+        A validated `lenbench.suite.KernelSpec`; a malformed variable raises `SuiteError` naming it.
+    """
+    import dataclasses
+    import os
+
+    from lenbench.suite import SuiteError, load_suite, parse_kernels
+
+    if not hasattr(suite, "kernels"):
+        suite = load_suite(suite)
+    environ = os.environ if environ is None else environ
+    data = dataclasses.asdict(suite.kernels)
+    for var, (key, parse) in KERNEL_ENV.items():
+        if environ.get(var, "").strip():
+            try:
+                data[key] = parse(environ[var])
+            except ValueError:
+                raise SuiteError(f"{var}={environ[var]!r} is not valid for kernels.{key}; unset it or fix it "
+                                 f"(e.g. LENBENCH_KERNEL_LENGTHS=256,1024)") from None
+    return parse_kernels(data, source=f"{suite.source or suite.name} + environment")
+
+
+# --------------------------------------------------------------------------------------------
 # What each encoding offers
 # --------------------------------------------------------------------------------------------
 
@@ -682,33 +727,43 @@ class CopyFloor:
 
 @dataclass
 class TrainingStep:
-    """A ready training step: `step()` runs forward, backward, clipping and one AdamW update."""
+    """A ready training step: `step()` runs forward, backward, clipping and one AdamW update
+    (`lenbench.train.TrainStep`, fast or eager) on a fixed batch and returns the loss tensor.
+
+    `flops`: the step's analytic model FLOPs (`lenbench.flops`, forward + backward).
+    """
 
     encoding: str
-    step: Callable[[], float]
+    step: Callable[[], Any]
     batch_size: int
     tokens: int
     model_params: int
     geometry: dict
+    flops: int = 0
 
 
 def quick_training_step(
-    encoding: str, device: torch.device, *, suite: str = "quick", task: str = "lm", length: int | None = None,
-    encoding_params: dict | None = None, seed: int = 0,
+    encoding: str, device: torch.device, *, suite: Any = "quick", task: str = "lm", length: int | None = None,
+    encoding_params: dict | None = None, seed: int = 0, fast: bool = True,
 ) -> TrainingStep:
     """One training step at a suite's size (model, batch size, optimiser as `lenbench.train`).
 
     The batch is sampled once (sampling is the same for every encoding and not what is compared),
     at `length` (default: the suite's training length of `task`, 64 tokens for the quick suite's lm).
+
+    Args:
+        suite: a preset name, a YAML path or a `Suite`.
+        fast: `lenbench.train.TrainStep`'s fast path (what training runs) or its eager reference.
     """
     import dataclasses
 
+    from lenbench.flops import model_step_flops
     from lenbench.model import ModelConfig, Transformer
     from lenbench.suite import load_suite
     from lenbench.tasks import build_task
-    from lenbench.train import masked_loss
+    from lenbench.train import TrainStep
 
-    s = load_suite(suite)
+    s = suite if hasattr(suite, "tasks") else load_suite(suite)
     spec = next((t for t in s.tasks if t.name == task), None)
     the_task = build_task(task, **(dict(spec.params) if spec else {}))
     length = length or (max(spec.train_len) if spec else 64)
@@ -717,21 +772,18 @@ def quick_training_step(
     cfg = ModelConfig(vocab_size=the_task.vocab_size, **dataclasses.asdict(s.model), causal=True, encoding=encoding,
                       encoding_params=dict(encoding_params or {}), max_len=the_task.seq_len(longest * length))
     model = Transformer(cfg).to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=s.train.lr, betas=(0.9, 0.98), weight_decay=s.train.weight_decay)
+    train_step = TrainStep(model, s.train, s.train.lr, s.train.steps, fast=fast)
     gen = torch.Generator().manual_seed(seed)
     batch = the_task.sample(s.train.batch_size, length, gen, split="train").to(device)
 
-    def step() -> float:
-        loss = masked_loss(model(batch.inputs), batch)  # scalar
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), s.train.grad_clip)
-        opt.step()
-        return loss.detach()
+    def step() -> torch.Tensor:
+        return train_step(batch)  # scalar loss, on the device
 
-    geometry = {**dataclasses.asdict(s.model), "batch_size": s.train.batch_size, "T": batch.inputs.shape[1],
-                "vocab_size": the_task.vocab_size, "suite": s.name, "task": task}
-    return TrainingStep(encoding, step, s.train.batch_size, batch.inputs.numel(), model.num_params(), geometry)
+    B, T = batch.inputs.shape
+    geometry = {**dataclasses.asdict(s.model), "batch_size": s.train.batch_size, "T": T,
+                "vocab_size": the_task.vocab_size, "suite": s.name, "task": task, "fast": fast}
+    return TrainingStep(encoding, step, s.train.batch_size, batch.inputs.numel(), model.num_params(), geometry,
+                        flops=model_step_flops(model, B, T).total)
 
 
 # --------------------------------------------------------------------------------------------
