@@ -70,7 +70,6 @@ from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.suite import KernelSpec, load_suite
 
-
 S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 _SETTINGS = pytest.StashKey[KernelSpec]()

@@ -740,11 +740,12 @@ class TrainingStep:
     model_params: int
     geometry: dict
     flops: int = 0
+    train_step: Any = None  # the `lenbench.train.TrainStep` (its `.model` can be swapped for a compiled one)
 
 
 def quick_training_step(
     encoding: str, device: torch.device, *, suite: Any = "quick", task: str = "lm", length: int | None = None,
-    encoding_params: dict | None = None, seed: int = 0, fast: bool = True,
+    encoding_params: dict | None = None, seed: int = 0, fast: bool = True, batch_size: int | None = None,
 ) -> TrainingStep:
     """One training step at a suite's size (model, batch size, optimiser as `lenbench.train`).
 
@@ -754,6 +755,7 @@ def quick_training_step(
     Args:
         suite: a preset name, a YAML path or a `Suite`.
         fast: `lenbench.train.TrainStep`'s fast path (what training runs) or its eager reference.
+        batch_size: override of the suite's batch size (the GPU check's packing measurement).
     """
     import dataclasses
 
@@ -774,16 +776,17 @@ def quick_training_step(
     model = Transformer(cfg).to(device).train()
     train_step = TrainStep(model, s.train, s.train.lr, s.train.steps, fast=fast)
     gen = torch.Generator().manual_seed(seed)
-    batch = the_task.sample(s.train.batch_size, length, gen, split="train").to(device)
+    batch_size = batch_size or s.train.batch_size
+    batch = the_task.sample(batch_size, length, gen, split="train").to(device)
 
     def step() -> torch.Tensor:
         return train_step(batch)  # scalar loss, on the device
 
     B, T = batch.inputs.shape
-    geometry = {**dataclasses.asdict(s.model), "batch_size": s.train.batch_size, "T": T,
+    geometry = {**dataclasses.asdict(s.model), "batch_size": B, "T": T,
                 "vocab_size": the_task.vocab_size, "suite": s.name, "task": task, "fast": fast}
-    return TrainingStep(encoding, step, s.train.batch_size, batch.inputs.numel(), model.num_params(), geometry,
-                        flops=model_step_flops(model, B, T).total)
+    return TrainingStep(encoding, step, B, batch.inputs.numel(), model.num_params(), geometry,
+                        flops=model_step_flops(model, B, T).total, train_step=train_step)
 
 
 # --------------------------------------------------------------------------------------------

@@ -65,6 +65,8 @@ def test_mfu_arithmetic_and_matmul_rate():
 # --- fast training step == eager --------------------------------------------------------------
 
 SPEC = TrainSpec(steps=20, batch_size=8, lr=3e-3, warmup=5)
+# bench/gpu_check.sh runs the fast == eager tests on the accelerator through this variable.
+DEVICE = torch.device(os.environ.get("LENBENCH_TEST_DEVICE", "cpu"))
 
 
 def _losses(encoding: str, fast: bool, task: str = "copy", length: int = 12, steps: int = 20):
@@ -72,12 +74,12 @@ def _losses(encoding: str, fast: bool, task: str = "copy", length: int = 12, ste
     the_task = build_task(task)
     torch.manual_seed(0)
     model = Transformer(ModelConfig(vocab_size=the_task.vocab_size, d_model=32, n_layers=2, n_heads=2, ff_mult=2,
-                                    encoding=encoding, max_len=the_task.seq_len(4 * length))).train()
+                                    encoding=encoding, max_len=the_task.seq_len(4 * length))).to(DEVICE).train()
     step = TrainStep(model, SPEC, SPEC.lr, steps, fast=fast)
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(1)  # randomized draws positions from the global RNG: the same draws on both paths
-    losses = torch.stack([step(the_task.sample(SPEC.batch_size, length, gen, split="train")) for _ in range(steps)])
-    return losses, [p.detach().clone() for p in model.parameters()]
+    losses = torch.stack([step(the_task.sample(SPEC.batch_size, length, gen, split="train").to(DEVICE)) for _ in range(steps)])
+    return losses.cpu(), [p.detach().cpu().clone() for p in model.parameters()]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS.names())
@@ -264,3 +266,33 @@ def test_quick_training_step_counts_its_flops():
                                  **{k: v for k, v in dataclasses.asdict(s.model).items() if k in ("d_model", "n_layers", "ff_mult")})
     assert ts.flops == expected.total and ts.geometry["fast"] is True
     assert math.isfinite(float(ts.step()))
+
+
+# --- the GPU check's CPU fallback -----------------------------------------------------------------
+
+
+def test_gpu_check_cpu_fallback_writes_its_json_and_log(tmp_path):
+    """bench/gpu_check.sh --device cpu: every stage runs (tiny settings) and passes."""
+    out = tmp_path / "check"
+    proc = subprocess.run(["bash", "bench/gpu_check.sh", str(out), "--device", "cpu"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900, env={k: v for k, v in os.environ.items() if not k.startswith("LENBENCH_")})
+    summary = json.loads((out / "summary.json").read_text())
+    assert proc.returncode == 0 and summary["ok"], proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert [s["stage"] for s in summary["stages"]] == ["env", "tests", "smoke", "kernels", "train_step"]
+    assert json.loads((out / "env.json").read_text())["device"] == "cpu"
+    assert 'failures="0"' in (out / "tests.xml").read_text()
+    kernels = json.loads((out / "kernels.json").read_text())["benchmarks"]
+    assert {b["name"] for b in kernels} >= {"test_kernel[rope-eager-T64-fp32]", "test_training_mfu[lm]"}
+    assert "training MFU" in (out / "targets.txt").read_text()
+    steps = json.loads((out / "train_step.json").read_text())
+    assert [s["variant"] for s in steps["steps"]] == ["eager", "fast"] and steps["steps"][1]["max_loss_diff"] < 1e-5
+    assert [p["batch_size"] for p in steps["packing"]] == [32, 128]
+    assert "=== train_step: exit 0" in (out / "gpu_check.log").read_text()
+
+
+def test_gpu_check_usage_errors(tmp_path):
+    for args, message in ((["--device", "cpu"], "usage: bench/gpu_check.sh OUT_DIR"),
+                          ([str(tmp_path), "--device", "tpu"], "--device must be cuda, xpu or cpu, got tpu"),
+                          ([str(tmp_path), "--fast"], "unknown argument --fast")):
+        proc = subprocess.run(["bash", "bench/gpu_check.sh", *args], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
