@@ -296,3 +296,11 @@ def test_gpu_check_usage_errors(tmp_path):
                           ([str(tmp_path), "--fast"], "unknown argument --fast")):
         proc = subprocess.run(["bash", "bench/gpu_check.sh", *args], cwd=ROOT, capture_output=True, text=True)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_keep_freed_memory_applies_on_glibc():
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt is glibc's")
+    assert K.keep_freed_memory() is True
