@@ -73,9 +73,13 @@ def optimizer_for(model: torch.nn.Module, spec: TrainSpec, lr: float, *, fast: b
     kwargs = {}
     if fast:
         device = next(model.parameters()).device.type
-        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+        try:  # torch's own list of devices with a fused AdamW kernel (cpu, cuda, xpu, mps … by version)
+            from torch.optim.optimizer import _get_fused_kernels_supported_devices
 
-        kwargs = {"fused": True} if device in _get_fused_kernels_supported_devices() else {"foreach": True}
+            fused = device in _get_fused_kernels_supported_devices()
+        except ImportError:
+            fused = False
+        kwargs = {"fused": True} if fused else {"foreach": True}
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), **kwargs)
 
 

@@ -281,7 +281,10 @@ def test_gpu_check_cpu_fallback_writes_its_json_and_log(tmp_path):
     assert [s["stage"] for s in summary["stages"]] == ["env", "tests", "smoke", "kernels", "train_step"]
     assert json.loads((out / "env.json").read_text())["device"] == "cpu"
     assert 'failures="0"' in (out / "tests.xml").read_text()
-    kernels = json.loads((out / "kernels.json").read_text())["benchmarks"]
+    kernels_json = json.loads((out / "kernels.json").read_text())
+    meta = kernels_json["machine_info"]["lenbench"]  # what the budget targets read
+    assert meta["suite"] == "quick" and meta["session_seconds"] > 0 and meta["selection"]
+    kernels = kernels_json["benchmarks"]
     assert {b["name"] for b in kernels} >= {"test_kernel[rope-eager-T64-fp32]", "test_training_mfu[lm]"}
     assert "training MFU" in (out / "targets.txt").read_text()
     steps = json.loads((out / "train_step.json").read_text())
