@@ -397,7 +397,8 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     """Model FLOPs utilisation of one training step of the suite's `task` (encoding nope: the model's
     own FLOPs), fast path (what `lenbench.train` runs) and eager reference, timed round-robin.
 
-    extra_info: task, flops (analytic forward + backward, `lenbench.flops`), seconds (median of the
+    extra_info: task, impl ("fast-<task>": a distinct key for `lenbench compare`), flops (analytic
+    forward + backward, `lenbench.flops`), seconds (median of the
     fast step), seconds_eager, speedup (median over rounds of eager / fast in the same round),
     sgemm_flops_per_s (fp32; bf16_flops_per_s where native), mfu (flops / seconds / sgemm rate),
     mfu_eager, mfu_best (fastest fast round), geometry.
@@ -422,7 +423,7 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     seconds_eager = statistics.median(times["eager"])
     peak = matmul_rates["fp32"]
     benchmark.extra_info.update(
-        kind="training-mfu", task=task, encoding="nope", flops=fast.flops, seconds=seconds, seconds_eager=seconds_eager,
+        kind="training-mfu", task=task, encoding="nope", impl=f"fast-{task}", flops=fast.flops, seconds=seconds, seconds_eager=seconds_eager,
         speedup=statistics.median(e / f for e, f in zip(times["eager"], times["fast"], strict=True)),
         sgemm_flops_per_s=peak, bf16_flops_per_s=matmul_rates.get("bf16"),
         mfu=mfu(fast.flops, seconds, peak), mfu_eager=mfu(eager.flops, seconds_eager, peak),
