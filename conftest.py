@@ -109,12 +109,29 @@ def lenbench_machine_info(dev: torch.device) -> dict:
     return info
 
 
+_SESSION_START = pytest.StashKey[float]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import time
+
+    config.stash[_SESSION_START] = time.perf_counter()
+
+
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    import time
+
     try:
         dev = resolve_device(config.getoption("--device"))
     except DeviceError:
         dev = torch.device("cpu")
     machine_info["lenbench"] = lenbench_machine_info(dev)
+    # The session's wall time when the JSON is written (its end) and what ran: the budget targets
+    # of `python -m lenbench.kernels` (smoke <= 60 s, the main command <= 15 min) read these.
+    start = config.stash.get(_SESSION_START, None)
+    machine_info["lenbench"]["session_seconds"] = None if start is None else time.perf_counter() - start
+    machine_info["lenbench"]["suite"] = config.getoption("--suite")
+    machine_info["lenbench"]["selection"] = config.getoption("-k") or ""
 
 
 class SyncedTimer:

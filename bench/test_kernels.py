@@ -11,24 +11,31 @@ reason). Implementations come from `lenbench.kernels.implementations`:
               flex_gather (ALiBi: the score_mod gathering positions even when they are contiguous)
     absolute  eager vs compiled embed;  content (CoPE): eager vs compiled attention
 
-plus `test_attention_baseline` (unbiased causal SDPA, what `nope` runs) and `test_training_step`
-(one training step of each encoding at the quick suite's size).
+plus `test_attention_baseline` (unbiased causal SDPA, what `nope` runs), `test_training_step`
+(one training step of each encoding at the suite's size) and `test_training_mfu` (model FLOPs
+utilisation of each suite task's training step, eager and fast path, over the sgemm rate measured
+in the same session).
 
 Before timing, each fused implementation is checked equal to the eager reference within the
 dtype's tolerance. Compilation and autotuning happen in that check call, never in a timed round.
-Rounds adapt to the kernel's duration (about LENBENCH_KERNEL_SECONDS of timing, 3 … 50 rounds).
+Rounds adapt to the kernel's duration (about `seconds` of timing, 3 … 50 rounds).
 
 Shapes (fixed across T, so one dynamic-shape compilation serves every length): rotary
 (B=8, H=8, T, Dh=64), absolute (8, T, 512), attention (B=1, 8, T, 64).
 
-Environment (all optional):
-    LENBENCH_KERNEL_LENGTHS   comma list of T (default 256,512,1024,2048,4096)
-    LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (default both; bf16 skipped without native support)
-    LENBENCH_KERNEL_SECONDS   timing budget per benchmark (default 0.25)
-    LENBENCH_CONTENT_MAX_T    longest T for content-dependent (CoPE) kernels on the CPU (default 1024)
-    LENBENCH_TRAIN_TASK       quick-suite task of the training-step benchmark (default lm: T = 64;
+What is timed comes from the `--suite`'s `kernels:` section (`lenbench.suite.KernelSpec`: enabled,
+lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
+handful of kernels in seconds and quick / standard / paper time more. Each environment variable
+that is set replaces its field (environment > suite file > KernelSpec defaults;
+`lenbench.kernels.kernel_settings`):
+    LENBENCH_KERNEL_LENGTHS   comma list of T                        (kernels.lengths)
+    LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (bf16 skipped without native support)  (dtypes)
+    LENBENCH_KERNEL_SECONDS   timing budget per benchmark            (kernels.seconds)
+    LENBENCH_KERNEL_ENCODINGS comma list of encodings to time        (kernels.encodings)
+    LENBENCH_CONTENT_MAX_T    longest T for content-dependent (CoPE) kernels on the CPU  (content_max_t)
+    LENBENCH_TRAIN_ROUNDS     rounds of the training-step and MFU benchmarks             (train_rounds)
+    LENBENCH_TRAIN_TASK       suite task of the training-step benchmark (default lm: T = 64 in quick;
                               passkey and copy train at T = 32)
-    LENBENCH_TRAIN_ROUNDS     rounds of the training-step benchmarks (default 20)
 
 `benchmark.extra_info` keys (every kernel test):
     encoding, kind (rotary|bias|absolute|content|attention-baseline), impl, T, dtype, shape
@@ -61,17 +68,40 @@ import torch
 from lenbench import kernels as K
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
+from lenbench.suite import KernelSpec, load_suite
 
-
-def _env_list(name: str, default: str) -> list[str]:
-    return [x.strip() for x in os.environ.get(name, default).split(",") if x.strip()]
-
-
-LENGTHS = [int(x) for x in _env_list("LENBENCH_KERNEL_LENGTHS", "256,512,1024,2048,4096")]
-DTYPE_NAMES = _env_list("LENBENCH_KERNEL_DTYPES", "fp32,bf16")
+S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-SECONDS = float(os.environ.get("LENBENCH_KERNEL_SECONDS", "0.25"))
-CONTENT_MAX_T = int(os.environ.get("LENBENCH_CONTENT_MAX_T", "1024"))
+_SETTINGS = pytest.StashKey[KernelSpec]()
+
+
+def settings(config: pytest.Config) -> KernelSpec:
+    """The `--suite`'s `kernels:` section with the environment's overrides, once per session."""
+    global S
+    if _SETTINGS not in config.stash:
+        config.stash[_SETTINGS] = K.kernel_settings(config.getoption("--suite"))
+    S = config.stash[_SETTINGS]
+    return S
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    s = settings(metafunc.config)
+    off = None if s.enabled else f"suite {metafunc.config.getoption('--suite')!r} has kernels.enabled: false"
+    args = {
+        "case": (kernel_cases(), _id),
+        "T": (list(s.lengths), lambda t: f"T{t}"),
+        "dt": (list(s.dtypes), str),
+        "name": (train_encodings(), str),
+        "task": ([t.name for t in load_suite(metafunc.config.getoption("--suite")).tasks], str),
+    }
+    for arg, (values, ids) in args.items():
+        if arg in metafunc.fixturenames:
+            if off:
+                metafunc.parametrize(arg, [pytest.param(None, marks=pytest.mark.skip(reason=off))], ids=["disabled"])
+            else:
+                metafunc.parametrize(arg, values, ids=[ids(v) for v in values])
+
+
 HEADS, HEAD_DIM = 8, 64
 ROTARY_BATCH, ATTENTION_BATCH = 8, 1
 TOL = {
@@ -84,9 +114,6 @@ TOL = {
 # as "fused"): make that an error instead.
 if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
     torch._dynamo.config.fail_on_recompile_limit_hit = True
-for _name in DTYPE_NAMES:
-    if _name not in DTYPES:
-        raise ValueError(f"LENBENCH_KERNEL_DTYPES: unknown dtype {_name!r}; choose from {', '.join(DTYPES)}")
 
 _ENCODINGS: dict[tuple[str, str], object] = {}
 _SECONDS: dict[tuple, float] = {}  # (encoding, impl, T, dtype) -> median seconds, this session
@@ -98,7 +125,7 @@ def encoding(name: str, device: torch.device | str = "cpu"):
     key = (name, str(device))
     if key not in _ENCODINGS:
         torch.manual_seed(0)
-        dims = EncodingDims(d_model=HEADS * HEAD_DIM, n_heads=HEADS, max_len=max(LENGTHS), causal=True)
+        dims = EncodingDims(d_model=HEADS * HEAD_DIM, n_heads=HEADS, max_len=max(S.lengths), causal=True)
         _ENCODINGS[key] = build_encoding(name, dims).to(device).train()  # train: randomized draws positions
     return _ENCODINGS[key]
 
@@ -107,9 +134,11 @@ def kernel_cases() -> list[tuple[str, str, int, str]]:
     """(encoding, impl, T, dtype) in run order: eager before the implementations compared to it."""
     cases = []
     for name in ENCODINGS.names():
+        if S.encodings and name not in S.encodings:
+            continue
         impls = K.implementations(encoding(name)) or ["none"]
-        for T in LENGTHS:
-            for dt in DTYPE_NAMES:
+        for T in S.lengths:
+            for dt in S.dtypes:
                 cases += [(name, impl, T, dt) for impl in impls]
     return cases
 
@@ -121,7 +150,13 @@ def _id(case) -> str:
 
 @pytest.fixture(scope="session")
 def copy_floor(device) -> K.CopyFloor:
-    """Copy time per byte count on the device, measured once per size in this session."""
+    """Copy time per byte count on the device, measured once per size in this session.
+
+    On the CPU, large freed blocks are first kept in the heap (`K.keep_freed_memory`) so kernels
+    that allocate their outputs are not timed page-faulting fresh mappings on every call.
+    """
+    if device.type == "cpu":
+        K.keep_freed_memory()
     return K.CopyFloor(device)
 
 
@@ -134,7 +169,7 @@ def _call_seconds(fn, device) -> tuple[object, float]:
 
 def _rounds(seconds_per_call: float) -> int:
     """About SECONDS of timed rounds, at least 3 and at most 50."""
-    return int(min(50, max(3, SECONDS / max(seconds_per_call, 1e-6))))
+    return int(min(50, max(3, S.seconds / max(seconds_per_call, 1e-6))))
 
 
 def _check_dtype(dt: str, device: torch.device) -> torch.dtype:
@@ -180,8 +215,6 @@ def _positions(enc, B: int, T: int, device) -> torch.Tensor:
     return enc.positions(pos)  # (B, T)
 
 
-@pytest.mark.parametrize("T", LENGTHS, ids=[f"T{t}" for t in LENGTHS])
-@pytest.mark.parametrize("dt", DTYPE_NAMES)
 def test_attention_baseline(T, dt, timed, benchmark, device, copy_floor):
     """Unbiased causal SDPA: the attention every bias encoding is compared with (`nope` runs it)."""
     dtype = _check_dtype(dt, device)
@@ -195,7 +228,6 @@ def test_attention_baseline(T, dt, timed, benchmark, device, copy_floor):
             dt=dt, shape=q.shape, bytes_moved=K.attention_bytes(q, k, v), once=once)
 
 
-@pytest.mark.parametrize("case", kernel_cases(), ids=_id)
 def test_kernel(case, timed, benchmark, device, copy_floor):
     name, impl, T, dt = case
     enc = encoding(name, device)
@@ -279,9 +311,9 @@ def _absolute(enc, impl, T, dtype, device):
 
 
 def _content(enc, impl, T, dtype, device):
-    if device.type == "cpu" and T > CONTENT_MAX_T:
+    if device.type == "cpu" and T > S.content_max_t:
         pytest.skip(f"{enc.name}: content-dependent attention materialises several (B, H, T, T) tensors; "
-                    f"CPU runs stop at T={CONTENT_MAX_T} (LENBENCH_CONTENT_MAX_T raises it)")
+                    f"CPU runs stop at T={S.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
     B = ATTENTION_BATCH
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     pos = _positions(enc, B, T, device)
@@ -294,23 +326,33 @@ def _content(enc, impl, T, dtype, device):
 
 # --- training step --------------------------------------------------------------------------------
 
-TRAIN_ENCODINGS = ["nope", *[n for n in ENCODINGS.names() if n != "nope"]]
-TRAIN_ROUNDS = int(os.environ.get("LENBENCH_TRAIN_ROUNDS", "20"))
-TRAIN_TASK = os.environ.get("LENBENCH_TRAIN_TASK", "lm")  # a task of the quick suite: lm (64 tokens), passkey, copy
+
+
+def train_encodings() -> list[str]:
+    """nope (the reference) first, then the suite's kernel encodings (all registered when empty)."""
+    return ["nope", *[n for n in ENCODINGS.names() if n != "nope" and (not S.encodings or n in S.encodings)]]
+
+
+TRAIN_TASK = os.environ.get("LENBENCH_TRAIN_TASK", "lm")  # a task of the suite: lm (64 tokens in quick), passkey, copy
+
+
+def SUITE(request) -> str:  # noqa: N802 - the --suite option, as load_suite takes it
+    return request.config.getoption("--suite")
 
 
 @pytest.fixture(scope="session")
-def interleaved_step_ratios(device) -> dict[str, float]:
+def interleaved_step_ratios(device, request) -> dict[str, float]:
     """Every encoding's quick-suite training step timed round-robin in one loop; per encoding the
     median over rounds of (its step / nope's step in the same round). Other load on the machine
     then hits every encoding alike."""
-    steps = {name: K.quick_training_step(name, device, task=TRAIN_TASK).step for name in TRAIN_ENCODINGS}
+    steps = {name: K.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK).step
+             for name in train_encodings()}
     for step in steps.values():
         for _ in range(3):
             step()
     synchronize(device)
     times = {name: [] for name in steps}
-    for _ in range(TRAIN_ROUNDS):
+    for _ in range(S.train_rounds):
         for name, step in steps.items():
             start = time.perf_counter()
             step()
@@ -319,12 +361,11 @@ def interleaved_step_ratios(device) -> dict[str, float]:
     return {name: statistics.median(t / n for t, n in zip(times[name], times["nope"], strict=True)) for name in steps}
 
 
-@pytest.mark.parametrize("name", TRAIN_ENCODINGS)
-def test_training_step(name, timed, benchmark, device, interleaved_step_ratios):
-    """One training step (forward, backward, clip, AdamW) of the quick suite's lm model."""
-    ts = K.quick_training_step(name, device, task=TRAIN_TASK)
-    benchmark.group = f"training-step-quick-{TRAIN_TASK}"
-    timed(ts.step, rounds=TRAIN_ROUNDS, warmup_rounds=3)
+def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, request):
+    """One training step (forward, backward, clip, AdamW) of the suite's lm model."""
+    ts = K.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK)
+    benchmark.group = f"training-step-{ts.geometry['suite']}-{TRAIN_TASK}"
+    timed(ts.step, rounds=S.train_rounds, warmup_rounds=3)
     stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
     seconds = stats.stats.median if stats is not None else K.time_fn(ts.step, device, rounds=3, warmup=0)
     _SECONDS[(name, "train-step")] = seconds
@@ -334,4 +375,68 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios):
         ratio_to_nope_interleaved=interleaved_step_ratios[name],
         ratio_to_nope_sequential=seconds / nope if nope else None, tokens=ts.tokens, model_params=ts.model_params,
         geometry=ts.geometry,
+    )
+
+
+# --- training MFU ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def matmul_rates(device) -> dict[str, float]:
+    """The device's dense matmul rate (FLOP/s, fastest of a few 2048² products) in fp32, and in
+    bf16 where native, measured once in this session."""
+    from lenbench.flops import matmul_rate
+
+    rates = {"fp32": matmul_rate(device, torch.float32)}
+    if K.bf16_support(device.type)[0]:
+        rates["bf16"] = matmul_rate(device, torch.bfloat16)
+    return rates
+
+
+def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
+    """Model FLOPs utilisation of one training step of the suite's `task` (encoding nope: the model's
+    own FLOPs), fast path (what `lenbench.train` runs) and eager reference, timed round-robin.
+
+    extra_info: task, impl ("fast-<task>": a distinct key for `lenbench compare`), flops (analytic
+    forward + backward, `lenbench.flops`), seconds (median of the fast step), seconds_eager, speedup
+    (median over rounds of eager / fast in the same round), sgemm_flops_per_s (fp32, fastest of a
+    few at session start; bf16_flops_per_s where native), mfu and mfu_eager (median over rounds of
+    the step's FLOP/s over a 2048² sgemm's timed in the same round), mfu_session_peak (median step
+    over the session-start rate), mfu_best (fastest fast round over that rate), geometry.
+    """
+    from lenbench.flops import mfu
+
+    suite = SUITE(request)
+    fast = K.quick_training_step("nope", device, suite=suite, task=task, fast=True)
+    eager = K.quick_training_step("nope", device, suite=suite, task=task, fast=False)
+    benchmark.group = f"training-mfu-{fast.geometry['suite']}"
+    n = 2048
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)  # (n, n) each
+    c = torch.empty(n, n, device=device)
+    sgemm = lambda: torch.mm(a, b, out=c)  # noqa: E731
+    for _ in range(3):
+        eager.step(), fast.step(), sgemm()
+    # Round-robin: each round times one sgemm, one eager step and one fast step back to back, so
+    # load from other jobs on the machine hits the step and the peak it is divided by alike.
+    times = {"sgemm": [], "eager": [], "fast": []}
+    for _ in range(S.train_rounds):
+        for label, fn in (("sgemm", sgemm), ("eager", eager.step), ("fast", fast.step)):
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times[label].append(time.perf_counter() - start)
+    timed(fast.step, rounds=S.train_rounds, warmup_rounds=1)
+    seconds = _median(benchmark, statistics.median(times["fast"]))
+    seconds_eager = statistics.median(times["eager"])
+    peak = matmul_rates["fp32"]
+    per_round = {label: [mfu(fast.flops, t, 2 * n**3 / g) for t, g in zip(times[label], times["sgemm"], strict=True)]
+                 for label in ("eager", "fast")}
+    benchmark.extra_info.update(
+        kind="training-mfu", task=task, encoding="nope", impl=f"fast-{task}", flops=fast.flops, seconds=seconds,
+        seconds_eager=seconds_eager,
+        speedup=statistics.median(e / f for e, f in zip(times["eager"], times["fast"], strict=True)),
+        sgemm_flops_per_s=peak, bf16_flops_per_s=matmul_rates.get("bf16"),
+        mfu=statistics.median(per_round["fast"]), mfu_eager=statistics.median(per_round["eager"]),
+        mfu_session_peak=mfu(fast.flops, seconds, peak), mfu_best=mfu(fast.flops, min(times["fast"]), peak),
+        tokens=fast.tokens, geometry=fast.geometry,
     )
