@@ -99,7 +99,7 @@ class KernelSpec:
 
     Environment variables override these fields one by one (`LENBENCH_KERNEL_LENGTHS`,
     `LENBENCH_KERNEL_DTYPES`, `LENBENCH_KERNEL_SECONDS`, `LENBENCH_KERNEL_ENCODINGS`,
-    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `lenbench.kernels.kernel_settings`):
+    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `kernel_settings` in bench/kernel_plans.py):
     environment > suite file > these defaults.
 
     Args:

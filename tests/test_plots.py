@@ -92,7 +92,7 @@ def test_fixed_palette_and_order():
     # same rope_type in every family
     rope_family = [series_style("rope", v)["color"] for v in ("none", "linear", "ntk", "yarn", "dynamic", "llama3")]
     assert len(set(rope_family)) == len(rope_family)
-    assert min(max(abs(a - b) for a, b in zip(x, y)) for i, x in enumerate(rope_family) for y in rope_family[i + 1:]) > 0.1
+    assert min(max(abs(a - b) for a, b in zip(x, y, strict=True)) for i, x in enumerate(rope_family) for y in rope_family[i + 1:]) > 0.1
     assert series_style("rope", "none")["color"] == encoding_color("rope")
     assert series_style("rope", "finetune-linear-x4")["color"] != series_style("rope", "linear")["color"]
     assert variant_dashes("none") == "" and variant_dashes("yarn") != variant_dashes("linear")

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from lenbench.cli import main
-from lenbench.publish import publish
 from lenbench.page import REPORT_FILES, write_report
+from lenbench.publish import publish
 from lenbench.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
