@@ -49,7 +49,7 @@ class TrainSpec:
     """Training settings: AdamW with linear warm-up then cosine decay, gradient clipping.
 
     `length_sampling` is "fixed" (every batch at train_len) or "uniform" (each batch at a length
-    drawn uniformly from 1 … train_len).
+    drawn uniformly from the task's `min_length` … train_len, see `lenbench.train.train_model`).
     """
 
     steps: int = 1000

@@ -56,8 +56,12 @@ class PasskeyTask(Task):
     def vocab_size(self) -> int:
         return 12 + self.filler_period
 
+    @property
+    def min_length(self) -> int:
+        return 2 * self.digits + 1
+
     def _check(self, length: int) -> int:
-        minimum = 2 * self.digits + 1
+        minimum = self.min_length
         return check_length(
             self,
             length,
