@@ -82,7 +82,7 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
     longest = max([*cell.eval.ratios, *(v.finetune_ratio for v in cell.variants if v.finetune_steps)])
     return ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
                        encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
-                       max_len=task.seq_len(math.ceil(longest * cell.train_len)))
+                       max_len=task.seq_len(math.ceil(longest * cell.train_len)), train_len=task.seq_len(cell.train_len))
 
 
 def scaling_for(variant: VariantSpec, factor: float, train_tokens: int) -> dict:

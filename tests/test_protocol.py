@@ -66,3 +66,41 @@ def test_uniform_sampling_below_the_task_minimum_is_a_one_line_error():
 def test_quick_and_standard_train_with_uniform_lengths():
     for name in ("quick", "standard"):
         assert load_suite(name).train.length_sampling == "uniform", name
+
+
+# --- 2. length-relative defaults ---------------------------------------------------------------
+
+
+def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
+    from lenbench.encodings import EncodingDims, build_encoding
+
+    for train_len, threshold, max_distance in ((32, 8.0, 32), (64, 16.0, 64), (2048, 512.0, 2048), (8, 2.0, 17)):
+        dims = EncodingDims(d_model=32, n_heads=4, train_len=train_len)
+        assert float(build_encoding("fire", dims).threshold) == threshold
+        assert build_encoding("t5", dims).max_distance == max_distance  # 17: one past the 16 exact buckets
+    bidi = EncodingDims(d_model=32, n_heads=4, train_len=4, causal=False)
+    assert build_encoding("t5", bidi).max_distance == 9  # one past 8 exact buckets per direction
+    # the paper constants: by parameter, and when the training length is unknown
+    dims = EncodingDims(d_model=32, n_heads=4, train_len=32)
+    assert float(build_encoding("fire", dims, threshold=512).threshold) == 512.0
+    assert build_encoding("t5", dims, max_distance=128).max_distance == 128
+    unknown = EncodingDims(d_model=32, n_heads=4)
+    assert float(build_encoding("fire", unknown).threshold) == 512.0
+    assert build_encoding("t5", unknown).max_distance == 128
+
+
+def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
+    from lenbench.engine import model_config
+    from lenbench.suite import parse_suite
+
+    suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
+                         "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})
+    for cell in suite.cells():
+        task = build_task(cell.task.name)
+        cfg = model_config(cell, task)
+        assert cfg.train_len == task.seq_len(cell.train_len) == {"copy": 32, "addition": 26}[cell.task.name]
+        model = Transformer(cfg)
+        if cell.encoding.name == "t5":
+            assert model.pos_enc.max_distance == cfg.train_len
+        else:
+            assert float(model.pos_enc.threshold) == cfg.train_len / 4
