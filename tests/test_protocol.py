@@ -76,16 +76,16 @@ def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
 
     for train_len, threshold, max_distance in ((32, 8.0, 32), (64, 16.0, 64), (2048, 512.0, 2048), (8, 2.0, 17)):
         dims = EncodingDims(d_model=32, n_heads=4, train_len=train_len)
-        assert float(build_encoding("fire", dims).threshold) == threshold
+        assert build_encoding("fire", dims).threshold.item() == threshold
         assert build_encoding("t5", dims).max_distance == max_distance  # 17: one past the 16 exact buckets
     bidi = EncodingDims(d_model=32, n_heads=4, train_len=4, causal=False)
     assert build_encoding("t5", bidi).max_distance == 9  # one past 8 exact buckets per direction
     # the paper constants: by parameter, and when the training length is unknown
     dims = EncodingDims(d_model=32, n_heads=4, train_len=32)
-    assert float(build_encoding("fire", dims, threshold=512).threshold) == 512.0
+    assert build_encoding("fire", dims, threshold=512).threshold.item() == 512.0
     assert build_encoding("t5", dims, max_distance=128).max_distance == 128
     unknown = EncodingDims(d_model=32, n_heads=4)
-    assert float(build_encoding("fire", unknown).threshold) == 512.0
+    assert build_encoding("fire", unknown).threshold.item() == 512.0
     assert build_encoding("t5", unknown).max_distance == 128
 
 
@@ -103,4 +103,88 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
         if cell.encoding.name == "t5":
             assert model.pos_enc.max_distance == cfg.train_len
         else:
-            assert float(model.pos_enc.threshold) == cfg.train_len / 4
+            assert model.pos_enc.threshold.item() == cfg.train_len / 4
+
+
+# --- 7. Hugging Face rope dicts as they are ----------------------------------------------------
+
+
+def _rope(scaling, *, d_model=256, n_heads=4, train_len=64, max_len=1024, **params):
+    from lenbench.encodings import EncodingDims, build_encoding
+
+    dims = EncodingDims(d_model=d_model, n_heads=n_heads, train_len=train_len, max_len=max_len)
+    return build_encoding("rope", dims, scaling=scaling, **params)
+
+
+def _theta(dim, base=1e4):
+    return torch.tensor([base ** (-2 * i / dim) for i in range(dim // 2)], dtype=torch.float64)
+
+
+def test_llama31_rope_scaling_dict_loads_unchanged():
+    from lenbench.encodings.rope_scaling import rope_parameters
+
+    hf = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+          "rope_type": "llama3"}
+    enc = _rope(dict(hf), theta=500000.0)
+    assert enc.scaling == hf
+    inv, att = enc.frequencies(20000)
+    ref, _ = rope_parameters(hf, 64, 500000.0, 20000)
+    torch.testing.assert_close(inv, ref, rtol=0, atol=0)
+    wavelen = 2 * math.pi / _theta(64, 500000.0)
+    divided = torch.isclose(inv, _theta(64, 500000.0) / 8, rtol=1e-12, atol=0)
+    assert att == 1.0 and divided.any() and bool((divided == (wavelen > 8192)).all())
+
+
+def test_qwen2_dynamic_dict_without_original_length_takes_the_training_length():
+    hf = {"type": "dynamic", "factor": 2.0}  # Qwen2's rope_scaling: transformers reads L0 from the model config
+    enc = _rope(dict(hf), train_len=64)
+    assert enc.scaling == {**hf, "original_max_position_embeddings": 64}
+    dim, L = 64, 4 * 64
+    inv, att = enc.frequencies(L)
+    scale = 2.0 * L / 64 - (2.0 - 1)  # 7
+    torch.testing.assert_close(inv, _theta(dim, 1e4 * scale ** (dim / (dim - 2))), rtol=1e-12, atol=0)
+    torch.testing.assert_close(enc.frequencies(64)[0], _theta(dim), rtol=1e-12, atol=0)  # plain up to L0
+    with pytest.raises(ValueError, match="needs parameter 'original_max_position_embeddings'"):
+        _rope(dict(hf), train_len=None)  # nothing to take it from
+
+
+def test_phi3_longrope_dict_loads_unchanged():
+    short = [1.0 + 0.01 * i for i in range(48)]
+    long = [1.5 + 0.5 * i for i in range(48)]
+    hf = {"long_factor": long, "short_factor": short, "type": "longrope"}  # Phi-3-mini-128k, head_dim 96
+    enc = _rope(dict(hf), d_model=3072, n_heads=32, train_len=4096, max_len=131072)
+    assert enc.rot_dim == 96
+    inv_short, att = enc.frequencies(4096)
+    inv_long, att_long = enc.frequencies(4097)
+    theta = _theta(96)
+    torch.testing.assert_close(inv_short, theta / torch.tensor(short, dtype=torch.float64), rtol=1e-12, atol=0)
+    torch.testing.assert_close(inv_long, theta / torch.tensor(long, dtype=torch.float64), rtol=1e-12, atol=0)
+    expected_att = math.sqrt(1 + math.log(131072 / 4096) / math.log(4096))  # transformers: from max / original
+    assert att == pytest.approx(expected_att, rel=1e-12) and att_long == att
+
+
+def test_partial_rotary_factor_inside_the_dict_sets_partial():
+    enc = _rope({"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    assert enc.partial == 0.5 and enc.rot_dim == 32
+    assert "partial_rotary_factor" not in enc.scaling
+    enc.set_scaling({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5})  # same: fine
+    with pytest.raises(ValueError, match=r"partial_rotary_factor=0.25 but the model rotates partial=0.5"):
+        enc.set_scaling({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.25})
+    with pytest.raises(ValueError, match="disagree; keep one"):
+        _rope({"rope_type": "default", "partial_rotary_factor": 0.5}, partial=0.25)
+
+
+def test_yarn_without_factor_derives_it_and_zero_betas_mean_default():
+    from lenbench.encodings.rope_scaling import rope_parameters
+
+    explicit = rope_parameters({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+                               64, 1e6, 16384)
+    derived = rope_parameters({"rope_type": "yarn", "original_max_position_embeddings": 4096,
+                               "max_position_embeddings": 16384, "beta_fast": 0, "beta_slow": 0}, 64, 1e6, 16384)
+    torch.testing.assert_close(derived[0], explicit[0], rtol=0, atol=0)
+    assert derived[1] == explicit[1] == pytest.approx(0.1 * math.log(4) + 1)
+    with pytest.raises(ValueError, match=r"rope_type 'yarn' needs parameter 'factor'.*max_position_embeddings"):
+        rope_parameters({"rope_type": "yarn", "original_max_position_embeddings": 4096}, 64, 1e6, 16384)
+    # through the encoding, a Qwen3-style dict without original length takes the training length
+    enc = _rope({"rope_type": "yarn", "factor": 4.0, "beta_fast": 0}, train_len=64)
+    assert enc.scaling["original_max_position_embeddings"] == 64
