@@ -86,14 +86,17 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
 
 
 def scaling_for(variant: VariantSpec, factor: float, train_tokens: int) -> dict:
-    """The transformers-style rope_scaling dict of a variant at `factor`.
+    """The transformers-style rope_scaling dict of a variant at evaluation (or fine-tuning) ratio `factor`.
 
-    `factor` and `original_max_position_embeddings` default to the evaluation ratio and the
-    number of tokens at the training length, where the rope_type takes them.
+    `factor` follows the variant's factor mode (`VariantSpec.factor_mode`): the ratio only in the
+    oracle and fine-tuned modes, 1 for length-adaptive types (dynamic), the suite's value when
+    pinned. `original_max_position_embeddings` defaults to the number of tokens at the training
+    length, where the rope_type takes it.
     """
     accepted = inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters
-    defaults = {"factor": max(1.0, float(factor)), "original_max_position_embeddings": train_tokens}
-    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted}, **variant.params}
+    defaults = {"factor": variant.factor_at(factor), "original_max_position_embeddings": train_tokens}
+    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted and v is not None},
+            **variant.params}
 
 
 def _checkpoint(out: Path, name: str) -> Path:

@@ -92,12 +92,15 @@ def encoding_sort_key(encoding: str) -> tuple:
 
 
 def variant_rope_type(variant: str) -> str | None:
-    """The rope_type behind a variant key ("yarn", "finetune-linear-x4" → "linear"), else None."""
+    """The rope_type behind a variant key ("yarn", "yarn@4", "finetune-linear-x4" → "linear"), else None.
+
+    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.suite.VariantSpec`)."""
     _, rope_types = _registry_names()
+    variant = variant.split("@", 1)[0] if not variant.startswith("finetune-") else variant
     if variant in rope_types:
         return variant
     if variant.startswith("finetune-"):
-        head = variant[len("finetune-"):].rsplit("-x", 1)[0]
+        head = variant[len("finetune-"):].rsplit("-x", 1)[0].split("@", 1)[0]
         return head if head in rope_types else None
     return None
 

@@ -188,3 +188,70 @@ def test_yarn_without_factor_derives_it_and_zero_betas_mean_default():
     # through the encoding, a Qwen3-style dict without original length takes the training length
     enc = _rope({"rope_type": "yarn", "factor": 4.0, "beta_fast": 0}, train_len=64)
     assert enc.scaling["original_max_position_embeddings"] == 64
+
+
+# --- 5. realistic RoPE factors -----------------------------------------------------------------
+
+
+def _variants(*entries):
+    from lenbench.suite import parse_suite
+
+    return parse_suite({"tasks": [{"name": "copy", "train_len": 16}], "encodings": ["rope"],
+                        "variants": list(entries)}).variants
+
+
+def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x():
+    from lenbench.engine import scaling_for
+
+    dynamic, pinned = _variants("dynamic", {"rope_type": "dynamic", "factor": 2})
+    L0 = 32
+    for ratio in (1, 2, 4, 16):
+        assert scaling_for(dynamic, ratio, L0) == {"rope_type": "dynamic", "factor": 1.0,
+                                                   "original_max_position_embeddings": L0}
+        assert scaling_for(pinned, ratio, L0)["factor"] == 2
+    assert (dynamic.factor_mode, dynamic.key, pinned.factor_mode, pinned.key) == ("adaptive", "dynamic", "pinned", "dynamic@2")
+    enc = _rope(None, train_len=L0)
+    enc.set_scaling(scaling_for(dynamic, 4, L0))
+    dim, L = 64, 4 * L0
+    inv, att = enc.frequencies(L)
+    # factor 1: base' = base · (1 · L / L0 − 0)^(dim/(dim−2)) = base · 4^(64/62), not the ratio's 4 · 4 − 3 = 13
+    torch.testing.assert_close(inv, _theta(dim, 1e4 * 4 ** (dim / (dim - 2))), rtol=1e-12, atol=0)
+    assert att == 1.0
+
+
+def test_static_types_are_oracle_unless_a_factor_is_pinned():
+    from lenbench.engine import scaling_for
+
+    yarn, pinned, in_params, derived, tuned, plain = _variants(
+        "yarn", {"rope_type": "yarn", "factor": 16}, {"rope_type": "yarn", "params": {"factor": 4}},
+        {"rope_type": "yarn", "max_position_embeddings": 128, "original_max_position_embeddings": 32},
+        {"rope_type": "yarn", "finetune_steps": 100, "finetune_ratio": 4}, {"rope_type": "default", "theta": 500.0})
+    assert [v.factor_mode for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
+        ["oracle", "pinned", "pinned", "pinned", "fine-tuned", "none"]
+    assert [v.key for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
+        ["yarn", "yarn@16", "yarn@4", "yarn@4", "finetune-yarn-x4", "default"]
+    assert [scaling_for(yarn, r, 32)["factor"] for r in (1, 2, 8)] == [1.0, 2.0, 8.0]
+    assert [scaling_for(pinned, r, 32)["factor"] for r in (1, 2, 8)] == [16, 16, 16]
+    assert "factor" not in scaling_for(derived, 8, 32)  # yarn derives 128 / 32 itself
+    assert scaling_for(tuned, 4, 32)["factor"] == 4.0
+    from lenbench.results import variant_rope_type, variant_sort_key
+
+    assert variant_rope_type("yarn@16") == "yarn" and variant_rope_type("finetune-yarn@16-x4") == "yarn"
+    assert sorted(["yarn@16", "none", "finetune-yarn-x4", "yarn", "linear"], key=variant_sort_key) == \
+        ["none", "linear", "yarn", "finetune-yarn-x4", "yarn@16"]
+
+
+def test_a_transformers_rope_dict_pasted_as_a_variant_works_and_typos_name_the_key():
+    from lenbench.suite import SuiteError
+
+    (llama,) = _variants({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 8192})
+    assert llama.key == "llama3@8" and llama.params["low_freq_factor"] == 1.0
+    (qwen,) = _variants({"type": "dynamic", "factor": 2.0})
+    assert qwen.rope_type == "dynamic" and qwen.key == "dynamic@2"
+    with pytest.raises(SuiteError, match=r"unknown key variants\[0\].facter; did you mean 'factor'\?"):
+        _variants({"rope_type": "yarn", "facter": 4})
+    with pytest.raises(SuiteError, match=r"unknown key variants\[0\].finetune_step; did you mean 'finetune_steps'\?"):
+        _variants({"rope_type": "yarn", "finetune_step": 4})
+    with pytest.raises(SuiteError, match=r"gives 'factor' both beside rope_type and in params; keep one"):
+        _variants({"rope_type": "yarn", "factor": 4, "params": {"factor": 8}})

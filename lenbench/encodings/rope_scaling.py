@@ -34,6 +34,13 @@ from lenbench.registry import Registry, check_keywords
 RopeInit = Callable[..., tuple[torch.Tensor, float]]
 ROPE_TYPES: Registry[RopeInit] = Registry("rope_type")
 
+#: Types whose formula already grows with the current sequence length: an evaluation takes their
+#: `factor` from the suite (default `ADAPTIVE_FACTOR`), never from the evaluation ratio, which would
+#: scale twice (dynamic at 16x with factor 16: base x ~288 instead of ~17.5 with factor 1).
+LENGTH_ADAPTIVE: frozenset[str] = frozenset({"dynamic"})
+#: The factor of a length-adaptive type unless the suite pins one (the usual dynamic-NTK setting).
+ADAPTIVE_FACTOR = 1.0
+
 _HINTS = {
     "factor": "the length extension ratio, e.g. 4 to run at 4x the training length",
     "original_max_position_embeddings": "the length the model was trained at",
