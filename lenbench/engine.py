@@ -34,7 +34,7 @@ import lenbench
 from lenbench.atomic import atomic_path, atomic_write_json
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
-from lenbench.evaluate import METRICS, evaluate_length, task_metrics
+from lenbench.evaluate import METRICS, evaluate_depth, evaluate_length, evaluate_lm_context, task_metrics
 from lenbench.model import ModelConfig, Transformer
 from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
@@ -179,7 +179,7 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
                     net = _finetuned_model(cell, task, variant, model, out, device, progress)
                 for ratio in cell.eval.ratios:
                     eval_len = max(1, round(ratio * cell.train_len))
-                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio)}
+                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio), "bucket": ""}
                     try:
                         if variant is not None:
                             factor = variant.finetune_ratio if variant.finetune_steps else ratio
@@ -189,6 +189,7 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
                                                     device=device)
                         rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
                                   "higher_is_better": METRICS[m], "status": "ok", "error": ""} for m in metrics]
+                        rows += protocol_rows(net, task, cell, eval_len, ratio, row_base, device)
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
                         rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
                                   "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
@@ -204,6 +205,37 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
     result.update(seconds=time.perf_counter() - start, train_seconds=train_seconds, timestamp=timestamp)
     atomic_write_json(cell_path(out, cell), result)
     return result
+
+
+def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio: float, row_base: dict,
+                  device: torch.device) -> list[dict]:
+    """The rows of one length beyond the whole-length metrics (README "Results", `bucket` column):
+
+    - `lm`: per-position nll buckets ("pos:a-b") at every ratio, and at ratios > 1 `perplexity` and
+      `context_gain` cannot be told apart by the full perplexity alone, so `window_perplexity`
+      (context cut to the training length) and `context_gain` rows (`evaluate_lm_context`);
+    - tasks with a `needle_depth` (passkey): every metric per depth bucket ("depth:a-b", `evaluate_depth`).
+
+    A failure here fails only these rows (status "failed" with the reason), never the length's own.
+    """
+    kw = {"samples": cell.eval.samples, "tokens_per_batch": cell.eval.tokens_per_batch, "seed": cell.seed, "device": device}
+    ok = {"status": "ok", "error": ""}
+    whole = ["window_perplexity", "context_gain"] if task.kind == "lm" and ratio > 1 else []
+    try:
+        if task.kind == "lm":
+            res = evaluate_lm_context(net, task, eval_len, task.seq_len(cell.train_len), **kw)
+            rows = [{**row_base, "metric": m, "value": res[m], "n_samples": res["n_samples"],
+                     "higher_is_better": METRICS[m], **ok} for m in whole]
+            return rows + [{**row_base, "bucket": label, "metric": "nll", "value": value, "n_samples": res["n_samples"],
+                            "higher_is_better": METRICS["nll"], **ok} for label, value, _ in res["positions"]]
+        if hasattr(task, "needle_depth"):
+            res = evaluate_depth(net, task, eval_len, **kw)
+            return [{**row_base, "bucket": label, "metric": m, "value": v, "n_samples": n,
+                     "higher_is_better": METRICS[m], **ok} for label, values, n in res["buckets"] for m, v in values.items()]
+    except Exception as err:  # the length's own rows stand; these are recorded as failed
+        return [{**row_base, "metric": m, "value": None, "n_samples": 0, "higher_is_better": METRICS[m],
+                 "status": "failed", "error": _reason(err)} for m in whole]
+    return []
 
 
 def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True) -> tuple[dict, bool]:

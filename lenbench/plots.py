@@ -45,6 +45,7 @@ from lenbench.results import (  # noqa: E402
     series_order,
     task_order,
     variant_rope_type,
+    whole_length,
 )
 
 # --- saving -------------------------------------------------------------------------------------
@@ -240,8 +241,10 @@ def _ci95(values) -> tuple[float, float]:
 
 
 def _boards(df: pd.DataFrame) -> list[tuple[str, int, str, pd.DataFrame]]:
-    """(task, train_len, primary metric, rows of that metric) in canonical task order."""
+    """(task, train_len, primary metric, rows of that metric) in canonical task order; whole-length
+    rows only (bucketed rows have figures of their own)."""
     out = []
+    df = whole_length(df)
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
         metric = primary_metric(task, tdf["metric"].unique())

@@ -49,6 +49,7 @@ from lenbench.evaluate import METRICS, PRIMARY_METRIC
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
 COLUMNS: tuple[str, ...] = (
     "schema_version", "cell_id", "suite", "task", "encoding", "variant", "train_len", "eval_len", "ratio",
+    "bucket",  # "" for a whole-length measurement, else e.g. "pos:0-31" / "depth:0.20-0.40" (evaluate.parse_bucket)
     "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
     "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
 )
@@ -59,7 +60,7 @@ STR_COLUMNS = tuple(c for c in COLUMNS if c not in (*INT_COLUMNS, *FLOAT_COLUMNS
 #: Columns a source must provide; the rest get defaults (see `normalize`).
 REQUIRED = ("task", "encoding", "variant", "train_len", "eval_len", "metric", "value")
 #: One measurement: the identity of a row (duplicates are dropped, keeping the last).
-ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric")
+ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric", "bucket")
 SORT_KEY = (*ROW_KEY, "cell_id")
 
 BASE_VARIANT = "none"
@@ -539,9 +540,17 @@ class Leaderboard:
                            "ci_high": "float64", "higher_is_better": bool})
 
 
+def whole_length(df: pd.DataFrame) -> pd.DataFrame:
+    """The whole-length rows of a tidy frame (bucket ""): bucketed rows (per position, per needle
+    depth) are not leaderboard rows."""
+    return df[df["bucket"] == ""] if "bucket" in df.columns else df
+
+
 def leaderboard(df: pd.DataFrame) -> Leaderboard:
-    """Aggregate a tidy results frame into the leaderboard (see the module docstring)."""
+    """Aggregate a tidy results frame into the leaderboard (see the module docstring); bucketed
+    rows are left out (`whole_length`)."""
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
+    df = whole_length(df)
     per_task_rows = []
     wide_rows = []
     ratios_all: set[float] = set()

@@ -255,3 +255,144 @@ def test_a_transformers_rope_dict_pasted_as_a_variant_works_and_typos_name_the_k
         _variants({"rope_type": "yarn", "finetune_step": 4})
     with pytest.raises(SuiteError, match=r"gives 'factor' both beside rope_type and in params; keep one"):
         _variants({"rope_type": "yarn", "factor": 4, "params": {"factor": 8}})
+
+
+# --- 3. lm: context gain and loss by position --------------------------------------------------
+
+
+def _tiny_model(task, encoding="alibi", seed=0):
+    torch.manual_seed(seed)
+    return Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=16, n_layers=1, n_heads=2, ff_mult=2,
+                                   encoding=encoding, max_len=4096)).eval()
+
+
+def test_window_logits_equal_a_fresh_forward_of_each_truncated_context():
+    from lenbench.evaluate import window_logits
+
+    task = build_task("lm")
+    model = _tiny_model(task, "rope")
+    inputs = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
+    columns = torch.tensor([3, 15, 16, 39])
+    got = window_logits(model, inputs, columns, window=16, tokens_per_batch=40)  # (2, 4, V), small chunks
+    for j, t in enumerate(columns.tolist()):
+        start = max(0, t - 15)
+        ctx = inputs[:, start : t + 1] if t >= 16 else inputs[:, :16]
+        expected = model(ctx)[:, -1 if t >= 16 else t].float()
+        torch.testing.assert_close(got[:, j], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_window_evaluation_scores_the_same_target_bytes_as_the_full_one(monkeypatch):
+    from lenbench import evaluate
+    from lenbench.evaluate import evaluate_length, evaluate_lm_context
+
+    task = build_task("lm", eval_tokens=8)
+    model = _tiny_model(task)
+    seen: dict[str, list] = {"full": [], "context": []}
+    original = type(task).sample
+    which = "full"
+
+    def spy(self, batch_size, length, generator, split="train"):
+        batch = original(self, batch_size, length, generator, split)
+        seen[which].append(batch.targets[batch.loss_mask])
+        return batch
+
+    monkeypatch.setattr(type(task), "sample", spy)
+    kw = {"samples": 6, "tokens_per_batch": 128, "seed": 3, "device": torch.device("cpu")}
+    full, n = evaluate_length(model, task, 64, **kw)
+    which = "context"
+    res = evaluate_lm_context(model, task, 64, 16, **kw)
+    assert n == res["n_samples"] == 6
+    assert torch.equal(torch.cat(seen["full"]), torch.cat(seen["context"]))  # the same target bytes
+    assert res["perplexity"] == pytest.approx(full["perplexity"], rel=1e-6)
+    assert res["context_gain"] == pytest.approx(res["window_perplexity"] / res["perplexity"], rel=1e-9)
+    # at the window length itself nothing is cut: a gain of exactly 1
+    at_window = evaluate_lm_context(model, task, 16, 16, **kw)
+    assert at_window["context_gain"] == pytest.approx(1.0, abs=1e-6)
+    # at 4x the window cuts the context of every scored target: the gain moves off 1
+    assert res["context_gain"] != pytest.approx(1.0, abs=1e-6)
+    assert evaluate.parse_bucket(res["positions"][0][0]) == ("pos", 0.0, 1.0)
+
+
+def test_position_buckets_partition_the_window_and_average_to_the_mean_loss():
+    from lenbench.evaluate import eval_generator, evaluate_lm_context, parse_bucket
+
+    task = build_task("lm", eval_tokens=8)
+    model = _tiny_model(task)
+    res = evaluate_lm_context(model, task, 50, 16, samples=4, tokens_per_batch=100, seed=0,
+                              device=torch.device("cpu"), position_buckets=8)
+    spans = [parse_bucket(label)[1:] for label, _, _ in res["positions"]]
+    assert spans[0][0] == 0 and spans[-1][1] == 49 and len(spans) == 8
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))  # contiguous, no gaps or overlaps
+    counts = [c for _, _, c in res["positions"]]
+    assert counts == [4 * (hi - lo + 1) for lo, hi in spans]
+    # the count-weighted mean of the buckets is the mean loss over every target of the window
+    batch = task.sample(4, 50, eval_generator(task, 50, 0), split="eval")
+    logits = model(batch.inputs).float()
+    mean = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), batch.targets.reshape(-1)).item()
+    weighted = sum(v * c for _, v, c in res["positions"]) / sum(counts)
+    assert weighted == pytest.approx(mean, rel=1e-6)
+
+
+# --- 4. passkey: depth × length ----------------------------------------------------------------
+
+
+def test_needle_depth_reads_the_needle_position():
+    task = build_task("passkey", digits=3, filler_period=3)
+    seq = task.sequence(12, passkey=[4, 0, 7], depth=2)  # 5 filler tokens, needle after 2
+    depth = task.needle_depth(torch.tensor([seq[:-1]]))
+    assert depth.tolist() == [2 / 5]
+    edge = [task.sequence(12, passkey=[1, 2, 3], depth=d)[:-1] for d in (0, 5)]
+    assert task.needle_depth(torch.tensor(edge)).tolist() == [0.0, 1.0]
+
+
+def test_passkey_depth_buckets_sum_to_the_overall_accuracy():
+    from lenbench.evaluate import evaluate_depth, evaluate_length, parse_bucket
+
+    task = build_task("passkey")
+    model = _tiny_model(task, "nope")
+    # train a few steps so that accuracy is not uniform noise around 0
+    train_model(model, task, 24, TrainSpec(steps=30, batch_size=8, lr=3e-3, warmup=3), seed=0,
+                device=torch.device("cpu"), progress=False)
+    kw = {"samples": 40, "tokens_per_batch": 256, "seed": 1, "device": torch.device("cpu")}
+    whole, n = evaluate_length(model, task, 48, **kw)
+    res = evaluate_depth(model, task, 48, **kw)
+    assert res["n_samples"] == n == 40 and sum(c for _, _, c in res["buckets"]) == 40
+    for metric in ("token_accuracy", "exact_match"):
+        weighted = sum(values[metric] * c for _, values, c in res["buckets"]) / 40
+        assert weighted == pytest.approx(whole[metric], abs=1e-12) == res["overall"][metric]
+    assert [parse_bucket(label)[0] for label, _, _ in res["buckets"]] == ["depth"] * len(res["buckets"])
+    assert len(res["buckets"]) == 5 and res["buckets"][0][0] == "depth:0.00-0.20"
+
+
+def test_bucket_labels_parse_and_bad_ones_name_the_form():
+    from lenbench.evaluate import parse_bucket
+
+    assert parse_bucket("pos:32-63") == ("pos", 32.0, 63.0)
+    with pytest.raises(ValueError, match=r"bucket 'pos32' is not of the form '<kind>:<lo>-<hi>'"):
+        parse_bucket("pos32")
+
+
+def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_apart():
+    import pandas as pd
+
+    from lenbench.compare import compare_rows
+    from lenbench.results import leaderboard, load_results
+
+    def row(ratio, metric, value, bucket=""):
+        return {"cell_id": "c", "suite": "s", "task": "passkey", "encoding": "alibi", "variant": "none",
+                "train_len": 16, "eval_len": int(16 * ratio), "ratio": ratio, "metric": metric, "value": value,
+                "seed": 0, "bucket": bucket}
+
+    whole = [row(r, m, v) for r, v in ((1, 0.9), (2, 0.5)) for m in ("token_accuracy", "exact_match")]
+    buckets = [row(r, "token_accuracy", v, f"depth:{lo:.2f}-{lo + 0.2:.2f}")
+               for r in (1, 2) for lo, v in ((0.0, 0.0), (0.2, 1.0), (0.4, 0.3))]
+    df = load_results(pd.DataFrame(whole + buckets))
+    assert len(df) == len(whole) + len(buckets)  # bucket is part of the row key: nothing dropped as a duplicate
+    only_whole = load_results(pd.DataFrame(whole))
+    pd.testing.assert_frame_equal(leaderboard(df).per_task, leaderboard(only_whole).per_task)
+    pd.testing.assert_frame_equal(leaderboard(df).wide, leaderboard(only_whole).wide)
+    changed = load_results(pd.DataFrame(whole + [{**b, "value": 0.0} for b in buckets]))
+    cmp = compare_rows(df, changed, 0.0)
+    assert len(cmp) == len(whole) and set(cmp["status"]) == {"unchanged"}
+    legacy = load_results(pd.DataFrame([{k: v for k, v in r.items() if k != "bucket"} for r in whole]))
+    assert set(legacy["bucket"]) == {""}  # rows written before the column read as whole-length rows

@@ -80,6 +80,19 @@ class PasskeyTask(Task):
         filler = [10 + i % self.filler_period for i in range(n_filler)]
         return [*filler[:depth], self.key_token, *passkey, *filler[depth:], self.query_token, *passkey]
 
+    def needle_depth(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Depth of each example's needle: filler tokens before it / all filler tokens, in [0, 1].
+
+        Args:
+            inputs: (B, length) the `inputs` of a batch of this task.
+
+        Returns:
+            (B,) float64; 0 when the filler is empty.
+        """
+        n_filler = self._check(inputs.shape[1]) - 2 * self.digits - 1
+        before = (inputs == self.key_token).long().argmax(dim=1)  # (B,) index of KEY = filler tokens before it
+        return before.double() / max(1, n_filler)  # (B,)
+
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         length = self._check(length)
         check_sample_args(self, batch_size, split)
