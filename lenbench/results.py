@@ -727,7 +727,9 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
     Files: ``results.csv`` (the tidy rows, re-loadable by `load_results`), ``leaderboard.csv``
     (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary metric, encoding × length ratio per
     task), ``leaderboard.md``, and with `plots`: ``extrapolation.{png,svg}`` (metric against
-    length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
+    length), ``leaderboard_heatmap.{png,svg}``, where the rows hold them ``position_loss.{png,svg}``
+    (lm loss by position) and ``needle_depth.{png,svg}`` (passkey depth × length),
+    and ``encodings/<name>.{png,svg}`` (the position
     heatmap of each registered encoding in the results whose pattern is fixed by its definition,
     see `lenbench.plots.has_fixed_pattern`). Rerunning on the same source rewrites
     identical files.
@@ -759,6 +761,11 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
             written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
         from lenbench.encodings import ENCODINGS
 
+        for kind, name, plot in (("pos", "position_loss", lplots.position_loss_plot),
+                                 ("depth", "needle_depth", lplots.needle_heatmap)):
+            if lplots.has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
+                for suffix in ("png", "svg"):
+                    written.append(plot(df, out / f"{name}.{suffix}"))
         for encoding in [e for e in ENCODINGS.names() if e in set(df["encoding"]) and lplots.has_fixed_pattern(e)]:
             for suffix in ("png", "svg"):
                 path = lplots.safe_encoding_heatmap(encoding, out / "encodings" / f"{encoding}.{suffix}")

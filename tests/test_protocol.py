@@ -396,3 +396,30 @@ def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_a
     assert len(cmp) == len(whole) and set(cmp["status"]) == {"unchanged"}
     legacy = load_results(pd.DataFrame([{k: v for k, v in r.items() if k != "bucket"} for r in whole]))
     assert set(legacy["bucket"]) == {""}  # rows written before the column read as whole-length rows
+
+
+def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_them(tmp_path):
+    import pandas as pd
+
+    from lenbench import plots
+    from lenbench.results import write_report
+
+    def row(task, ratio, metric, value, bucket="", variant="none", train_len=8):
+        return {"cell_id": f"{task}{variant}", "suite": "s", "task": task, "encoding": "alibi", "variant": variant,
+                "train_len": train_len, "eval_len": int(train_len * ratio), "ratio": ratio, "metric": metric,
+                "value": value, "seed": 0, "bucket": bucket}
+
+    rows = [row("lm", r, "perplexity", 3.0 + r) for r in (1, 2)]
+    rows += [row("lm", r, "nll", 1.0 + i / 10, f"pos:{2 * i}-{2 * i + 1}") for r in (1, 2) for i in range(4)]
+    rows += [row("passkey", r, "token_accuracy", 0.5) for r in (1, 2)]
+    rows += [row("passkey", r, "token_accuracy", d, f"depth:{d:.2f}-{d + 0.5:.2f}") for r in (1, 2) for d in (0.0, 0.5)]
+    df = pd.DataFrame(rows)
+    names = {p.name for p in write_report(df, tmp_path / "with")}
+    assert {"position_loss.png", "position_loss.svg", "needle_depth.png", "needle_depth.svg"} <= names
+    plain = pd.DataFrame([r for r in rows if not r["bucket"]])
+    names = {p.name for p in write_report(plain, tmp_path / "without")}
+    assert not {n for n in names if n.startswith(("position_loss", "needle_depth"))}
+    with pytest.raises(ValueError, match=r"position_loss_plot: no per-position rows \(bucket 'pos:…'\) to plot"):
+        plots.position_loss_plot(plain, tmp_path / "x.png")
+    with pytest.raises(ValueError, match=r"needle_heatmap: no needle-depth rows"):
+        plots.needle_heatmap(plain, tmp_path / "x.png")
