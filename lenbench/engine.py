@@ -211,9 +211,10 @@ def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio
                   device: torch.device) -> list[dict]:
     """The rows of one length beyond the whole-length metrics (README "Results", `bucket` column):
 
-    - `lm`: per-position nll buckets ("pos:a-b") at every ratio, and at ratios > 1 `perplexity` and
-      `context_gain` cannot be told apart by the full perplexity alone, so `window_perplexity`
-      (context cut to the training length) and `context_gain` rows (`evaluate_lm_context`);
+    - `lm`: per-position nll buckets ("pos:a-b") at every ratio, and at ratios > 1 the
+      `window_perplexity` (same targets, context cut to the training length) and `context_gain`
+      = window_perplexity / perplexity, which tell "uses the longer context" from "ignores it"
+      (`evaluate_lm_context`);
     - tasks with a `needle_depth` (passkey): every metric per depth bucket ("depth:a-b", `evaluate_depth`).
 
     A failure here fails only these rows (status "failed" with the reason), never the length's own.
