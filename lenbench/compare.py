@@ -67,6 +67,7 @@ from lenbench.results import (
     markdown_table,
     read_leaderboard_csv,
     resolve_source,
+    whole_length,
 )
 
 ROW_JOIN = ("task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "seed")
@@ -239,7 +240,9 @@ def _unique_key(frame: pd.DataFrame, key: list[str], what: str, source: str) -> 
 
 
 def compare_rows(base: pd.DataFrame, head: pd.DataFrame, tolerance: float, sources=("base", "head")) -> pd.DataFrame:
-    """Row-level quality comparison; one row per measurement with base, head, change, status."""
+    """Row-level quality comparison; one row per measurement with base, head, change, status.
+    Bucketed rows (per position / needle depth) are left out, as on the leaderboard."""
+    base, head = whole_length(base), whole_length(head)
     key = list(ROW_JOIN)
     if base.duplicated(subset=key).any() or head.duplicated(subset=key).any():
         key = ["suite", *key]

@@ -44,6 +44,7 @@ from lenbench.evaluate import METRICS, PRIMARY_METRIC
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
 COLUMNS: tuple[str, ...] = (
     "schema_version", "cell_id", "suite", "task", "encoding", "variant", "train_len", "eval_len", "ratio",
+    "bucket",  # "" for a whole-length measurement, else e.g. "pos:0-31" / "depth:0.20-0.40" (evaluate.parse_bucket)
     "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
     "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
     "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
@@ -56,7 +57,7 @@ STR_COLUMNS = tuple(c for c in COLUMNS if c not in (*INT_COLUMNS, *FLOAT_COLUMNS
 #: Columns a source must provide; the rest get defaults (see `normalize`).
 REQUIRED = ("task", "encoding", "variant", "train_len", "eval_len", "metric", "value")
 #: One measurement: the identity of a row (duplicates are dropped, keeping the last).
-ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric")
+ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric", "bucket")
 SORT_KEY = (*ROW_KEY, "cell_id")
 
 BASE_VARIANT = "none"
@@ -86,12 +87,15 @@ def encoding_sort_key(encoding: str) -> tuple:
 
 
 def variant_rope_type(variant: str) -> str | None:
-    """The rope_type behind a variant key ("yarn", "finetune-linear-x4" → "linear"), else None."""
+    """The rope_type behind a variant key ("yarn", "yarn@4", "finetune-linear-x4" → "linear"), else None.
+
+    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.suite.VariantSpec`)."""
     _, rope_types = _registry_names()
+    variant = variant.split("@", 1)[0] if not variant.startswith("finetune-") else variant
     if variant in rope_types:
         return variant
     if variant.startswith("finetune-"):
-        head = variant[len("finetune-"):].rsplit("-x", 1)[0]
+        head = variant[len("finetune-"):].rsplit("-x", 1)[0].split("@", 1)[0]
         return head if head in rope_types else None
     return None
 
@@ -537,6 +541,12 @@ class Leaderboard:
                            "schema_version": "int64"})
 
 
+def whole_length(df: pd.DataFrame) -> pd.DataFrame:
+    """The whole-length rows of a tidy frame (bucket ""): bucketed rows (per position, per needle
+    depth) are not leaderboard rows."""
+    return df[df["bucket"] == ""] if "bucket" in df.columns else df
+
+
 def _series_key(encoding: str, variant: str) -> tuple:
     from lenbench.stats import is_baseline
 
@@ -549,6 +559,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     from lenbench import stats
 
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
+    df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
     per_task_parts, wide_rows = [], []
     ratios_all: set[float] = set()
     for task in task_order(df["task"]):
@@ -833,7 +844,9 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
     Files: ``results.csv`` (the tidy rows, re-loadable by `load_results`), ``leaderboard.csv``
     (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary metric, encoding × length ratio per
     task), ``leaderboard.md``, ``summary.md`` (the README's tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
-    length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
+    length), ``leaderboard_heatmap.{png,svg}``, where the rows hold them ``position_loss.{png,svg}``
+    (lm loss by position) and ``needle_depth.{png,svg}`` (passkey depth × length),
+    and ``encodings/<name>.{png,svg}`` (the position
     heatmap of each registered encoding in the results whose pattern is fixed by its definition,
     see `lenbench.plots.has_fixed_pattern`). Rerunning on the same source rewrites
     identical files.
@@ -866,6 +879,11 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
             written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
         from lenbench.encodings import ENCODINGS
 
+        for kind, name, plot in (("pos", "position_loss", lplots.position_loss_plot),
+                                 ("depth", "needle_depth", lplots.needle_heatmap)):
+            if lplots.has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
+                for suffix in ("png", "svg"):
+                    written.append(plot(df, out / f"{name}.{suffix}"))
         for encoding in [e for e in ENCODINGS.names() if e in set(df["encoding"]) and lplots.has_fixed_pattern(e)]:
             for suffix in ("png", "svg"):
                 path = lplots.safe_encoding_heatmap(encoding, out / "encodings" / f"{encoding}.{suffix}")
