@@ -63,6 +63,7 @@ from lenbench.results import (
     load_kernel_timings,
     load_results,
     resolve_source,
+    whole_length,
 )
 from lenbench.tables import SCORE_STATS, leaderboard, markdown_table, read_leaderboard_csv
 
@@ -236,7 +237,9 @@ def _unique_key(frame: pd.DataFrame, key: list[str], what: str, source: str) -> 
 
 
 def compare_rows(base: pd.DataFrame, head: pd.DataFrame, tolerance: float, sources=("base", "head")) -> pd.DataFrame:
-    """Row-level quality comparison; one row per measurement with base, head, change, status."""
+    """Row-level quality comparison; one row per measurement with base, head, change, status.
+    Bucketed rows (per position / needle depth) are left out, as on the leaderboard."""
+    base, head = whole_length(base), whole_length(head)
     key = list(ROW_JOIN)
     if base.duplicated(subset=key).any() or head.duplicated(subset=key).any():
         key = ["suite", *key]

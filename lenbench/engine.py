@@ -48,7 +48,7 @@ from lenbench.baselines import baseline_rows
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.executors import CellJob, CellOutcome, get_executor
-from lenbench.evaluate import METRICS, evaluate_length, task_metrics
+from lenbench.evaluate import METRICS, evaluate_depth, evaluate_length, evaluate_lm_context, task_metrics
 from lenbench.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version, stale_reasons
 from lenbench.memory import fit_batch, memory_budget
 from lenbench.model import ModelConfig, Transformer
@@ -110,18 +110,21 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
     longest = max([*cell.eval.ratios, *(v.finetune_ratio for v in cell.variants if v.finetune_steps)])
     return ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
                        encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
-                       max_len=task.seq_len(math.ceil(longest * cell.train_len)))
+                       max_len=task.seq_len(math.ceil(longest * cell.train_len)), train_len=task.seq_len(cell.train_len))
 
 
 def scaling_for(variant: VariantSpec, factor: float, train_tokens: int) -> dict:
-    """The transformers-style rope_scaling dict of a variant at `factor`.
+    """The transformers-style rope_scaling dict of a variant at evaluation (or fine-tuning) ratio `factor`.
 
-    `factor` and `original_max_position_embeddings` default to the evaluation ratio and the
-    number of tokens at the training length, where the rope_type takes them.
+    `factor` follows the variant's factor mode (`VariantSpec.factor_mode`): the ratio only in the
+    oracle and fine-tuned modes, 1 for length-adaptive types (dynamic), the suite's value when
+    pinned. `original_max_position_embeddings` defaults to the number of tokens at the training
+    length, where the rope_type takes it.
     """
     accepted = inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters
-    defaults = {"factor": max(1.0, float(factor)), "original_max_position_embeddings": train_tokens}
-    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted}, **variant.params}
+    defaults = {"factor": variant.factor_at(factor), "original_max_position_embeddings": train_tokens}
+    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted and v is not None},
+            **variant.params}
 
 
 def checkpoint_path(out: Path, name: str) -> Path:
@@ -284,7 +287,7 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                     net = _finetuned_model(cell, task, variant, model, cache, device, progress)
                 for ratio in cell.eval.ratios:
                     eval_len = max(1, round(ratio * cell.train_len))
-                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio)}
+                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio), "bucket": ""}
                     try:
                         if variant is not None:
                             factor = variant.finetune_ratio if variant.finetune_steps else ratio
@@ -300,6 +303,8 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                         rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
                                   "higher_is_better": METRICS[m], "status": "ok", "error": "",
                                   "sample_scores": scores[m]} for m in metrics]
+                        rows += protocol_rows(net, task, cell, eval_len, ratio, row_base, device,
+                                              tokens_per_batch=batch * tokens)
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
                         rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
                                   "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
@@ -321,6 +326,39 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
         row.update(timestamp=timestamp, train_seconds=train_seconds)
     result.update(seconds=time.perf_counter() - start, train_seconds=train_seconds, timestamp=timestamp)
     return result
+
+
+def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio: float, row_base: dict,
+                  device: torch.device, tokens_per_batch: int | None = None) -> list[dict]:
+    """The rows of one length beyond the whole-length metrics (README "Results", `bucket` column):
+
+    - `lm`: per-position nll buckets ("pos:a-b") at every ratio, and at ratios > 1 the
+      `window_perplexity` (same targets, context cut to the training length) and `context_gain`
+      = window_perplexity / perplexity, which tell "uses the longer context" from "ignores it"
+      (`evaluate_lm_context`);
+    - tasks with a `needle_depth` (passkey): every metric per depth bucket ("depth:a-b", `evaluate_depth`).
+
+    A failure here fails only these rows (status "failed" with the reason), never the length's own.
+    """
+    kw = {"samples": cell.eval.samples, "tokens_per_batch": tokens_per_batch or cell.eval.tokens_per_batch,
+          "seed": cell.seed, "device": device}
+    ok = {"status": "ok", "error": ""}
+    whole = ["window_perplexity", "context_gain"] if task.kind == "lm" and ratio > 1 else []
+    try:
+        if task.kind == "lm":
+            res = evaluate_lm_context(net, task, eval_len, task.seq_len(cell.train_len), **kw)
+            rows = [{**row_base, "metric": m, "value": res[m], "n_samples": res["n_samples"],
+                     "higher_is_better": METRICS[m], **ok} for m in whole]
+            return rows + [{**row_base, "bucket": label, "metric": "nll", "value": value, "n_samples": res["n_samples"],
+                            "higher_is_better": METRICS["nll"], **ok} for label, value, _ in res["positions"]]
+        if hasattr(task, "needle_depth"):
+            res = evaluate_depth(net, task, eval_len, **kw)
+            return [{**row_base, "bucket": label, "metric": m, "value": v, "n_samples": n,
+                     "higher_is_better": METRICS[m], **ok} for label, values, n in res["buckets"] for m, v in values.items()]
+    except Exception as err:  # the length's own rows stand; these are recorded as failed
+        return [{**row_base, "metric": m, "value": None, "n_samples": 0, "higher_is_better": METRICS[m],
+                 "status": "failed", "error": _reason(err)} for m in whole]
+    return []
 
 
 # --- the driver: the only code that writes a results directory ----------------------------------

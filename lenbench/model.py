@@ -32,6 +32,8 @@ class ModelConfig:
         encoding: registered encoding name.
         encoding_params: keyword parameters of the encoding.
         max_len: longest sequence the model will be evaluated at (sizes tables such as `learned`).
+        train_len: training length in tokens (None: unknown); length-relative encoding defaults
+            derive from it (see `EncodingDims`).
     """
 
     vocab_size: int
@@ -44,9 +46,11 @@ class ModelConfig:
     encoding: str = "rope"
     encoding_params: dict = field(default_factory=dict)
     max_len: int = 4096
+    train_len: int | None = None
 
     def dims(self) -> EncodingDims:
-        return EncodingDims(d_model=self.d_model, n_heads=self.n_heads, max_len=self.max_len, causal=self.causal)
+        return EncodingDims(d_model=self.d_model, n_heads=self.n_heads, max_len=self.max_len, causal=self.causal,
+                            train_len=self.train_len)
 
 
 class Attention(nn.Module):

@@ -95,7 +95,9 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
     see `lenbench.plots.has_fixed_pattern`). From the kernel timings of a benchmark JSON (the
     source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
     ``cost.csv`` / ``cost.md`` (`lenbench.tables.cost_table`), with `plots` ``cost.{png,svg}``,
-    and when both halves exist ``quality_cost.{png,svg}``. With `page`: ``index.html`` (module
+    and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
+    measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
+    (passkey depth × length). With `page`: ``index.html`` (module
     docstring). Rerunning on the same source rewrites identical files.
 
     Returns:
@@ -132,6 +134,12 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
             written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
         figures["metric against evaluation length"] = out / "extrapolation.png"
         figures["leaderboard heatmap"] = out / "leaderboard_heatmap.png"
+        for kind, name, plot, title in (("pos", "position_loss", lplots.position_loss_plot, "lm loss by position"),
+                                        ("depth", "needle_depth", lplots.needle_heatmap, "passkey: needle depth × length")):
+            if lplots.has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
+                for suffix in ("png", "svg"):
+                    written.append(plot(df, out / f"{name}.{suffix}"))
+                figures[title] = out / f"{name}.png"
         from lenbench.encodings import ENCODINGS
 
         run_dir = None if isinstance(source, (pd.DataFrame, list)) else Path(source)

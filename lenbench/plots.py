@@ -43,6 +43,7 @@ from lenbench.results import (  # noqa: E402
     series_order,
     task_order,
     variant_rope_type,
+    whole_length,
 )
 from lenbench.tables import Leaderboard, leaderboard, ratio_label  # noqa: E402
 
@@ -368,8 +369,10 @@ def _plain_log_labels(axis) -> None:
 
 
 def _boards(df: pd.DataFrame) -> list[tuple[str, int, str, pd.DataFrame]]:
-    """(task, train_len, primary metric, rows of that metric) in canonical task order."""
+    """(task, train_len, primary metric, rows of that metric) in canonical task order; whole-length
+    rows only (bucketed rows have figures of their own)."""
     out = []
+    df = whole_length(df)
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
         metric = primary_metric(task, tdf["metric"].unique())
@@ -676,4 +679,112 @@ def quality_cost_plot(points: pd.DataFrame, path: str | Path) -> Path:
             ax.set_title(f"{task} (train length {train_len})", fontsize=9)
             ax.grid(True, alpha=0.3)
         fig.tight_layout()
+    return save_figure(fig, path)
+
+
+# --- bucketed measurements: loss by position, needle depth × length (issue 11) -------------------
+
+
+def _bucketed(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Rows whose bucket is of `kind` ("pos", "depth") that succeeded, with the bucket's bounds
+    `lo` / `hi` and `series` added."""
+    from lenbench.evaluate import parse_bucket
+
+    if "bucket" not in df.columns:
+        return df.iloc[0:0].assign(lo=[], hi=[], series=[])
+    sel = df[df["bucket"].str.startswith(f"{kind}:") & df["value"].notna()]
+    spans = [parse_bucket(b) for b in sel["bucket"]]
+    return sel.assign(lo=[s[1] for s in spans], hi=[s[2] for s in spans],
+                      series=[series_label(e, v) for e, v in zip(sel["encoding"], sel["variant"], strict=True)])
+
+
+def has_bucket_rows(source, kind: str) -> bool:
+    """Whether the results hold successful bucketed rows of `kind` ("pos" or "depth")."""
+    return len(_bucketed(load_results(source), kind)) > 0
+
+
+def position_loss_plot(source, path: str | Path) -> Path:
+    """Loss by position within the evaluation window, one line per (encoding, variant) at the
+    longest evaluated length, one panel per lm task (and training length): the figure of Press et
+    al. 2022 (ALiBi, fig. 3), Sun et al. 2022 (xPos) and Ding et al. 2024 (LongRoPE).
+
+    x: target position (bucket midpoint, log2 axis), y: mean nll (nats) over the bucket and seeds;
+    a dashed vertical line at the training length. A curve that keeps falling past the training
+    length uses the longer context; one that flattens there ignores it; one that rises is hurt.
+
+    Args:
+        source: anything `load_results` takes, holding "pos:…" bucket rows (`evaluate_lm_context`).
+        path: output file (.png or .svg).
+    """
+    df = _bucketed(load_results(source), "pos")
+    df = df[df["metric"] == "nll"]
+    keys = list(dict.fromkeys(zip(df["task"], df["train_len"], strict=True)))
+    if not keys:
+        raise ValueError("position_loss_plot: no per-position rows (bucket 'pos:…') to plot")
+    fig, axes = _grid(len(keys), PAPER_WIDTH / PANEL_COLUMNS, 2.8, ncols=PANEL_COLUMNS)
+    all_pairs = series_order(zip(df["encoding"], df["variant"], strict=True))
+    for ax, (task, train_len) in zip(axes, keys, strict=True):
+        bdf = df[(df["task"] == task) & (df["train_len"] == train_len)]
+        ratio = bdf["ratio"].max()
+        bdf = bdf[bdf["ratio"] == ratio]
+        for encoding, variant in series_order(zip(bdf["encoding"], bdf["variant"], strict=True)):
+            sdf = bdf[(bdf["encoding"] == encoding) & (bdf["variant"] == variant)]
+            curve = sdf.assign(mid=(sdf["lo"] + sdf["hi"]) / 2 + 1).groupby("mid", sort=True)["value"].mean()
+            style = series_style(encoding, variant)
+            (line,) = ax.plot(curve.index, curve.to_numpy(), color=style["color"], linewidth=1.4,
+                              label=series_label(encoding, variant))
+            if style["dashes"]:
+                line.set_dashes(style["dashes"])
+        ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
+        ax.set_xscale("log", base=2)
+        _plain_log_labels(ax.xaxis)
+        eval_len = int(bdf["eval_len"].max())
+        ax.set(title=f"{task} (train length {train_len}, evaluated at {eval_len} = {ratio_label(ratio)})",
+               xlabel="target position in the window (log2)", ylabel="nll (nats) ↓")
+        ax.grid(True, which="major", alpha=0.3)
+    extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
+    fig.legend(handles=legend_handles(all_pairs) + extra, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               frameon=False, fontsize="small")
+    fig.suptitle("lenbench: loss by position at the longest evaluation length (mean over seeds)")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def needle_heatmap(source, path: str | Path) -> Path:
+    """Needle-in-a-haystack heatmaps: accuracy by needle depth (rows, shallow at the top) and
+    evaluation length (columns), one panel per (task, train length, encoding, variant), the
+    task's primary metric averaged over seeds; brighter is better.
+
+    Args:
+        source: anything `load_results` takes, holding "depth:…" bucket rows (`evaluate_depth`).
+        path: output file (.png or .svg).
+    """
+    full = load_results(source)
+    df = _bucketed(full, "depth")
+    panels = []
+    for task in task_order(df["task"]):
+        tdf = df[df["task"] == task]
+        metric = primary_metric(task, whole_length(full[full["task"] == task])["metric"].unique())
+        tdf = tdf[tdf["metric"] == metric]
+        for train_len in sorted(tdf["train_len"].unique()):
+            ldf = tdf[tdf["train_len"] == train_len]
+            for encoding, variant in series_order(zip(ldf["encoding"], ldf["variant"], strict=True)):
+                panels.append((task, int(train_len), metric, encoding, variant,
+                               ldf[(ldf["encoding"] == encoding) & (ldf["variant"] == variant)]))
+    if not panels:
+        raise ValueError("needle_heatmap: no needle-depth rows (bucket 'depth:…') to plot")
+    fig, axes = _grid(len(panels), PAPER_WIDTH / 3, 2.2)
+    for ax, (task, train_len, metric, encoding, variant, sdf) in zip(axes, panels, strict=True):
+        matrix = sdf.pivot_table(index="bucket", columns="eval_len", values="value", aggfunc="mean").sort_index()
+        labels = [b.split(":", 1)[1] for b in matrix.index]
+        with _quiet():
+            sns.heatmap(matrix, ax=ax, cmap="viridis", vmin=0.0, vmax=1.0, annot=True, fmt=".2f",
+                        annot_kws={"fontsize": 6}, cbar=False, linewidths=0.5, linecolor="white",
+                        yticklabels=labels)
+        ax.set(title=f"{series_label(encoding, variant)} ({task}, L{train_len})", xlabel="evaluation length",
+               ylabel=f"needle depth ({metric})")
+        ax.tick_params(axis="y", rotation=0, labelsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle("lenbench: needle depth × length (brighter is better)")
+    fig.tight_layout()
     return save_figure(fig, path)

@@ -36,6 +36,7 @@ from lenbench.evaluate import METRICS, PRIMARY_METRIC
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
 COLUMNS: tuple[str, ...] = (
     "schema_version", "cell_id", "suite", "task", "encoding", "variant", "train_len", "eval_len", "ratio",
+    "bucket",  # "" for a whole-length measurement, else e.g. "pos:0-31" / "depth:0.20-0.40" (evaluate.parse_bucket)
     "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
     "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
     "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
@@ -48,7 +49,7 @@ STR_COLUMNS = tuple(c for c in COLUMNS if c not in (*INT_COLUMNS, *FLOAT_COLUMNS
 #: Columns a source must provide; the rest get defaults (see `normalize`).
 REQUIRED = ("task", "encoding", "variant", "train_len", "eval_len", "metric", "value")
 #: One measurement: the identity of a row (duplicates are dropped, keeping the last).
-ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric")
+ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric", "bucket")
 SORT_KEY = (*ROW_KEY, "cell_id")
 
 BASE_VARIANT = "none"
@@ -78,12 +79,15 @@ def encoding_sort_key(encoding: str) -> tuple:
 
 
 def variant_rope_type(variant: str) -> str | None:
-    """The rope_type behind a variant key ("yarn", "finetune-linear-x4" → "linear"), else None."""
+    """The rope_type behind a variant key ("yarn", "yarn@4", "finetune-linear-x4" → "linear"), else None.
+
+    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.suite.VariantSpec`)."""
     _, rope_types = _registry_names()
+    variant = variant.split("@", 1)[0] if not variant.startswith("finetune-") else variant
     if variant in rope_types:
         return variant
     if variant.startswith("finetune-"):
-        head = variant[len("finetune-"):].rsplit("-x", 1)[0]
+        head = variant[len("finetune-"):].rsplit("-x", 1)[0].split("@", 1)[0]
         return head if head in rope_types else None
     return None
 
@@ -346,6 +350,13 @@ def load_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         rows = _rows_from_benchmark(path, _read_json(path))
         return normalize(pd.DataFrame(rows), str(path)) if rows else empty_frame()
     raise ResultsError(f"{path}: unknown file type {path.suffix or '(none)'}; expected {EXPECTED_SOURCES}")
+
+
+
+def whole_length(df: pd.DataFrame) -> pd.DataFrame:
+    """The whole-length rows of a tidy frame (bucket ""): bucketed rows (per position, per needle
+    depth) are not leaderboard rows."""
+    return df[df["bucket"] == ""] if "bucket" in df.columns else df
 
 
 KERNEL_COLUMNS = ("name", "fullname", "group", "encoding", "kind", "impl", "T", "dtype", "bytes", "gbps",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import math
 import re
@@ -34,7 +35,7 @@ import yaml
 
 import lenbench
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_scaling import ADAPTIVE_FACTOR, LENGTH_ADAPTIVE, ROPE_TYPES
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
 
@@ -65,7 +66,7 @@ class TrainSpec:
     """Training settings: AdamW with linear warm-up then cosine decay, gradient clipping.
 
     `length_sampling` is "fixed" (every batch at train_len) or "uniform" (each batch at a length
-    drawn uniformly from 1 … train_len).
+    drawn uniformly from the task's `min_length` … train_len, see `lenbench.train.train_model`).
     """
 
     steps: int = 1000
@@ -173,11 +174,24 @@ class EncodingSpec:
 class VariantSpec:
     """An inference-time RoPE length-extension variant, applied to every encoding that has `set_scaling`.
 
-    `rope_type` is a transformers rope_type; `params` are its parameters. Unless given,
-    `factor` is set to the evaluation ratio and `original_max_position_embeddings` to the number
-    of tokens at the training length. With `finetune_steps` > 0 the model is first trained that
-    many more steps at `finetune_ratio` × train_len with the scaling, then evaluated (Chen et al.
-    2023 fine-tune 1000 steps at paper scale; 200 is their position-interpolation default here).
+    `rope_type` is a transformers rope_type; `params` are its parameters (a transformers
+    `rope_scaling` dict's keys). `original_max_position_embeddings` defaults to the number of
+    tokens at the training length. The factor follows the variant's factor mode (`factor_mode`):
+
+    - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
+      original_max_position_embeddings), used at every evaluation length, the way models are
+      deployed; key "<rope_type>@<factor>", e.g. "yarn@4".
+    - "adaptive": length-adaptive types (`LENGTH_ADAPTIVE`: dynamic) without a pinned factor get
+      `ADAPTIVE_FACTOR` = 1, never the ratio; key "<rope_type>".
+    - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
+      length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".
+    - "fine-tuned": with `finetune_steps` > 0 and no pinned factor, factor = `finetune_ratio`
+      for fine-tuning and every evaluation; key "finetune-<rope_type>-x<ratio>".
+    - "none": the type takes no factor (`default`).
+
+    With `finetune_steps` > 0 the model is first trained that many more steps at
+    `finetune_ratio` × train_len with the scaling, then evaluated (Chen et al. 2023 fine-tune
+    1000 steps at paper scale; 200 is their position-interpolation default here).
     """
 
     rope_type: str
@@ -188,10 +202,45 @@ class VariantSpec:
     finetune_lr: float = 1e-4
 
     @property
+    def pinned_factor(self) -> float | None:
+        """The factor the suite fixes for every length, or None (see the class docstring)."""
+        p = self.params
+        if p.get("factor") is not None:
+            return float(p["factor"])
+        if p.get("max_position_embeddings") and p.get("original_max_position_embeddings") and self.rope_type == "yarn":
+            return p["max_position_embeddings"] / p["original_max_position_embeddings"]
+        return None
+
+    @property
+    def factor_mode(self) -> str:
+        """"pinned", "adaptive", "oracle", "fine-tuned" or "none" (see the class docstring)."""
+        import inspect
+
+        if "factor" not in inspect.signature(ROPE_TYPES.get(self.rope_type)).parameters:
+            return "none"
+        if self.pinned_factor is not None:
+            return "pinned"
+        if self.rope_type in LENGTH_ADAPTIVE:
+            return "adaptive"
+        return "fine-tuned" if self.finetune_steps else "oracle"
+
+    def factor_at(self, ratio: float) -> float | None:
+        """The `factor` to add to the scaling dict at evaluation (or fine-tuning) ratio `ratio`;
+        None when the dict needs none added (pinned in params, derived, or no factor)."""
+        mode = self.factor_mode
+        if mode == "adaptive":
+            return ADAPTIVE_FACTOR
+        if mode in ("oracle", "fine-tuned"):
+            return max(1.0, float(ratio))
+        return None
+
+    @property
     def key(self) -> str:
         if self.name:
             return self.name
-        return f"finetune-{self.rope_type}-x{self.finetune_ratio:g}" if self.finetune_steps else self.rope_type
+        pinned = self.pinned_factor
+        head = self.rope_type if pinned is None else f"{self.rope_type}@{pinned:g}"
+        return f"finetune-{head}-x{self.finetune_ratio:g}" if self.finetune_steps else head
 
 
 @dataclass(frozen=True)
@@ -456,6 +505,38 @@ def _canon(params: dict) -> str:
     return json.dumps(params, sort_keys=True, default=str)
 
 
+#: Keys of a transformers rope dict that are not parameters of a rope_type function.
+VARIANT_EXTRA_KEYS = ("theta", "rope_theta", "partial_rotary_factor")
+
+
+def _variant_mapping(v: Any, where: str, source: str) -> dict:
+    """A variant mapping with rope parameters given beside `rope_type` moved into `params`, so a
+    transformers `rope_scaling` dict pasted as a variant works unchanged (`type` is an alias of
+    `rope_type`) and `{rope_type: yarn, factor: 16}` pins a factor."""
+    if not isinstance(v, dict):
+        raise SuiteError(f"{source}: {where} must be a mapping, got {type(v).__name__}")
+    v = dict(v)
+    if "type" in v and "rope_type" not in v:
+        v["rope_type"] = v.pop("type")
+    fields = [f.name for f in dataclasses.fields(VariantSpec)]
+    rope_type = v.get("rope_type")
+    accepted = list(inspect.signature(ROPE_TYPES.get(rope_type)).parameters) if rope_type in ROPE_TYPES else []
+    extra = {k: v.pop(k) for k in list(v) if k not in fields}
+    for key in extra:
+        if key not in accepted and key not in VARIANT_EXTRA_KEYS:
+            valid = [*fields, *(a for a in accepted if a not in ("dim", "base", "seq_len"))]
+            raise SuiteError(f"{source}: unknown key {where}.{key}{did_you_mean(str(key), valid)} (valid: {', '.join(valid)})")
+    if extra:
+        params = v.get("params") or {}
+        if not isinstance(params, dict):
+            raise SuiteError(f"{source}: {where}.params must be a mapping")
+        both = sorted(set(params) & set(extra))
+        if both:
+            raise SuiteError(f"{source}: {where} gives {both[0]!r} both beside rope_type and in params; keep one")
+        v["params"] = {**extra, **params}
+    return v
+
+
 def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite") -> Suite:
     """Validate a suite mapping (as read from YAML) into a `Suite`."""
     if data is None:
@@ -502,10 +583,11 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
     for i, v in enumerate(data.get("variants") or []):
         where = f"variants[{i}]"
         v = {"rope_type": v} if isinstance(v, str) else v
-        _check_keys(v, VariantSpec, where, source)
+        v = _variant_mapping(v, where, source)
         rope_type = _name("variant", v.get("rope_type"), ROPE_TYPES, where, source)
         params = _params(v, where, source, lambda p, r=rope_type: check_keywords(
-            f"rope_type {r!r}", ROPE_TYPES.get(r), {k: x for k, x in p.items() if k != "theta"}, skip=("dim", "base", "seq_len")))
+            f"rope_type {r!r}", ROPE_TYPES.get(r), {k: x for k, x in p.items() if k not in VARIANT_EXTRA_KEYS},
+            skip=("dim", "base", "seq_len")))
         extra = {k: v[k] for k in ("name", "finetune_steps", "finetune_ratio", "finetune_lr") if k in v}
         for key in ("finetune_ratio", "finetune_lr"):
             if isinstance(extra.get(key), str):

@@ -47,6 +47,7 @@ from lenbench.results import (
     series_sort_key,
     task_order,
     variant_sort_key,
+    whole_length,
 )
 
 SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
@@ -136,6 +137,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     """Aggregate a tidy results frame into the leaderboard (see the module docstring and
     `lenbench.stats`). `n_boot` overrides the number of bootstrap resamples."""
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
+    df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
     per_task_parts, wide_rows = [], []
     ratios_all: set[float] = set()
     for task in task_order(df["task"]):

@@ -138,6 +138,11 @@ def train_model(
 ) -> TrainStats:
     """Train `model` in place on `task` at `train_len` (or uniform lengths up to it).
 
+    With `spec.length_sampling == "uniform"` each batch's length is drawn uniformly from
+    `task.min_length` … `train_len` (inclusive) with the batch generator, as in the length-
+    generalisation literature (Ruoss et al. 2023; Kazemnejad et al. 2023), so every offset up
+    to train_len is trained rather than only the one of a fixed length.
+
     Randomness: batches come from a CPU generator seeded with `seed`; dropout uses the global
     RNG, which the caller seeds. Raises `TrainingDiverged` on a NaN or infinite loss.
 
@@ -155,6 +160,9 @@ def train_model(
             float rounding.
     """
     steps = spec.steps if steps is None else steps
+    if spec.length_sampling == "uniform" and train_len < task.min_length:
+        raise ValueError(f"task {task.name!r}: train_len {train_len} is below the task's minimum length "
+                         f"{task.min_length} {task.length_unit}; raise train_len to at least {task.min_length}")
     lr = spec.lr if lr is None else lr
     train_step = TrainStep(model, spec, lr, steps, fast=fast)
     gen = torch.Generator().manual_seed(seed)
@@ -167,7 +175,7 @@ def train_model(
     for step in bar:
         length = train_len
         if spec.length_sampling == "uniform":
-            length = int(torch.randint(1, train_len + 1, (1,), generator=gen))
+            length = int(torch.randint(task.min_length, train_len + 1, (1,), generator=gen))
         batch = task.sample(spec.batch_size, length, gen, split="train").to(device)
         pending.append(train_step(batch))
         if len(pending) == every or step == steps - 1:

@@ -172,7 +172,7 @@ def test_serial_and_process_workers_give_bit_identical_lm_rows(tmp_path):
     assert len(serial) == len(pooled) == 2
     assert rows_of(tmp_path / "serial") == rows_of(tmp_path / "pool")  # perplexity compared exactly (repr)
     rows = load_rows(tmp_path / "serial")
-    assert {r["metric"] for r in rows} == {"perplexity", "nll"}
+    assert {"perplexity", "nll"} <= {r["metric"] for r in rows}
     assert {r["threads"] for r in rows} == {torch.get_num_threads()}
     corpus = build_task("lm").fingerprint()["corpus_sha256"]
     assert {r["data_fingerprint"] for r in rows} == {corpus}

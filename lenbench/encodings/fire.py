@@ -19,6 +19,16 @@ def collapse_identical_rows(q_pos: torch.Tensor, k_pos: torch.Tensor) -> tuple[t
     return q_pos, k_pos
 
 
+#: FIRE's threshold when the training length is unknown (the paper's initial value).
+PAPER_THRESHOLD = 512.0
+
+
+def default_threshold(train_len: int | None) -> float:
+    """FIRE's default threshold L for a model trained on `train_len` tokens: train_len / 4
+    (at least 1), or `PAPER_THRESHOLD` when the training length is unknown (None)."""
+    return PAPER_THRESHOLD if train_len is None else max(1.0, train_len / 4)
+
+
 @register_encoding("fire")
 class Fire(PositionalEncoding):
     """Functional Interpolation for Relative Positions (Li et al. 2023, "Functional Interpolation
@@ -42,16 +52,21 @@ class Fire(PositionalEncoding):
         dims: model geometry.
         hidden: width of the MLP's hidden layer (32 in the paper).
         c: initial value of the learned log-transform scale c.
-        threshold: initial value of the learned threshold L, in positions (512 by default; set it
-            near the training length).
+        threshold: initial value of the learned threshold L, in positions. None (default) derives
+            it from the training length: `default_threshold(dims.train_len)` = a quarter of the
+            training length in tokens, so the progressive interpolation engages inside the trained
+            range and is learned (a constant above the training length, such as the paper's 512
+            at the quick suite's lengths, never engages). 512.0 when the training length is
+            unknown; pass `threshold: 512` for the paper's constant.
     """
 
     description = "learned MLP of the log-distance normalised by the query position (progressive interpolation)"
     paper = "Li et al. 2023, Functional Interpolation for Relative Positions Improves Long Context Transformers"
     causal_only = True
 
-    def __init__(self, dims: EncodingDims, *, hidden: int = 32, c: float = 1.0, threshold: float = 512.0):
+    def __init__(self, dims: EncodingDims, *, hidden: int = 32, c: float = 1.0, threshold: float | None = None):
         super().__init__(dims)
+        threshold = default_threshold(dims.train_len) if threshold is None else threshold
         if hidden < 1 or c <= 0 or threshold <= 0:
             raise ValueError(f"fire needs hidden >= 1, c > 0 and threshold > 0, got {hidden}, {c}, {threshold}")
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, dims.n_heads))

@@ -8,7 +8,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
-from lenbench.encodings.rope_scaling import ROPE_TYPES, rope_parameters
+from lenbench.encodings.rope_scaling import ROPE_TYPES, complete_scaling, rope_parameters
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -141,8 +141,12 @@ class RoPE(PositionalEncoding):
             permuting the head dimension by [0, 2, 4, …, 1, 3, 5, …].
         partial: fraction of the head dimension rotated (GPT-NeoX `rotary_pct`); R = partial · Dh
             must be a positive even integer.
-        scaling: a transformers-style `rope_scaling` dict, e.g. {"rope_type": "yarn", "factor": 4,
-            "original_max_position_embeddings": 128}; swap it on a trained model with `set_scaling`.
+        scaling: a transformers-style `rope_scaling` / `rope_parameters` dict, e.g. {"rope_type":
+            "yarn", "factor": 4, "original_max_position_embeddings": 128}; swap it on a trained
+            model with `set_scaling`. A dict copied from a transformers config works unchanged:
+            a missing `original_max_position_embeddings` is the training length
+            (`dims.train_len`), a `partial_rotary_factor` inside it sets `partial` (see
+            `rope_scaling.complete_scaling`).
     """
 
     description = "rotates query/key channel pairs by position; scores depend on m − n only"
@@ -158,6 +162,12 @@ class RoPE(PositionalEncoding):
         scaling: dict | None = None,
     ):
         super().__init__(dims)
+        _, dict_partial = complete_scaling(scaling, train_len=None)
+        if dict_partial is not None:
+            if partial != 1.0 and partial != dict_partial:
+                raise ValueError(f"rope partial={partial} and the scaling dict's partial_rotary_factor={dict_partial} "
+                                 f"disagree; keep one")
+            partial = dict_partial
         if layout not in ("half", "interleaved"):
             raise ValueError(f"rope layout must be 'half' or 'interleaved', got {layout!r}")
         rot = dims.head_dim * partial
@@ -179,7 +189,17 @@ class RoPE(PositionalEncoding):
         return {name: (fn.__doc__ or "").strip().splitlines()[0] for name, fn in ROPE_TYPES.items()}
 
     def set_scaling(self, scaling: dict | None) -> None:
-        """Swap the length-extension scaling (a transformers `rope_scaling` dict, or None)."""
+        """Swap the length-extension scaling (a transformers `rope_scaling` dict, or None).
+
+        The dict is completed by `complete_scaling` (training length, partial_rotary_factor); a
+        partial_rotary_factor other than the model's `partial` is an error, since the rotated
+        dimension is fixed when the model is built.
+        """
+        scaling, dict_partial = complete_scaling(scaling, train_len=self.dims.train_len, max_len=self.dims.max_len)
+        if dict_partial is not None and dict_partial != self.partial:
+            raise ValueError(f"rope scaling sets partial_rotary_factor={dict_partial} but the model rotates "
+                             f"partial={self.partial} of each head; the rotated dimension is fixed when the model is "
+                             f"built, so set the encoding's partial instead")
         rope_parameters(scaling, self.rot_dim, self.theta, seq_len=1)  # validates names and parameters now
         self.scaling = dict(scaling) if scaling else None
 

@@ -11,9 +11,13 @@ Where transformers reads the model's `max_position_embeddings` (the length the m
 at), the variants here take it as the parameter `original_max_position_embeddings`, since there is
 no model config. Variant parameters are keyword-only; those without a default are required.
 
+Dicts copied from a transformers config work unchanged through the rope encoding, which fills
+what transformers reads from the rest of the config (`complete_scaling`): the training length as
+`original_max_position_embeddings`, `partial_rotary_factor` as the encoding's `partial`.
+
 Differences from transformers: frequencies are computed in float64 (transformers: float32); `ntk`
-(static NTK-aware scaling) is an extra type; `longrope` takes `max_position_embeddings` to derive
-`factor` when it is absent (transformers reads it from the model config); inconsistent parameters
+(static NTK-aware scaling) is an extra type; `longrope` and `yarn` take `max_position_embeddings`
+to derive `factor` when it is absent (transformers reads it from the model config); inconsistent parameters
 (factor < 1, wrong list lengths, beta_fast < beta_slow, …) are errors rather than logged warnings.
 """
 
@@ -29,6 +33,13 @@ from lenbench.registry import Registry, check_keywords
 
 RopeInit = Callable[..., tuple[torch.Tensor, float]]
 ROPE_TYPES: Registry[RopeInit] = Registry("rope_type")
+
+#: Types whose formula already grows with the current sequence length: an evaluation takes their
+#: `factor` from the suite (default `ADAPTIVE_FACTOR`), never from the evaluation ratio, which would
+#: scale twice (dynamic at 16x with factor 16: base x ~288 instead of ~17.5 with factor 1).
+LENGTH_ADAPTIVE: frozenset[str] = frozenset({"dynamic"})
+#: The factor of a length-adaptive type unless the suite pins one (the usual dynamic-NTK setting).
+ADAPTIVE_FACTOR = 1.0
 
 _HINTS = {
     "factor": "the length extension ratio, e.g. 4 to run at 4x the training length",
@@ -138,14 +149,15 @@ def _yarn(
     base: float,
     seq_len: int | None = None,
     *,
-    factor: float,
+    factor: float | None = None,
     original_max_position_embeddings: int,
     attention_factor: float | None = None,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
+    beta_fast: float | None = None,
+    beta_slow: float | None = None,
     mscale: float | None = None,
     mscale_all_dim: float | None = None,
     truncate: bool = True,
+    max_position_embeddings: int | None = None,
 ) -> tuple[torch.Tensor, float]:
     """YaRN: NTK-by-parts interpolation with a linear ramp, plus an attention temperature.
 
@@ -162,15 +174,29 @@ def _yarn(
     (section 3.2 NTK-by-parts, section 3.4 attention scaling). transformers `rope_type="yarn"`.
 
     Args:
-        factor: length extension ratio s >= 1.
+        factor: length extension ratio s >= 1; when absent it is max_position_embeddings /
+            original_max_position_embeddings (a transformers config that gives both, e.g.
+            DeepSeek-V3 or Qwen3 yarn dicts).
         original_max_position_embeddings: the training length L0.
         attention_factor: overrides the computed attention factor.
-        beta_fast: dimensions turning more than beta_fast times over L0 are kept (the paper's β).
+        beta_fast: dimensions turning more than beta_fast times over L0 are kept (the paper's β);
+            default 32. 0 or None means the default, as in transformers (`get("beta_fast") or 32`).
         beta_slow: dimensions turning fewer than beta_slow times over L0 are divided by the factor
-            (the paper's α).
+            (the paper's α); default 1. 0 or None means the default, as in transformers.
         mscale, mscale_all_dim: DeepSeek-V2/V3 form of the attention factor (both must be set).
         truncate: round the correction range to whole dimensions (transformers' default).
+        max_position_embeddings: the extended length; only read to derive `factor` when it is absent.
     """
+    if factor is None:
+        if max_position_embeddings is None:
+            raise ValueError(
+                "rope_type 'yarn' needs parameter 'factor' (the length extension ratio), or "
+                "'max_position_embeddings' with 'original_max_position_embeddings' to derive it; add it to the scaling dict"
+            )
+        _check_length("yarn", original_max_position_embeddings)
+        factor = max_position_embeddings / original_max_position_embeddings
+    beta_fast = beta_fast or 32.0  # 0 means the default, as in transformers
+    beta_slow = beta_slow or 1.0
     _check_factor("yarn", factor)
     _check_length("yarn", original_max_position_embeddings)
     _check_positive("yarn", "attention_factor", attention_factor)
@@ -301,6 +327,39 @@ def _longrope(
     long = seq_len is not None and seq_len > original_max_position_embeddings
     ext = torch.tensor(long_factor if long else short_factor, dtype=torch.float64)  # (dim/2,)
     return default_inv_freq(dim, base) / ext, float(attention_factor)  # (dim/2,)
+
+
+def complete_scaling(
+    scaling: dict | None, *, train_len: int | None, max_len: int | None = None
+) -> tuple[dict | None, float | None]:
+    """A `rope_scaling` / `rope_parameters` dict copied from a transformers config, completed with
+    what transformers reads from the rest of the model config: (scaling, partial_rotary_factor).
+
+    - `original_max_position_embeddings`, where the rope_type takes it and the dict lacks it, is
+      the training length `train_len` (tokens): transformers reads `config.max_position_embeddings`,
+      the length the model was trained at (e.g. Qwen2's `{"type": "dynamic", "factor": 2.0}`).
+    - `longrope` without `factor` and `max_position_embeddings` (Phi-3's dict) gets
+      `max_position_embeddings = max_len`, the longest length the model is built for.
+    - `partial_rotary_factor` inside the dict is taken out and returned (None when absent), for
+      the rope encoding's `partial`.
+
+    Nothing is filled when `train_len` / `max_len` is None. Unknown names are left for
+    `rope_parameters` to report.
+    """
+    if not scaling:
+        return None, None
+    out = dict(scaling)
+    partial = out.pop("partial_rotary_factor", None)
+    rope_type = out.get("rope_type", out.get("type", "default"))
+    if rope_type in ROPE_TYPES:
+        accepted = inspect.signature(ROPE_TYPES.get(rope_type)).parameters
+        if train_len is not None and "original_max_position_embeddings" in accepted:
+            if out.get("original_max_position_embeddings") is None:
+                out["original_max_position_embeddings"] = int(train_len)
+        if (rope_type == "longrope" and max_len is not None and out.get("factor") is None
+                and out.get("max_position_embeddings") is None and out.get("attention_factor") is None):
+            out["max_position_embeddings"] = int(max_len)
+    return out, (None if partial is None else float(partial))
 
 
 def rope_parameters(scaling: dict | None, dim: int, base: float, seq_len: int | None) -> tuple[torch.Tensor, float]:

@@ -44,6 +44,20 @@ def t5_bucket(rel: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32, 
     return ret + torch.where(is_small, dist, large)
 
 
+#: T5's max_distance when the training length is unknown (Raffel et al. 2020).
+PAPER_MAX_DISTANCE = 128
+
+
+def default_max_distance(train_len: int | None, *, num_buckets: int = 32, bidirectional: bool = False) -> int:
+    """T5's default max_distance for a model trained on `train_len` tokens: `train_len`, raised to
+    one past the exact buckets (num_buckets/2, or num_buckets/4 bidirectional) when shorter;
+    `PAPER_MAX_DISTANCE` when the training length is unknown (None)."""
+    if train_len is None:
+        return PAPER_MAX_DISTANCE
+    max_exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+    return max(int(train_len), max_exact + 1)
+
+
 @register_encoding("t5")
 class T5Bias(PositionalEncoding):
     """Bucketed, learned relative position bias of T5 (Raffel et al. 2020, "Exploring the Limits of
@@ -55,7 +69,12 @@ class T5Bias(PositionalEncoding):
     Args:
         dims: model geometry.
         num_buckets: number of relative-position buckets (32 in T5).
-        max_distance: distance where buckets saturate (128 in T5).
+        max_distance: distance where buckets saturate. None (default) derives it from the
+            training length: `default_max_distance(dims.train_len, …)` = the training length in
+            tokens, so every bucket covers distances seen in training and longer distances share
+            the last, trained bucket (a constant above the trained distances, such as T5's 128 at
+            the quick suite's lengths, leaves the top buckets untrained). 128 when the training
+            length is unknown; pass `max_distance: 128` for the paper's constant.
         bidirectional: bucketing mode; defaults to `not dims.causal`.
     """
 
@@ -63,12 +82,15 @@ class T5Bias(PositionalEncoding):
     paper = "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer"
 
     def __init__(
-        self, dims: EncodingDims, *, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool | None = None
+        self, dims: EncodingDims, *, num_buckets: int = 32, max_distance: int | None = None,
+        bidirectional: bool | None = None,
     ):
         super().__init__(dims)
         self.num_buckets = num_buckets
-        self.max_distance = max_distance
         self.bidirectional = (not dims.causal) if bidirectional is None else bidirectional
+        if max_distance is None:
+            max_distance = default_max_distance(dims.train_len, num_buckets=num_buckets, bidirectional=self.bidirectional)
+        self.max_distance = max_distance
         t5_bucket(torch.zeros(1, dtype=torch.long), bidirectional=self.bidirectional,
                   num_buckets=num_buckets, max_distance=max_distance)  # validates the parameters
         self.table = nn.Embedding(num_buckets, dims.n_heads)  # (NB, H)

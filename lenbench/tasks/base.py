@@ -68,6 +68,13 @@ class Task:
         """Number of tokens in a sample of `length` (sizes position tables)."""
         raise NotImplementedError
 
+    @property
+    def min_length(self) -> int:
+        """The shortest `length` (task units) `sample` accepts; `length_sampling: uniform` training
+        draws each batch's length from it up to train_len. 1 unless a task needs more (passkey:
+        2·digits + 1)."""
+        return 1
+
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         """Draw `batch_size` examples of `length` using only `generator` for randomness.
 

@@ -56,8 +56,12 @@ class PasskeyTask(Task):
     def vocab_size(self) -> int:
         return 12 + self.filler_period
 
+    @property
+    def min_length(self) -> int:
+        return 2 * self.digits + 1
+
     def _check(self, length: int) -> int:
-        minimum = 2 * self.digits + 1
+        minimum = self.min_length
         return check_length(
             self,
             length,
@@ -75,6 +79,19 @@ class PasskeyTask(Task):
             raise ValueError(f"task {self.name!r}: need {self.digits} digits and 0 <= depth <= {n_filler}")
         filler = [10 + i % self.filler_period for i in range(n_filler)]
         return [*filler[:depth], self.key_token, *passkey, *filler[depth:], self.query_token, *passkey]
+
+    def needle_depth(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Depth of each example's needle: filler tokens before it / all filler tokens, in [0, 1].
+
+        Args:
+            inputs: (B, length) the `inputs` of a batch of this task.
+
+        Returns:
+            (B,) float64; 0 when the filler is empty.
+        """
+        n_filler = self._check(inputs.shape[1]) - 2 * self.digits - 1
+        before = (inputs == self.key_token).long().argmax(dim=1)  # (B,) index of KEY = filler tokens before it
+        return before.double() / max(1, n_filler)  # (B,)
 
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         length = self._check(length)

@@ -1,0 +1,426 @@
+"""The measurement protocol (issue 11): variable-length training, length-relative encoding defaults,
+realistic RoPE factors, context gain, needle depth and Hugging Face rope dicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lenbench.model import ModelConfig, Transformer
+from lenbench.suite import TrainSpec, load_suite
+from lenbench.tasks import TASKS, build_task
+from lenbench.train import train_model
+
+# --- 1. variable-length training ---------------------------------------------------------------
+
+#: A training length per task just above its minimum, so the draw's lower end matters.
+UNIFORM_LEN = {"passkey": 14, "recall": 4}
+
+
+def test_every_task_declares_a_minimum_that_sample_accepts_and_one_below_it_fails():
+    for name in TASKS.names():
+        task = build_task(name)
+        low = task.min_length
+        batch = task.sample(2, low, torch.Generator().manual_seed(0))
+        assert batch.inputs.shape == (2, task.seq_len(low)), name
+        if low > 1:
+            with pytest.raises(ValueError, match="too short"):
+                task.sample(2, low - 1, torch.Generator().manual_seed(0))
+    assert build_task("passkey").min_length == 11 and build_task("passkey", digits=2).min_length == 5
+
+
+@pytest.mark.parametrize("name", sorted(TASKS.names()))
+def test_uniform_sampling_trains_every_task_within_its_minimum_and_train_len(name, monkeypatch):
+    task = build_task(name)
+    train_len = UNIFORM_LEN.get(name, 5)
+    drawn: list[int] = []
+    original = type(task).sample
+
+    def spy(self, batch_size, length, generator, split="train"):
+        drawn.append(length)
+        return original(self, batch_size, length, generator, split)
+
+    monkeypatch.setattr(type(task), "sample", spy)
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=16, n_layers=1, n_heads=2, ff_mult=2,
+                                    encoding="rope", max_len=task.seq_len(train_len)))
+    spec = TrainSpec(steps=40, batch_size=2, lr=1e-3, warmup=2, length_sampling="uniform")
+    stats = train_model(model, task, train_len, spec, seed=0, device=torch.device("cpu"), progress=False)
+    assert math.isfinite(stats.final_loss)
+    assert len(drawn) == 40
+    assert min(drawn) >= task.min_length and max(drawn) <= train_len
+    assert min(drawn) == task.min_length and max(drawn) == train_len  # both ends reached in 40 draws
+    assert len(set(drawn)) > 2
+
+
+def test_uniform_sampling_below_the_task_minimum_is_a_one_line_error():
+    task = build_task("passkey")
+    model = Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=16, n_layers=1, n_heads=2, encoding="nope"))
+    spec = TrainSpec(steps=2, batch_size=2, length_sampling="uniform")
+    with pytest.raises(ValueError, match=r"train_len 8 is below the task's minimum length 11 tokens; raise train_len"):
+        train_model(model, task, 8, spec, seed=0, device=torch.device("cpu"), progress=False)
+
+
+def test_quick_and_standard_train_with_uniform_lengths():
+    for name in ("quick", "standard"):
+        assert load_suite(name).train.length_sampling == "uniform", name
+
+
+# --- 2. length-relative defaults ---------------------------------------------------------------
+
+
+def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
+    from lenbench.encodings import EncodingDims, build_encoding
+
+    for train_len, threshold, max_distance in ((32, 8.0, 32), (64, 16.0, 64), (2048, 512.0, 2048), (8, 2.0, 17)):
+        dims = EncodingDims(d_model=32, n_heads=4, train_len=train_len)
+        assert build_encoding("fire", dims).threshold.item() == threshold
+        assert build_encoding("t5", dims).max_distance == max_distance  # 17: one past the 16 exact buckets
+    bidi = EncodingDims(d_model=32, n_heads=4, train_len=4, causal=False)
+    assert build_encoding("t5", bidi).max_distance == 9  # one past 8 exact buckets per direction
+    # the paper constants: by parameter, and when the training length is unknown
+    dims = EncodingDims(d_model=32, n_heads=4, train_len=32)
+    assert build_encoding("fire", dims, threshold=512).threshold.item() == 512.0
+    assert build_encoding("t5", dims, max_distance=128).max_distance == 128
+    unknown = EncodingDims(d_model=32, n_heads=4)
+    assert build_encoding("fire", unknown).threshold.item() == 512.0
+    assert build_encoding("t5", unknown).max_distance == 128
+
+
+def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
+    from lenbench.engine import model_config
+    from lenbench.suite import parse_suite
+
+    suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
+                         "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})
+    for cell in suite.cells():
+        task = build_task(cell.task.name)
+        cfg = model_config(cell, task)
+        assert cfg.train_len == task.seq_len(cell.train_len) == {"copy": 32, "addition": 26}[cell.task.name]
+        model = Transformer(cfg)
+        if cell.encoding.name == "t5":
+            assert model.pos_enc.max_distance == cfg.train_len
+        else:
+            assert model.pos_enc.threshold.item() == cfg.train_len / 4
+
+
+# --- 7. Hugging Face rope dicts as they are ----------------------------------------------------
+
+
+def _rope(scaling, *, d_model=256, n_heads=4, train_len=64, max_len=1024, **params):
+    from lenbench.encodings import EncodingDims, build_encoding
+
+    dims = EncodingDims(d_model=d_model, n_heads=n_heads, train_len=train_len, max_len=max_len)
+    return build_encoding("rope", dims, scaling=scaling, **params)
+
+
+def _theta(dim, base=1e4):
+    return torch.tensor([base ** (-2 * i / dim) for i in range(dim // 2)], dtype=torch.float64)
+
+
+def test_llama31_rope_scaling_dict_loads_unchanged():
+    from lenbench.encodings.rope_scaling import rope_parameters
+
+    hf = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+          "rope_type": "llama3"}
+    enc = _rope(dict(hf), theta=500000.0)
+    assert enc.scaling == hf
+    inv, att = enc.frequencies(20000)
+    ref, _ = rope_parameters(hf, 64, 500000.0, 20000)
+    torch.testing.assert_close(inv, ref, rtol=0, atol=0)
+    wavelen = 2 * math.pi / _theta(64, 500000.0)
+    divided = torch.isclose(inv, _theta(64, 500000.0) / 8, rtol=1e-12, atol=0)
+    assert att == 1.0 and divided.any() and bool((divided == (wavelen > 8192)).all())
+
+
+def test_qwen2_dynamic_dict_without_original_length_takes_the_training_length():
+    hf = {"type": "dynamic", "factor": 2.0}  # Qwen2's rope_scaling: transformers reads L0 from the model config
+    enc = _rope(dict(hf), train_len=64)
+    assert enc.scaling == {**hf, "original_max_position_embeddings": 64}
+    dim, L = 64, 4 * 64
+    inv, att = enc.frequencies(L)
+    scale = 2.0 * L / 64 - (2.0 - 1)  # 7
+    torch.testing.assert_close(inv, _theta(dim, 1e4 * scale ** (dim / (dim - 2))), rtol=1e-12, atol=0)
+    torch.testing.assert_close(enc.frequencies(64)[0], _theta(dim), rtol=1e-12, atol=0)  # plain up to L0
+    with pytest.raises(ValueError, match="needs parameter 'original_max_position_embeddings'"):
+        _rope(dict(hf), train_len=None)  # nothing to take it from
+
+
+def test_phi3_longrope_dict_loads_unchanged():
+    short = [1.0 + 0.01 * i for i in range(48)]
+    long = [1.5 + 0.5 * i for i in range(48)]
+    hf = {"long_factor": long, "short_factor": short, "type": "longrope"}  # Phi-3-mini-128k, head_dim 96
+    enc = _rope(dict(hf), d_model=3072, n_heads=32, train_len=4096, max_len=131072)
+    assert enc.rot_dim == 96
+    inv_short, att = enc.frequencies(4096)
+    inv_long, att_long = enc.frequencies(4097)
+    theta = _theta(96)
+    torch.testing.assert_close(inv_short, theta / torch.tensor(short, dtype=torch.float64), rtol=1e-12, atol=0)
+    torch.testing.assert_close(inv_long, theta / torch.tensor(long, dtype=torch.float64), rtol=1e-12, atol=0)
+    expected_att = math.sqrt(1 + math.log(131072 / 4096) / math.log(4096))  # transformers: from max / original
+    assert att == pytest.approx(expected_att, rel=1e-12) and att_long == att
+
+
+def test_partial_rotary_factor_inside_the_dict_sets_partial():
+    enc = _rope({"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    assert enc.partial == 0.5 and enc.rot_dim == 32
+    assert "partial_rotary_factor" not in enc.scaling
+    enc.set_scaling({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5})  # same: fine
+    with pytest.raises(ValueError, match=r"partial_rotary_factor=0.25 but the model rotates partial=0.5"):
+        enc.set_scaling({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.25})
+    with pytest.raises(ValueError, match="disagree; keep one"):
+        _rope({"rope_type": "default", "partial_rotary_factor": 0.5}, partial=0.25)
+
+
+def test_yarn_without_factor_derives_it_and_zero_betas_mean_default():
+    from lenbench.encodings.rope_scaling import rope_parameters
+
+    explicit = rope_parameters({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+                               64, 1e6, 16384)
+    derived = rope_parameters({"rope_type": "yarn", "original_max_position_embeddings": 4096,
+                               "max_position_embeddings": 16384, "beta_fast": 0, "beta_slow": 0}, 64, 1e6, 16384)
+    torch.testing.assert_close(derived[0], explicit[0], rtol=0, atol=0)
+    assert derived[1] == explicit[1] == pytest.approx(0.1 * math.log(4) + 1)
+    with pytest.raises(ValueError, match=r"rope_type 'yarn' needs parameter 'factor'.*max_position_embeddings"):
+        rope_parameters({"rope_type": "yarn", "original_max_position_embeddings": 4096}, 64, 1e6, 16384)
+    # through the encoding, a Qwen3-style dict without original length takes the training length
+    enc = _rope({"rope_type": "yarn", "factor": 4.0, "beta_fast": 0}, train_len=64)
+    assert enc.scaling["original_max_position_embeddings"] == 64
+
+
+# --- 5. realistic RoPE factors -----------------------------------------------------------------
+
+
+def _variants(*entries):
+    from lenbench.suite import parse_suite
+
+    return parse_suite({"tasks": [{"name": "copy", "train_len": 16}], "encodings": ["rope"],
+                        "variants": list(entries)}).variants
+
+
+def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x():
+    from lenbench.engine import scaling_for
+
+    dynamic, pinned = _variants("dynamic", {"rope_type": "dynamic", "factor": 2})
+    L0 = 32
+    for ratio in (1, 2, 4, 16):
+        assert scaling_for(dynamic, ratio, L0) == {"rope_type": "dynamic", "factor": 1.0,
+                                                   "original_max_position_embeddings": L0}
+        assert scaling_for(pinned, ratio, L0)["factor"] == 2
+    assert (dynamic.factor_mode, dynamic.key, pinned.factor_mode, pinned.key) == ("adaptive", "dynamic", "pinned", "dynamic@2")
+    enc = _rope(None, train_len=L0)
+    enc.set_scaling(scaling_for(dynamic, 4, L0))
+    dim, L = 64, 4 * L0
+    inv, att = enc.frequencies(L)
+    # factor 1: base' = base · (1 · L / L0 − 0)^(dim/(dim−2)) = base · 4^(64/62), not the ratio's 4 · 4 − 3 = 13
+    torch.testing.assert_close(inv, _theta(dim, 1e4 * 4 ** (dim / (dim - 2))), rtol=1e-12, atol=0)
+    assert att == 1.0
+
+
+def test_static_types_are_oracle_unless_a_factor_is_pinned():
+    from lenbench.engine import scaling_for
+
+    yarn, pinned, in_params, derived, tuned, plain = _variants(
+        "yarn", {"rope_type": "yarn", "factor": 16}, {"rope_type": "yarn", "params": {"factor": 4}},
+        {"rope_type": "yarn", "max_position_embeddings": 128, "original_max_position_embeddings": 32},
+        {"rope_type": "yarn", "finetune_steps": 100, "finetune_ratio": 4}, {"rope_type": "default", "theta": 500.0})
+    assert [v.factor_mode for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
+        ["oracle", "pinned", "pinned", "pinned", "fine-tuned", "none"]
+    assert [v.key for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
+        ["yarn", "yarn@16", "yarn@4", "yarn@4", "finetune-yarn-x4", "default"]
+    assert [scaling_for(yarn, r, 32)["factor"] for r in (1, 2, 8)] == [1.0, 2.0, 8.0]
+    assert [scaling_for(pinned, r, 32)["factor"] for r in (1, 2, 8)] == [16, 16, 16]
+    assert "factor" not in scaling_for(derived, 8, 32)  # yarn derives 128 / 32 itself
+    assert scaling_for(tuned, 4, 32)["factor"] == 4.0
+    from lenbench.results import variant_rope_type, variant_sort_key
+
+    assert variant_rope_type("yarn@16") == "yarn" and variant_rope_type("finetune-yarn@16-x4") == "yarn"
+    assert sorted(["yarn@16", "none", "finetune-yarn-x4", "yarn", "linear"], key=variant_sort_key) == \
+        ["none", "linear", "yarn", "finetune-yarn-x4", "yarn@16"]
+
+
+def test_a_transformers_rope_dict_pasted_as_a_variant_works_and_typos_name_the_key():
+    from lenbench.suite import SuiteError
+
+    (llama,) = _variants({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 8192})
+    assert llama.key == "llama3@8" and llama.params["low_freq_factor"] == 1.0
+    (qwen,) = _variants({"type": "dynamic", "factor": 2.0})
+    assert qwen.rope_type == "dynamic" and qwen.key == "dynamic@2"
+    with pytest.raises(SuiteError, match=r"unknown key variants\[0\].facter; did you mean 'factor'\?"):
+        _variants({"rope_type": "yarn", "facter": 4})
+    with pytest.raises(SuiteError, match=r"unknown key variants\[0\].finetune_step; did you mean 'finetune_steps'\?"):
+        _variants({"rope_type": "yarn", "finetune_step": 4})
+    with pytest.raises(SuiteError, match=r"gives 'factor' both beside rope_type and in params; keep one"):
+        _variants({"rope_type": "yarn", "factor": 4, "params": {"factor": 8}})
+
+
+# --- 3. lm: context gain and loss by position --------------------------------------------------
+
+
+def _tiny_model(task, encoding="alibi", seed=0):
+    torch.manual_seed(seed)
+    return Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=16, n_layers=1, n_heads=2, ff_mult=2,
+                                   encoding=encoding, max_len=4096)).eval()
+
+
+def test_window_logits_equal_a_fresh_forward_of_each_truncated_context():
+    from lenbench.evaluate import window_logits
+
+    task = build_task("lm")
+    model = _tiny_model(task, "rope")
+    inputs = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
+    columns = torch.tensor([3, 15, 16, 39])
+    got = window_logits(model, inputs, columns, window=16, tokens_per_batch=40)  # (2, 4, V), small chunks
+    for j, t in enumerate(columns.tolist()):
+        start = max(0, t - 15)
+        ctx = inputs[:, start : t + 1] if t >= 16 else inputs[:, :16]
+        expected = model(ctx)[:, -1 if t >= 16 else t].float()
+        torch.testing.assert_close(got[:, j], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_window_evaluation_scores_the_same_target_bytes_as_the_full_one(monkeypatch):
+    from lenbench import evaluate
+    from lenbench.evaluate import evaluate_length, evaluate_lm_context
+
+    task = build_task("lm", eval_tokens=8)
+    model = _tiny_model(task)
+    seen: dict[str, list] = {"full": [], "context": []}
+    original = type(task).sample
+    which = "full"
+
+    def spy(self, batch_size, length, generator, split="train"):
+        batch = original(self, batch_size, length, generator, split)
+        seen[which].append(batch.targets[batch.loss_mask])
+        return batch
+
+    monkeypatch.setattr(type(task), "sample", spy)
+    kw = {"samples": 6, "tokens_per_batch": 128, "seed": 3, "device": torch.device("cpu")}
+    full, n = evaluate_length(model, task, 64, **kw)
+    which = "context"
+    res = evaluate_lm_context(model, task, 64, 16, **kw)
+    assert n == res["n_samples"] == 6
+    assert torch.equal(torch.cat(seen["full"]), torch.cat(seen["context"]))  # the same target bytes
+    assert res["perplexity"] == pytest.approx(full["perplexity"], rel=1e-6)
+    assert res["context_gain"] == pytest.approx(res["window_perplexity"] / res["perplexity"], rel=1e-9)
+    # at the window length itself nothing is cut: a gain of exactly 1
+    at_window = evaluate_lm_context(model, task, 16, 16, **kw)
+    assert at_window["context_gain"] == pytest.approx(1.0, abs=1e-6)
+    # at 4x the window cuts the context of every scored target: the gain moves off 1
+    assert res["context_gain"] != pytest.approx(1.0, abs=1e-6)
+    assert evaluate.parse_bucket(res["positions"][0][0]) == ("pos", 0.0, 1.0)
+
+
+def test_position_buckets_partition_the_window_and_average_to_the_mean_loss():
+    from lenbench.evaluate import eval_generator, evaluate_lm_context, parse_bucket
+
+    task = build_task("lm", eval_tokens=8)
+    model = _tiny_model(task)
+    res = evaluate_lm_context(model, task, 50, 16, samples=4, tokens_per_batch=100, seed=0,
+                              device=torch.device("cpu"), position_buckets=8)
+    spans = [parse_bucket(label)[1:] for label, _, _ in res["positions"]]
+    assert spans[0][0] == 0 and spans[-1][1] == 49 and len(spans) == 8
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))  # contiguous, no gaps or overlaps
+    counts = [c for _, _, c in res["positions"]]
+    assert counts == [4 * (hi - lo + 1) for lo, hi in spans]
+    # the count-weighted mean of the buckets is the mean loss over every target of the window
+    batch = task.sample(4, 50, eval_generator(task, 50, 0), split="eval")
+    logits = model(batch.inputs).float()
+    mean = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), batch.targets.reshape(-1)).item()
+    weighted = sum(v * c for _, v, c in res["positions"]) / sum(counts)
+    assert weighted == pytest.approx(mean, rel=1e-6)
+
+
+# --- 4. passkey: depth × length ----------------------------------------------------------------
+
+
+def test_needle_depth_reads_the_needle_position():
+    task = build_task("passkey", digits=3, filler_period=3)
+    seq = task.sequence(12, passkey=[4, 0, 7], depth=2)  # 5 filler tokens, needle after 2
+    depth = task.needle_depth(torch.tensor([seq[:-1]]))
+    assert depth.tolist() == [2 / 5]
+    edge = [task.sequence(12, passkey=[1, 2, 3], depth=d)[:-1] for d in (0, 5)]
+    assert task.needle_depth(torch.tensor(edge)).tolist() == [0.0, 1.0]
+
+
+def test_passkey_depth_buckets_sum_to_the_overall_accuracy():
+    from lenbench.evaluate import evaluate_depth, evaluate_length, parse_bucket
+
+    task = build_task("passkey")
+    model = _tiny_model(task, "nope")
+    # train a few steps so that accuracy is not uniform noise around 0
+    train_model(model, task, 24, TrainSpec(steps=30, batch_size=8, lr=3e-3, warmup=3), seed=0,
+                device=torch.device("cpu"), progress=False)
+    kw = {"samples": 40, "tokens_per_batch": 256, "seed": 1, "device": torch.device("cpu")}
+    whole, n = evaluate_length(model, task, 48, **kw)
+    res = evaluate_depth(model, task, 48, **kw)
+    assert res["n_samples"] == n == 40 and sum(c for _, _, c in res["buckets"]) == 40
+    for metric in ("token_accuracy", "exact_match"):
+        weighted = sum(values[metric] * c for _, values, c in res["buckets"]) / 40
+        assert weighted == pytest.approx(whole[metric], abs=1e-12) == res["overall"][metric]
+    assert [parse_bucket(label)[0] for label, _, _ in res["buckets"]] == ["depth"] * len(res["buckets"])
+    assert len(res["buckets"]) == 5 and res["buckets"][0][0] == "depth:0.00-0.20"
+
+
+def test_bucket_labels_parse_and_bad_ones_name_the_form():
+    from lenbench.evaluate import parse_bucket
+
+    assert parse_bucket("pos:32-63") == ("pos", 32.0, 63.0)
+    with pytest.raises(ValueError, match=r"bucket 'pos32' is not of the form '<kind>:<lo>-<hi>'"):
+        parse_bucket("pos32")
+
+
+def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_apart():
+    import pandas as pd
+
+    from lenbench.compare import compare_rows
+    from lenbench.results import load_results
+    from lenbench.tables import leaderboard
+
+    def row(ratio, metric, value, bucket=""):
+        return {"cell_id": "c", "suite": "s", "task": "passkey", "encoding": "alibi", "variant": "none",
+                "train_len": 16, "eval_len": int(16 * ratio), "ratio": ratio, "metric": metric, "value": value,
+                "seed": 0, "bucket": bucket}
+
+    whole = [row(r, m, v) for r, v in ((1, 0.9), (2, 0.5)) for m in ("token_accuracy", "exact_match")]
+    buckets = [row(r, "token_accuracy", v, f"depth:{lo:.2f}-{lo + 0.2:.2f}")
+               for r in (1, 2) for lo, v in ((0.0, 0.0), (0.2, 1.0), (0.4, 0.3))]
+    df = load_results(pd.DataFrame(whole + buckets))
+    assert len(df) == len(whole) + len(buckets)  # bucket is part of the row key: nothing dropped as a duplicate
+    only_whole = load_results(pd.DataFrame(whole))
+    pd.testing.assert_frame_equal(leaderboard(df).per_task, leaderboard(only_whole).per_task)
+    pd.testing.assert_frame_equal(leaderboard(df).wide, leaderboard(only_whole).wide)
+    changed = load_results(pd.DataFrame(whole + [{**b, "value": 0.0} for b in buckets]))
+    cmp = compare_rows(df, changed, 0.0)
+    assert len(cmp) == len(whole) and set(cmp["status"]) == {"unchanged"}
+    legacy = load_results(pd.DataFrame([{k: v for k, v in r.items() if k != "bucket"} for r in whole]))
+    assert set(legacy["bucket"]) == {""}  # rows written before the column read as whole-length rows
+
+
+def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_them(tmp_path):
+    import pandas as pd
+
+    from lenbench import plots
+    from lenbench.page import write_report
+
+    def row(task, ratio, metric, value, bucket="", variant="none", train_len=8):
+        return {"cell_id": f"{task}{variant}", "suite": "s", "task": task, "encoding": "alibi", "variant": variant,
+                "train_len": train_len, "eval_len": int(train_len * ratio), "ratio": ratio, "metric": metric,
+                "value": value, "seed": 0, "bucket": bucket}
+
+    rows = [row("lm", r, "perplexity", 3.0 + r) for r in (1, 2)]
+    rows += [row("lm", r, "nll", 1.0 + i / 10, f"pos:{2 * i}-{2 * i + 1}") for r in (1, 2) for i in range(4)]
+    rows += [row("passkey", r, "token_accuracy", 0.5) for r in (1, 2)]
+    rows += [row("passkey", r, "token_accuracy", d, f"depth:{d:.2f}-{d + 0.5:.2f}") for r in (1, 2) for d in (0.0, 0.5)]
+    df = pd.DataFrame(rows)
+    names = {p.name for p in write_report(df, tmp_path / "with")}
+    assert {"position_loss.png", "position_loss.svg", "needle_depth.png", "needle_depth.svg"} <= names
+    plain = pd.DataFrame([r for r in rows if not r["bucket"]])
+    names = {p.name for p in write_report(plain, tmp_path / "without")}
+    assert not {n for n in names if n.startswith(("position_loss", "needle_depth"))}
+    with pytest.raises(ValueError, match=r"position_loss_plot: no per-position rows \(bucket 'pos:…'\) to plot"):
+        plots.position_loss_plot(plain, tmp_path / "x.png")
+    with pytest.raises(ValueError, match=r"needle_heatmap: no needle-depth rows"):
+        plots.needle_heatmap(plain, tmp_path / "x.png")
