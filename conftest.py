@@ -9,6 +9,7 @@ Options:
     --keep-stale                       reuse finished cells whose code fingerprint changed (default: recompute)
     --executor serial|process|ray      where the cells of bench/test_extrapolation.py run (default serial:
                                        in each test); ray runs every pending cell on Ray first
+    --workers N                        with --executor process: worker processes (default 2)
     --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
 """
 
@@ -36,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--executor", default="serial",
                     help="where suite cells run: serial (in each test, default), process or ray (all pending cells "
                          "first, then each test reads its cell)")
+    group.addoption("--workers", type=int, default=2,
+                    help="with --executor process: the number of worker processes (default 2)")
     group.addoption("--ray-address", default=None,
                     help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
 

@@ -78,7 +78,8 @@ def cells_run_by_executor(request, results_dir, device) -> str:
     if executor != "serial":
         options = {"address": address} if address is not None else {}
         run_suite(load_suite(request.config.getoption("--suite")), results_dir, device=device.type,
-                  executor=executor, threads=request.config.getoption("--threads"),
+                  executor=executor, workers=request.config.getoption("--workers"),
+                  threads=request.config.getoption("--threads"),
                   keep_stale=request.config.getoption("--keep-stale"), progress=False, **options)
     return executor
 
