@@ -72,7 +72,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not (out / "cells").is_dir():
         return
     try:
-        from lenbench.results import write_report
+        from lenbench.page import write_report
     except ImportError:
         return
     written = write_report(out, out)
@@ -130,7 +130,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         dev = torch.device("cpu")
     machine_info["lenbench"] = lenbench_machine_info(dev)
     # The session's wall time when the JSON is written (its end) and what ran: the budget targets
-    # of `python -m lenbench.kernels` (smoke <= 60 s, the main command <= 15 min) read these.
+    # of `python bench/kernel_plans.py` (smoke <= 60 s, the main command <= 15 min) read these.
     start = config.stash.get(_SESSION_START, None)
     machine_info["lenbench"]["session_seconds"] = None if start is None else time.perf_counter() - start
     machine_info["lenbench"]["suite"] = config.getoption("--suite")
@@ -161,3 +161,24 @@ class SyncedTimer:
 def timed(benchmark, device) -> SyncedTimer:
     """`timed(fn, *args, rounds=…, warmup_rounds=…)`: a device-synchronised pytest-benchmark run."""
     return SyncedTimer(benchmark, device)
+
+
+def pytest_benchmark_group_stats(config: pytest.Config, benchmarks: list, group_by: str):
+    """pytest-benchmark's grouping, except that `--benchmark-group-by=param:NAME` no longer fails
+    (KeyError) on benchmarks without that parameter: `pytest bench -k kernels
+    --benchmark-group-by=param:T` groups the kernel timings by length and leaves the training-step
+    and MFU benchmarks (which have no T) in their own benchmark groups."""
+    from pytest_benchmark.plugin import pytest_benchmark_group_stats as default
+
+    wanted = [g[len("param:"):] for g in group_by.split(",") if g.startswith("param:")]
+
+    def has_all(bench) -> bool:
+        params = bench["params"] or {}
+        return all(name in params for name in wanted)
+
+    if not wanted or all(has_all(b) for b in benchmarks):
+        return None  # pytest-benchmark's own implementation
+    complete = [b for b in benchmarks if has_all(b)]
+    rest = [b for b in benchmarks if not has_all(b)]
+    groups = (default(config, complete, group_by) if complete else []) + default(config, rest, "group")
+    return sorted(groups, key=lambda pair: pair[0] or "")

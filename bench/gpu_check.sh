@@ -9,7 +9,7 @@
 # code, seconds, timed out), env.json (torch, device, runtimes), tests.xml (junit of the device
 # tests), smoke.json (benchmark JSON of the smoke suite on the device), kernels.json (kernels at
 # T = 1024 and 4096, fp32 and bf16, each fused kernel checked equal to its eager reference first,
-# plus training MFU per quick task), targets.txt (`python -m lenbench.kernels kernels.json`),
+# plus training MFU per quick task), targets.txt (`python bench/kernel_plans.py kernels.json`),
 # train_step.json (bench/gpu_check.py: eager / fast / torch.compile / CUDA-graph training steps,
 # losses compared with eager over 20 steps, MFU over the device's measured fp32 and bf16 matmul
 # rates, and the batch-packing measurement).
@@ -105,7 +105,7 @@ stage smoke "${LIMITS[1]}" "$PY" -m pytest bench/test_extrapolation.py --suite s
 stage kernels "${LIMITS[2]}" env "${KERNEL_ENV[@]}" "$PY" -m pytest bench/test_kernels.py --suite quick --device "$DEVICE" -q \
     -p no:cacheprovider --benchmark-json "$OUT/kernels.json" ${KERNEL_K:+-k "$KERNEL_K"}
 if [ -f "$OUT/kernels.json" ]; then
-    "$PY" -m lenbench.kernels "$OUT/kernels.json" | tee "$OUT/targets.txt" | tee -a "$LOG"
+    "$PY" bench/kernel_plans.py "$OUT/kernels.json" | tee "$OUT/targets.txt" | tee -a "$LOG"
 fi
 
 # 4. training-step variants: eager / fast / torch.compile / CUDA graphs, MFU, packing

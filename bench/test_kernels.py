@@ -27,7 +27,7 @@ What is timed comes from the `--suite`'s `kernels:` section (`lenbench.suite.Ker
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
 handful of kernels in seconds and quick / standard / paper time more. Each environment variable
 that is set replaces its field (environment > suite file > KernelSpec defaults;
-`lenbench.kernels.kernel_settings`):
+`kernel_plans.kernel_settings`, bench/kernel_plans.py):
     LENBENCH_KERNEL_LENGTHS   comma list of T                        (kernels.lengths)
     LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (bf16 skipped without native support)  (dtypes)
     LENBENCH_KERNEL_SECONDS   timing budget per benchmark            (kernels.seconds)
@@ -62,6 +62,7 @@ import os
 import statistics
 import time
 
+import kernel_plans as P
 import pytest
 import torch
 
@@ -79,7 +80,7 @@ def settings(config: pytest.Config) -> KernelSpec:
     """The `--suite`'s `kernels:` section with the environment's overrides, once per session."""
     global S
     if _SETTINGS not in config.stash:
-        config.stash[_SETTINGS] = K.kernel_settings(config.getoption("--suite"))
+        config.stash[_SETTINGS] = P.kernel_settings(config.getoption("--suite"))
     S = config.stash[_SETTINGS]
     return S
 
@@ -87,10 +88,18 @@ def settings(config: pytest.Config) -> KernelSpec:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     s = settings(metafunc.config)
     off = None if s.enabled else f"suite {metafunc.config.getoption('--suite')!r} has kernels.enabled: false"
+    if "impl" in metafunc.fixturenames:  # test_kernel: one parameter each, so --benchmark-group-by=param:T works
+        names = ("encoding", "impl", "T", "dtype")
+        if off:
+            metafunc.parametrize(names, [pytest.param(None, None, None, None, marks=pytest.mark.skip(reason=off))],
+                                 ids=["disabled"])
+        else:
+            cases = kernel_cases()
+            metafunc.parametrize(names, cases, ids=[_id(c) for c in cases])
+        return
     args = {
-        "case": (kernel_cases(), _id),
         "T": (list(s.lengths), lambda t: f"T{t}"),
-        "dt": (list(s.dtypes), str),
+        "dtype": (list(s.dtypes), str),
         "name": (train_encodings(), str),
         "task": ([t.name for t in load_suite(metafunc.config.getoption("--suite")).tasks], str),
     }
@@ -120,7 +129,7 @@ _SECONDS: dict[tuple, float] = {}  # (encoding, impl, T, dtype) -> median second
 _EAGER_OUT: dict[tuple, torch.Tensor] = {}  # (encoding, T, dtype) -> the eager reference's output
 
 
-def encoding(name: str, device: torch.device | str = "cpu"):
+def encoding_instance(name: str, device: torch.device | str = "cpu"):
     """One instance per (encoding, device) for the session (compiled hooks are cached per instance)."""
     key = (name, str(device))
     if key not in _ENCODINGS:
@@ -136,7 +145,7 @@ def kernel_cases() -> list[tuple[str, str, int, str]]:
     for name in ENCODINGS.names():
         if S.encodings and name not in S.encodings:
             continue
-        impls = K.implementations(encoding(name)) or ["none"]
+        impls = K.implementations(encoding_instance(name)) or ["none"]
         for T in S.lengths:
             for dt in S.dtypes:
                 cases += [(name, impl, T, dt) for impl in impls]
@@ -149,15 +158,15 @@ def _id(case) -> str:
 
 
 @pytest.fixture(scope="session")
-def copy_floor(device) -> K.CopyFloor:
+def copy_floor(device) -> P.CopyFloor:
     """Copy time per byte count on the device, measured once per size in this session.
 
-    On the CPU, large freed blocks are first kept in the heap (`K.keep_freed_memory`) so kernels
+    On the CPU, large freed blocks are first kept in the heap (`P.keep_freed_memory`) so kernels
     that allocate their outputs are not timed page-faulting fresh mappings on every call.
     """
     if device.type == "cpu":
-        K.keep_freed_memory()
-    return K.CopyFloor(device)
+        P.keep_freed_memory()
+    return P.CopyFloor(device)
 
 
 def _call_seconds(fn, device) -> tuple[object, float]:
@@ -192,8 +201,8 @@ def _record(benchmark, copy_floor, *, name, kind, impl, T, dt, shape, bytes_move
     copy_s = copy_floor.seconds(bytes_moved)
     info = benchmark.extra_info
     info.update(encoding=name, kind=kind, impl=impl, T=T, dtype=dt, shape=list(shape), bytes_moved=bytes_moved,
-                seconds=seconds, gb_per_s=K.gb_per_s(bytes_moved, seconds), copy_seconds=copy_s,
-                copy_ratio=K.copy_ratio(seconds, copy_s), max_abs_err=err)
+                seconds=seconds, gb_per_s=P.gb_per_s(bytes_moved, seconds), copy_seconds=copy_s,
+                copy_ratio=P.copy_ratio(seconds, copy_s), max_abs_err=err)
     eager = _SECONDS.get((name, "eager", T, dt))
     if eager and impl != "eager":
         info["over_eager"] = seconds / eager
@@ -215,9 +224,9 @@ def _positions(enc, B: int, T: int, device) -> torch.Tensor:
     return enc.positions(pos)  # (B, T)
 
 
-def test_attention_baseline(T, dt, timed, benchmark, device, copy_floor):
+def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor):
     """Unbiased causal SDPA: the attention every bias encoding is compared with (`nope` runs it)."""
-    dtype = _check_dtype(dt, device)
+    dt, dtype = dtype, _check_dtype(dtype, device)  # the parameter's name ("fp32"), the torch dtype
     B = ATTENTION_BATCH
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     benchmark.group = f"attention-T{T}-{dt}"
@@ -225,12 +234,14 @@ def test_attention_baseline(T, dt, timed, benchmark, device, copy_floor):
     _, once = _call_seconds(fn, device)  # the warm-up call
     timed(fn, rounds=_rounds(once), warmup_rounds=0)
     _record(benchmark, copy_floor, name="attention-baseline", kind="attention-baseline", impl="sdpa_causal", T=T,
-            dt=dt, shape=q.shape, bytes_moved=K.attention_bytes(q, k, v), once=once)
+            dt=dt, shape=q.shape, bytes_moved=P.attention_bytes(q, k, v), once=once)
 
 
-def test_kernel(case, timed, benchmark, device, copy_floor):
-    name, impl, T, dt = case
-    enc = encoding(name, device)
+def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
+    """One (encoding, implementation, length T, dtype): separate parameters, so pytest-benchmark's
+    `--benchmark-group-by=param:T` (or `param:encoding`, `param:impl`, `param:dtype`) works."""
+    name, dt = encoding, dtype
+    enc = encoding_instance(name, device)
     if impl == "none":
         pytest.skip(K.nothing_to_fuse_reason(enc))
     dtype = _check_dtype(dt, device)
@@ -282,7 +293,7 @@ def _rotary(enc, impl, T, dtype, device):
         eager = lambda: tables.eager(q, k)  # noqa: E731
         cos_full, sin_full = K.hf_tables(tables.cos, tables.sin)
         fns = {"eager": eager, "fused": lambda: tables.fused(q, k), "hf": lambda: K.rotary_hf(q, k, cos_full, sin_full)}
-    return fns[impl], eager, q.shape, K.rotary_bytes(q, k)
+    return fns[impl], eager, q.shape, P.rotary_bytes(q, k)
 
 
 def _bias(enc, impl, T, dtype, device):
@@ -292,12 +303,12 @@ def _bias(enc, impl, T, dtype, device):
     eager = lambda: K.attention_eager(q, k, v, enc, pos)  # noqa: E731
     if impl == "eager":
         p = K.shared_rows(pos)
-        return eager, eager, q.shape, K.attention_bytes(q, k, v, bias=torch.empty(p.shape[0], HEADS, T, T, dtype=dtype, device="meta"))
+        return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=torch.empty(p.shape[0], HEADS, T, T, dtype=dtype, device="meta"))
     if impl == "cached":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
-        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, K.attention_bytes(q, k, v, bias=mask)
+        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask)
     plan = K.prepare_flex(enc, pos, dtype, gather=impl == "flex_gather")  # once per position pattern
-    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, K.attention_bytes(q, k, v) + plan.extra_bytes
+    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, P.attention_bytes(q, k, v) + plan.extra_bytes
 
 
 def _absolute(enc, impl, T, dtype, device):
@@ -307,7 +318,7 @@ def _absolute(enc, impl, T, dtype, device):
     eager = lambda: enc.embed(h, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.compiled_hook(enc, "embed")(h, pos))
     table_rows = h if hasattr(K.base_encoding(enc), "table") else None  # learned: one table row read per token
-    return fn, eager, h.shape, 2 * K.nbytes(h) + K.nbytes(table_rows)
+    return fn, eager, h.shape, 2 * P.nbytes(h) + P.nbytes(table_rows)
 
 
 def _content(enc, impl, T, dtype, device):
@@ -321,7 +332,7 @@ def _content(enc, impl, T, dtype, device):
     eager = lambda: K.attention_content(q, k, v, enc, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.attention_content_compiled(q, k, v, enc, pos))
     bias = torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
-    return fn, eager, q.shape, K.attention_bytes(q, k, v, bias=bias)
+    return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias)
 
 
 # --- training step --------------------------------------------------------------------------------
@@ -345,7 +356,7 @@ def interleaved_step_ratios(device, request) -> dict[str, float]:
     """Every encoding's quick-suite training step timed round-robin in one loop; per encoding the
     median over rounds of (its step / nope's step in the same round). Other load on the machine
     then hits every encoding alike."""
-    steps = {name: K.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK).step
+    steps = {name: P.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK).step
              for name in train_encodings()}
     for step in steps.values():
         for _ in range(3):
@@ -363,7 +374,7 @@ def interleaved_step_ratios(device, request) -> dict[str, float]:
 
 def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, request):
     """One training step (forward, backward, clip, AdamW) of the suite's lm model."""
-    ts = K.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK)
+    ts = P.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK)
     benchmark.group = f"training-step-{ts.geometry['suite']}-{TRAIN_TASK}"
     timed(ts.step, rounds=S.train_rounds, warmup_rounds=3)
     stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
@@ -407,8 +418,8 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     from lenbench.flops import mfu
 
     suite = SUITE(request)
-    fast = K.quick_training_step("nope", device, suite=suite, task=task, fast=True)
-    eager = K.quick_training_step("nope", device, suite=suite, task=task, fast=False)
+    fast = P.quick_training_step("nope", device, suite=suite, task=task, fast=True)
+    eager = P.quick_training_step("nope", device, suite=suite, task=task, fast=False)
     benchmark.group = f"training-mfu-{fast.geometry['suite']}"
     n = 2048
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)  # (n, n) each

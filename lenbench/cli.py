@@ -3,6 +3,7 @@
     lenbench list {encodings,tasks,suites}
     lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale]
     lenbench report RESULTS [--out DIR]
+    lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
                      [--force-speed] [--top N | --all]
 """
@@ -31,20 +32,39 @@ def _list(what: str) -> int:
         for name, cls in TASKS.items():
             print(f"{name:<10} [{cls.length_unit}] {cls.description}")
     else:
-        from lenbench.suite import list_suites
+        from lenbench.estimate import estimate_suite, format_seconds
+        from lenbench.suite import list_suites, load_suite
 
+        print("time: one process on this machine's kind of CPU; 'measured' = mean seconds per finished cell in "
+              "runs/<name> x cells, 'model' = the cost model of lenbench/estimate.py (2-core CPU)")
         for name, path in list_suites().items():
-            print(f"{name:<10} {path}")
+            suite = load_suite(path)
+            est = estimate_suite(suite, Path("runs") / suite.name)
+            print(f"{name:<10} {len(suite.cells()):>4} cells  ~{format_seconds(est.seconds):<8} ({est.kind})")
+            print(f"{'':<10} {suite.description}")
     return 0
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter, except where the help already states the default or there is
+    none to state (None, or a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lenbench", description=__doc__.splitlines()[0])
+    import lenbench
+
+    parser = argparse.ArgumentParser(prog="lenbench", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"lenbench {lenbench.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_list = sub.add_parser("list", help="list registered encodings, tasks or suites")
+    p_list = sub.add_parser("list", help="list registered encodings, tasks or suites", formatter_class=HelpFormatter)
     p_list.add_argument("what", choices=["encodings", "tasks", "suites"])
 
-    p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)")
+    p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)", formatter_class=HelpFormatter)
     p_run.add_argument("--suite", default="quick", help="preset name (smoke, quick, standard, paper) or a YAML path")
     p_run.add_argument("--device", default="auto", choices=DEVICES, help="auto picks CUDA / XPU / MPS if present, else CPU")
     p_run.add_argument("--executor", default="serial", help="where cells run: serial, process or ray (default: serial; "
@@ -60,13 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished cells whose code/environment fingerprint changed (default: recompute them)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run")
+    p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run", formatter_class=HelpFormatter)
     p_report.add_argument("results", help="results directory (cells/*.json), tidy results CSV or benchmark JSON")
     p_report.add_argument("--out", default=None,
-                          help="output directory (default: RESULTS itself when it is a directory, else results/)")
+                          help="output directory (default: RESULTS itself when it is a directory, else the directory holding it; "
+                               "the published results/ only when named: see `lenbench publish`)")
     p_report.add_argument("--no-plots", action="store_true", help="tables only")
 
-    p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)")
+    p_pub = sub.add_parser("publish", help="copy a run's cells and benchmark JSON into the published directory "
+                           "and rebuild its report there (atomically)", formatter_class=HelpFormatter)
+    p_pub.add_argument("run_dir", metavar="RUN_DIR", help="results directory of a finished run, e.g. runs/quick")
+    p_pub.add_argument("--benchmark-json", default=None,
+                       help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline)")
+    p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole")
+    p_pub.add_argument("--no-plots", action="store_true", help="tables only")
+
+    p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)
     p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
     p_cmp.add_argument("head", help="results directory, results / leaderboard CSV or benchmark JSON")
     p_cmp.add_argument("--tolerance", type=float, default=0.0,
@@ -88,15 +117,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.results import write_report
+    from lenbench.page import write_report
 
     source = Path(args.results)
-    out = Path(args.out) if args.out else (source if source.is_dir() else Path("results"))
+    out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
     check_writable(out, "report directory")  # before reading or plotting anything
     written = write_report(source, out, plots=not args.no_plots)
     print(f"wrote {len(written)} file(s) to {out}:")
     for path in written:
         print(f"  {path}")
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from lenbench.publish import publish
+
+    written = publish(args.run_dir, args.to, benchmark_json=args.benchmark_json, plots=not args.no_plots)
+    print(f"published {args.run_dir} to {args.to}: {len(written)} file(s)")
     return 0
 
 
@@ -146,7 +183,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def summary_table(out: Path) -> str:
     """The leaderboard's wide view of a results directory: primary metric by length ratio, as text."""
-    from lenbench.results import leaderboard, load_results
+    from lenbench.results import load_results
+    from lenbench.tables import leaderboard
 
     df = load_results(out)
     if df.empty:
@@ -167,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "publish":
+            return _publish(args)
         if args.command == "compare":
             return _compare(args)
     except (ValueError, KeyError, FileNotFoundError) as err:

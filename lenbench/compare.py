@@ -57,18 +57,15 @@ import pandas as pd
 
 from lenbench.evaluate import METRICS
 from lenbench.results import (
-    SCORE_STATS,
     ResultsError,
     _read_csv_strings,
     csv_kind,
-    leaderboard,
     load_kernel_timings,
     load_results,
-    markdown_table,
-    read_leaderboard_csv,
     resolve_source,
     whole_length,
 )
+from lenbench.tables import SCORE_STATS, leaderboard, markdown_table, read_leaderboard_csv
 
 ROW_JOIN = ("task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "seed")
 BOARD_JOIN = ("task", "train_len", "metric", "encoding", "variant", "statistic")

@@ -37,17 +37,15 @@ from lenbench.atomic import atomic_path  # noqa: E402
 from lenbench.encodings import ENCODINGS, EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
 from lenbench.results import (  # noqa: E402
     BASE_VARIANT,
-    Leaderboard,
-    leaderboard,
     load_results,
     primary_metric,
-    ratio_label,
     series_label,
     series_order,
     task_order,
     variant_rope_type,
     whole_length,
 )
+from lenbench.tables import Leaderboard, leaderboard, ratio_label  # noqa: E402
 
 # --- saving -------------------------------------------------------------------------------------
 
@@ -76,33 +74,59 @@ def save_figure(fig, path: str | Path, *, dpi: int = 100) -> Path:
     return path
 
 
-def encoding_matrix(enc: PositionalEncoding, length: int) -> tuple[torch.Tensor, str]:
-    """The position × channel matrix an encoding applies, and a label for its channel axis.
+def _rotary_probe(enc: PositionalEncoding, head_dim: int) -> torch.Tensor:
+    """A query with 1 on the first channel of every rotated pair and 0 elsewhere: rotated to
+    position m, its first channels read cos(m·θ_i) (times xPos' decay), one per frequency θ_i."""
+    inner = getattr(enc, "inner", enc)
+    layout = getattr(inner, "layout", "half")
+    rot = int(getattr(inner, "rot_dim", 0) or head_dim)
+    probe = torch.zeros(head_dim)  # (Dh,)
+    if layout == "interleaved":
+        probe[0:rot:2] = 1.0
+    else:
+        probe[: rot // 2] = 1.0
+    return probe
+
+
+def encoding_matrix(enc: PositionalEncoding, length: int) -> tuple[torch.Tensor, str, str]:
+    """The position × channel matrix an encoding applies, its x-axis label and its y-axis label.
 
     - absolute encodings: `embed(0, pos)`, the vector added at each position (T, D);
-    - rotary encodings: a ones query rotated to each position (T, Dh);
-    - bias encodings: the bias from the last query to each key, per head (T, H).
+    - rotary encodings: cos(m·θ_i) per frequency pair i (`_rotary_probe` rotated to position m),
+      (T, pairs), the rotation RoPE applies (xPos: with its decay);
+    - bias encodings: the bias from the last query (position T−1) to each key, per head (T, H).
+    - no positional signal (nope): zeros.
     """
     d = enc.dims
     pos = torch.arange(length)[None]  # (1, T)
     with torch.no_grad():
         emb = enc.embed(torch.zeros(1, length, d.d_model), pos)[0]  # (T, D)
         if emb.abs().sum() > 0:
-            return emb, "embedding dimension"
-        ones = torch.ones(1, 1, length, d.head_dim)  # (1, 1, T, Dh)
-        q, _ = enc.rotate(ones, ones, pos)
-        if not torch.equal(q, ones):
-            return q[0, 0], "head dimension"
+            return emb, "embedding dimension", "position"
+        probe = _rotary_probe(enc, d.head_dim)  # (Dh,)
+        q = probe.expand(1, 1, length, d.head_dim).contiguous()  # (1, 1, T, Dh)
+        rotated, _ = enc.rotate(q, q.clone(), pos)  # (1, 1, T, Dh)
+        if not torch.equal(rotated, q):
+            return rotated[0, 0][:, probe > 0], "frequency pair i (θ_i falls with i)", "position m"  # (T, pairs)
         bias = enc.bias(pos, pos)  # (1, H, T, T) or None
         if bias is not None:
-            return bias[0, :, -1, :].T, "head"  # (T, H)
-    return torch.zeros(length, d.d_model), "embedding dimension"
+            return bias[0, :, -1, :].T, "head", f"key position (query at {length - 1})"  # (T, H)
+    return torch.zeros(length, d.d_model), "embedding dimension", "position"
+
+
+def _tick_step(n: int, target: int = 8) -> int:
+    """A round step giving about `target` labelled ticks over n cells."""
+    raw = max(1, n // target)
+    return min((s for s in (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 256, 500, 512, 1000, 1024)
+                if s >= raw), default=raw)
 
 
 def encoding_heatmap(
-    encoding: str, path: str | Path, *, length: int = 256, d_model: int = 128, n_heads: int = 8, **params
+    encoding: str, path: str | Path, *, length: int = 256, d_model: int = 128, n_heads: int = 8,
+    state: dict | None = None, note: str = "", **params
 ) -> Path:
-    """Render an encoding's position × dimension matrix (see `encoding_matrix`) to PNG or SVG.
+    """Render an encoding's position matrix (see `encoding_matrix`) to PNG or SVG, both axes
+    labelled with their units and ticked.
 
     For `sinusoidal` this is the classic striped picture: fast oscillation in the first dimensions,
     slow waves in the last.
@@ -111,21 +135,33 @@ def encoding_heatmap(
         encoding: registered encoding name.
         path: output file; the suffix (.png, .svg) chooses the format.
         length: number of positions (rows).
-        d_model, n_heads: model geometry the encoding is built for.
+        d_model, n_heads: model geometry the encoding is built for (the trained model's, see
+            `encoding_geometries`).
+        state: the encoding's trained parameters (``pos_enc.*`` of a checkpoint), or None: the
+            pattern at initialisation (seed 0), which `note` should then say.
+        note: shown under the title (where the geometry and weights come from).
         params: encoding parameters.
     """
     with torch.random.fork_rng(devices=[]):  # trainable encodings start from a fixed init: same picture every run
         torch.manual_seed(0)
         enc = build_encoding(encoding, EncodingDims(d_model=d_model, n_heads=n_heads, max_len=max(length, 1)), **params)
+    if state:
+        enc.load_state_dict(state, strict=False)
     enc.eval()
-    matrix, xlabel = encoding_matrix(enc, length)
-    fig, ax = plt.subplots(figsize=(7, 5))
-    # rasterized: one image instead of T × D vector patches, so the SVG stays small.
-    with _quiet():
-        sns.heatmap(matrix.float().numpy(), ax=ax, cmap="RdBu_r", center=0, xticklabels=False, yticklabels=False,
-                    rasterized=True)
-    ax.set(xlabel=xlabel, ylabel="position", title=f"{encoding}: position × {xlabel}")
-    return save_figure(fig, path)
+    matrix, xlabel, ylabel = encoding_matrix(enc, length)
+    values = matrix.float().numpy()
+    with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        fig, ax = plt.subplots(figsize=(PAPER_WIDTH / 2, 2.8))
+        # rasterized: one image instead of T × D vector patches, so the SVG stays small.
+        with _quiet():
+            sns.heatmap(values, ax=ax, cmap="RdBu_r", center=0, xticklabels=_tick_step(values.shape[1]),
+                        yticklabels=_tick_step(values.shape[0], 10), rasterized=True)
+        ax.tick_params(axis="x", rotation=0, labelsize=6)
+        ax.tick_params(axis="y", rotation=0, labelsize=6)
+        title = f"{encoding} (d_model {d_model}, {n_heads} heads)"
+        ax.set(xlabel=xlabel, ylabel=ylabel)
+        ax.set_title(title + (f"\n{note}" if note else ""), fontsize=PAPER_FONT_SIZE)
+        return save_figure(fig, path)
 
 
 def has_fixed_pattern(encoding: str, *, length: int = 256, d_model: int = 128, n_heads: int = 8) -> bool:
@@ -135,7 +171,7 @@ def has_fixed_pattern(encoding: str, *, length: int = 256, d_model: int = 128, n
         enc = build_encoding(encoding, EncodingDims(d_model=d_model, n_heads=n_heads, max_len=length))
         if any(p.requires_grad for p in enc.parameters()):
             return False
-        matrix, _ = encoding_matrix(enc.eval(), length)
+        matrix = encoding_matrix(enc.eval(), length)[0]
         return bool(matrix.abs().sum() > 0)
     except Exception:  # an encoding that cannot be drawn this way (e.g. contextual)
         return False
@@ -148,6 +184,83 @@ def safe_encoding_heatmap(encoding: str, path: str | Path, **kwargs) -> Path | N
     except Exception:  # an encoding without a position matrix of its own (e.g. contextual) is skipped
         plt.close("all")
         return None
+
+
+def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None, *,
+                        max_positions: int = 256) -> dict[str, dict]:
+    """`encoding_heatmap` keyword arguments for every registered encoding of a results frame.
+
+    Geometry (d_model, n_heads, encoding parameters) and trained weights come from the run: the
+    first finished cell of the encoding in ``results_dir/cells`` (lm first, the longest context) and
+    its checkpoint ``results_dir/checkpoints/<train_id>.pt``; without a run directory, from the
+    suite preset named in the rows; else the model defaults (64, 4). Positions: the cell's longest
+    evaluated sequence, at most `max_positions`. An encoding with trainable parameters but no
+    checkpoint at hand is drawn at initialisation, and its note says so.
+    """
+    from lenbench.stats import is_baseline
+
+    names = [e for e in dict.fromkeys(df["encoding"]) if not is_baseline(e) and e in ENCODINGS.names()]
+    cells: dict[str, dict] = {}
+    if results_dir is not None and (Path(results_dir) / "cells").is_dir():
+        import json
+
+        for path in sorted((Path(results_dir) / "cells").glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            config = data.get("config") or {}
+            enc = config.get("encoding")
+            if data.get("status") == "ok" and enc in names and (enc not in cells or config.get("task") == "lm"):
+                cells[enc] = data
+    preset = None
+    try:
+        from lenbench.suite import list_suites, load_suite
+
+        suites = sorted(set(df["suite"]) & set(list_suites()))
+        preset = load_suite(suites[0]) if suites else None
+    except Exception:  # noqa: BLE001 - a preset that no longer loads: fall back to the defaults
+        preset = None
+    out = {}
+    for encoding in names:
+        rows = df[df["encoding"] == encoding]
+        kwargs: dict = {"length": int(min(max_positions, rows["eval_len"].max() if len(rows) else max_positions))}
+        data = cells.get(encoding)
+        if data is not None:
+            config = data["config"]
+            kwargs.update(d_model=int(config["model"]["d_model"]), n_heads=int(config["model"]["n_heads"]),
+                          **dict(config.get("encoding_params") or {}))
+            checkpoint = Path(results_dir) / "checkpoints" / f"{data.get('train_id', '')}.pt"
+            note = f"{data.get('title', '')}: geometry of the run"
+            if checkpoint.is_file():
+                try:
+                    from lenbench.engine import load_checkpoint_bytes
+
+                    state, _ = load_checkpoint_bytes(checkpoint.read_bytes(), torch.device("cpu"))
+                    kwargs["state"] = {k[len("pos_enc."):]: v for k, v in state.items() if k.startswith("pos_enc.")}
+                    note += ", trained weights"
+                except Exception:  # noqa: BLE001 - an unreadable checkpoint: draw the initialisation
+                    pass
+        elif preset is not None:
+            kwargs.update(d_model=preset.model.d_model, n_heads=preset.model.n_heads)
+            spec = next((e for e in preset.encodings if e.name == encoding), None)
+            kwargs.update(dict(spec.params) if spec is not None else {})
+            note = f"geometry of the {preset.name} suite"
+        else:
+            kwargs.update(d_model=64, n_heads=4)
+            note = "default geometry"
+        trainable = False
+        try:
+            probe = build_encoding(encoding, EncodingDims(d_model=kwargs["d_model"], n_heads=kwargs["n_heads"],
+                                                          max_len=kwargs["length"]))
+            trainable = any(p.requires_grad for p in probe.parameters())
+        except Exception:  # noqa: BLE001
+            pass
+        if trainable and "state" not in kwargs:
+            note += ", at initialisation (no checkpoint)"
+        kwargs["note"] = note
+        out[encoding] = kwargs
+    return out
 
 
 # --- the shared style of every line -------------------------------------------------------------
@@ -196,9 +309,31 @@ def variant_marker(variant: str) -> str:
     return "o" if variant == rope_type else "^"
 
 
+#: Hues of inference-time variants, indexed by the rope_type's registry index: seaborn's "dark"
+#: palette, mixed with the family's colour (`VARIANT_FAMILY_MIX`) so a family's lines stay related.
+VARIANT_COLORS: list[tuple[float, float, float]] = list(sns.color_palette("dark", 10))
+VARIANT_FAMILY_MIX = 0.25
+
+
+def series_color(encoding: str, variant: str) -> tuple[float, float, float]:
+    """The encoding's colour for its trained model; for a variant a colour of its own (by rope_type,
+    so `rope+yarn` and `xpos+yarn` share a hue), a quarter of it the family's colour."""
+    family = encoding_color(encoding)
+    if variant == BASE_VARIANT:
+        return family
+    from lenbench.encodings.rope_scaling import ROPE_TYPES
+
+    rope_type = variant_rope_type(variant)
+    index = ROPE_TYPES.names().index(rope_type) if rope_type else _stable_index(variant, len(VARIANT_COLORS))
+    hue = VARIANT_COLORS[index % len(VARIANT_COLORS)]
+    if variant != rope_type and rope_type:  # a fine-tuned or re-parametrised variant: a darker shade of its hue
+        hue = tuple(0.7 * c for c in hue)
+    return tuple(float((1 - VARIANT_FAMILY_MIX) * h + VARIANT_FAMILY_MIX * f) for h, f in zip(hue, family, strict=True))
+
+
 def series_style(encoding: str, variant: str) -> dict:
-    """Colour, dashes and marker of the line of (encoding, variant) in every figure."""
-    return {"color": encoding_color(encoding), "dashes": variant_dashes(variant), "marker": variant_marker(variant)}
+    """Colour (`series_color`), dashes and marker of the line of (encoding, variant) in every figure."""
+    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant), "marker": variant_marker(variant)}
 
 
 def legend_handles(pairs: list[tuple[str, str]]) -> list[Line2D]:
@@ -247,8 +382,15 @@ def _boards(df: pd.DataFrame) -> list[tuple[str, int, str, pd.DataFrame]]:
     return out
 
 
-def _grid(n: int, width: float, height: float):
-    ncols = min(3, max(1, n))
+#: A two-column paper's text width in inches (a figure* in a NeurIPS/ICML/ACL template); report
+#: figures are this wide, panels wrapping `PANEL_COLUMNS` to a row, at `PAPER_FONT_SIZE`.
+PAPER_WIDTH = 6.75
+PANEL_COLUMNS = 2
+PAPER_FONT_SIZE = 8
+
+
+def _grid(n: int, width: float, height: float, ncols: int = 3):
+    ncols = min(ncols, max(1, n))
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
     for ax in axes.flat[n:]:
@@ -297,14 +439,20 @@ def extrapolation_plot(source, path: str | Path, *, board: Leaderboard | None = 
         path: output file; the suffix (.png, .svg) chooses the format.
         board: the precomputed `leaderboard(source)`, if at hand.
     """
-    from lenbench.stats import is_baseline
 
     df = load_results(source)
     boards = _boards(df)
     if not boards:
         raise ValueError("extrapolation_plot: no rows to plot")
     board = board if board is not None else leaderboard(df)
-    fig, axes = _grid(len(boards), 5.0, 3.8)
+    with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        return _extrapolation_figure(df, boards, board, path)
+
+
+def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: str | Path) -> Path:
+    from lenbench.stats import is_baseline
+
+    fig, axes = _grid(len(boards), PAPER_WIDTH / PANEL_COLUMNS, 2.5, ncols=PANEL_COLUMNS)
     all_pairs = series_order((e, v) for e, v in zip(df["encoding"], df["variant"], strict=True) if not is_baseline(e))
     baselines = sorted({e for e in df["encoding"] if is_baseline(e)})
     any_not_learned = bool(board.per_task["not_learned"].any()) if len(board.per_task) else False
@@ -346,7 +494,7 @@ def extrapolation_plot(source, path: str | Path, *, board: Leaderboard | None = 
                     pad = 0.05 * (max(high, chance) - min(low, chance))
                     ax.set_ylim(min(low, chance - pad), max(high, chance + pad))
         values = bdf.loc[bdf["value"].notna() & ~bdf["encoding"].map(is_baseline), "value"].to_numpy(dtype=float)
-        if metric == "perplexity" and len(values) and (values > 0).all() and values.max() / values.min() > 10:
+        if metric in ("perplexity",) and len(values) and (values > 0).all():  # always log: ratios read as distances
             ax.set_yscale("log")
             _plain_log_labels(ax.yaxis)
         arrow = "↑" if metric in ("token_accuracy", "exact_match") else "↓"
@@ -363,11 +511,17 @@ def extrapolation_plot(source, path: str | Path, *, board: Leaderboard | None = 
     extra.append(Line2D([], [], color="0.3", marker="x", linestyle="none", label="failed (all seeds)"))
     if any_not_learned:
         extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.6, label="faded: not learned at 1×"))
-    fig.legend(handles=legend_handles(all_pairs) + extra, loc="center left", bbox_to_anchor=(1.0, 0.5),
-               frameon=False, fontsize="small")
+    if len(fig.axes) > len(axes):  # an odd panel count leaves a free slot in the grid: the legend goes there
+        slot = fig.axes[len(axes)]
+        slot.set_visible(True)
+        slot.axis("off")
+        slot.legend(handles=legend_handles(all_pairs) + extra, loc="center", frameon=False, fontsize=6.5, ncol=2)
+    else:
+        fig.legend(handles=legend_handles(all_pairs) + extra, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   frameon=False, fontsize=6.5, ncol=4)
     seeds = df["seed"].nunique()
-    fig.suptitle(f"lenbench: {metric_summary(boards)} against evaluation length "
-                 f"({seeds} seed{'s' if seeds != 1 else ''}, mean and 95 % bootstrap interval)")
+    fig.suptitle(f"{metric_summary(boards)} against evaluation length "
+                 f"({seeds} seed{'s' if seeds != 1 else ''}, mean and 95 % bootstrap band)", fontsize=PAPER_FONT_SIZE + 1)
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -422,7 +576,7 @@ def leaderboard_heatmap(source, path: str | Path, *, board: Leaderboard | None =
         norm = None
         if metric in ("exact_match", "token_accuracy"):
             norm = Normalize(vmin=0.0, vmax=1.0)
-        elif metric == "perplexity" and len(finite) and (finite > 0).all() and finite.max() / finite.min() > 10:
+        elif metric == "perplexity" and len(finite) and (finite > 0).all() and finite.max() > finite.min():
             norm = LogNorm(vmin=float(finite.min()), vmax=float(finite.max()))
         elif len(finite):
             norm = Normalize(vmin=float(finite.min()), vmax=float(finite.max()))
@@ -443,6 +597,88 @@ def leaderboard_heatmap(source, path: str | Path, *, board: Leaderboard | None =
         ax.tick_params(axis="y", rotation=0)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
     fig.tight_layout()
+    return save_figure(fig, path)
+
+
+# --- cost ---------------------------------------------------------------------------------------
+
+
+def cost_plot(cost: pd.DataFrame, path: str | Path) -> Path:
+    """Kernel time against sequence length, log-log, one line per encoding, one panel per dtype.
+
+    Solid: the fused implementation (`lenbench.tables.cost_table`'s ``fused_s``); dashed, same
+    colour: the eager reference; black: unbiased causal SDPA (what `nope` attends with), recovered
+    from ``ratio_to_sdpa``. Colours are the encodings' colours of every other figure.
+    """
+    timed = cost[cost["dtype"] != ""]
+    if timed.empty:
+        raise ValueError("cost_plot: no kernel timings to plot")
+    dtypes = sorted(set(timed["dtype"]), key=lambda d: (d != "fp32", d))
+    with _quiet():
+        fig, axes = _grid(len(dtypes), 3.6, 3.0)
+        for ax, dtype in zip(axes, dtypes, strict=True):
+            d = timed[timed["dtype"] == dtype]
+            for encoding, g in d.groupby("encoding", sort=False):
+                color = encoding_color(encoding)
+                ax.plot(g["T"], g["fused_s"], color=color, marker="o", markersize=3, linewidth=1.4, label=encoding)
+                eager = g[g["eager_s"].notna()]
+                if len(eager):
+                    (line,) = ax.plot(eager["T"], eager["eager_s"], color=color, linewidth=0.9, alpha=0.7)
+                    line.set_dashes((4, 2))
+            sdpa = d[d["ratio_to_sdpa"].notna()].drop_duplicates("T")
+            if len(sdpa):
+                ax.plot(sdpa["T"], sdpa["fused_s"] / sdpa["ratio_to_sdpa"], color="black", linewidth=1.8,
+                        label="SDPA (nope)")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(sorted(set(d["T"])))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel("sequence length T")
+            ax.set_ylabel("seconds per call")
+            ax.set_title(f"{dtype}: fused (solid) vs eager (dashed)", fontsize=9)
+            ax.grid(True, which="major", alpha=0.3)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5, fontsize=7, frameon=False)
+        fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def quality_cost_plot(points: pd.DataFrame, path: str | Path) -> Path:
+    """Retention past the training length against training-step cost, one panel per task.
+
+    x: the encoding's training step relative to `nope` (`lenbench.tables.quality_cost_frame`);
+    y: retention (`lenbench.stats`) with its 95 % interval as error bars; the Pareto front (cheaper
+    and better than every other learned model it is not dominated by) joined by a line and ringed;
+    not-learned models faded and never on the front.
+    """
+    if points.empty:
+        raise ValueError("quality_cost_plot: no model with both a retention and a training-step timing")
+    boards = list(points.groupby(["task", "train_len"], sort=False))
+    with _quiet():
+        fig, axes = _grid(len(boards), 3.2, 2.8)
+        for ax, ((task, train_len), g) in zip(axes, boards, strict=True):
+            for r in g.to_dict("records"):
+                y = r["retention"] if math.isfinite(r["retention"]) else np.nan
+                lo, hi = r["retention_ci_low"], r["retention_ci_high"]
+                err = [[y - lo], [hi - y]] if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(y) else None
+                alpha = NOT_LEARNED_ALPHA if r["not_learned"] else 1.0
+                color = encoding_color(r["encoding"])
+                ax.errorbar([r["cost"]], [y], yerr=err, fmt="o", color=color, alpha=alpha, markersize=5, capsize=2)
+                if math.isfinite(y):
+                    ax.annotate(r["encoding"] + (" (n/l)" if r["not_learned"] else ""), (r["cost"], y), fontsize=6,
+                                xytext=(3, 3), textcoords="offset points", alpha=alpha)
+            front = g[g["pareto"]].sort_values("cost")
+            if len(front):
+                ax.plot(front["cost"], front["retention"], color="black", linewidth=1.0, linestyle=":", zorder=0)
+                ax.scatter(front["cost"], front["retention"], s=90, facecolors="none", edgecolors="black",
+                           linewidths=0.9, label="Pareto front")
+            ax.axvline(1.0, color="0.6", linewidth=0.8, linestyle="--")
+            ax.set_xlabel("training step / nope's (lower is cheaper)")
+            ax.set_ylabel("retention past train length")
+            ax.set_title(f"{task} (train length {train_len})", fontsize=9)
+            ax.grid(True, alpha=0.3)
+        fig.tight_layout()
     return save_figure(fig, path)
 
 
@@ -485,7 +721,7 @@ def position_loss_plot(source, path: str | Path) -> Path:
     keys = list(dict.fromkeys(zip(df["task"], df["train_len"], strict=True)))
     if not keys:
         raise ValueError("position_loss_plot: no per-position rows (bucket 'pos:…') to plot")
-    fig, axes = _grid(len(keys), 5.5, 4.0)
+    fig, axes = _grid(len(keys), PAPER_WIDTH / PANEL_COLUMNS, 2.8, ncols=PANEL_COLUMNS)
     all_pairs = series_order(zip(df["encoding"], df["variant"], strict=True))
     for ax, (task, train_len) in zip(axes, keys, strict=True):
         bdf = df[(df["task"] == task) & (df["train_len"] == train_len)]
@@ -537,7 +773,7 @@ def needle_heatmap(source, path: str | Path) -> Path:
                                ldf[(ldf["encoding"] == encoding) & (ldf["variant"] == variant)]))
     if not panels:
         raise ValueError("needle_heatmap: no needle-depth rows (bucket 'depth:…') to plot")
-    fig, axes = _grid(len(panels), 3.6, 2.8)
+    fig, axes = _grid(len(panels), PAPER_WIDTH / 3, 2.2)
     for ax, (task, train_len, metric, encoding, variant, sdf) in zip(axes, panels, strict=True):
         matrix = sdf.pivot_table(index="bucket", columns="eval_len", values="value", aggfunc="mean").sort_index()
         labels = [b.split(":", 1)[1] for b in matrix.index]

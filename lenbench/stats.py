@@ -1,7 +1,7 @@
 """The leaderboard's statistics: intervals, paired tie-aware ranks, not-learned flags, retention.
 
-The report path is rows → statistics (this module) → tables (`lenbench.results`) → figures
-(`lenbench.plots`) → page. Everything here works on one *board*: the rows of one task, training
+The report path is rows → statistics (this module) → tables (`lenbench.tables`) → figures
+(`lenbench.plots`) → page (`lenbench.page`). Everything here works on one *board*: the rows of one task, training
 length and (primary) metric, every (encoding, variant) series of it, scored on the same evaluation
 samples (same generator seed, `lenbench.evaluate.eval_generator`).
 
@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -362,3 +363,40 @@ def overall_ranks(per_task: pd.DataFrame) -> pd.DataFrame:
         r["rank"] = float(1 + sum(o[0] < key[0] or (o[0] == key[0] and o[1] < key[1] - 1e-12) for o in keys)) \
             if r["n_tasks"] else math.nan
     return pd.DataFrame(rows, columns=["encoding", "variant", "mean_rank", "n_tasks", "n_not_learned", "rank"])
+
+
+# --- a t interval over seeds (kept for callers of the schema-1 report) ------------------------
+
+# Student t 0.975 quantiles for 1..30 degrees of freedom (scipy.stats.t.ppf, 6 decimals).
+_T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+_Z975 = 1.959963984540054
+
+
+def t_quantile_975(df: int) -> float:
+    """Two-sided 95 % Student t quantile: table for df ≤ 30, Cornish–Fisher expansion beyond."""
+    if df < 1:
+        return float("nan")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = _Z975
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
+    """(mean, ci_low, ci_high, n) over the non-NaN values; the CI is NaN below two values or
+    when a value is infinite."""
+    arr = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    n = len(arr)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    mean = float(arr.mean())
+    if n < 2 or not np.isfinite(arr).all():
+        return mean, float("nan"), float("nan"), n
+    half = t_quantile_975(n - 1) * float(arr.std(ddof=1)) / math.sqrt(n)
+    return mean, mean - half, mean + half, n

@@ -100,7 +100,7 @@ class KernelSpec:
 
     Environment variables override these fields one by one (`LENBENCH_KERNEL_LENGTHS`,
     `LENBENCH_KERNEL_DTYPES`, `LENBENCH_KERNEL_SECONDS`, `LENBENCH_KERNEL_ENCODINGS`,
-    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `lenbench.kernels.kernel_settings`):
+    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `kernel_settings` in bench/kernel_plans.py):
     environment > suite file > these defaults.
 
     Args:
@@ -552,6 +552,9 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         _check_keys(t, TaskSpec, where, source)
         name = _name("task", t.get("name"), TASKS, where, source)
         lens = t.get("train_len")
+        if lens is None and set(t) == {"name"}:  # `tasks: [copy]`: every task needs its training length
+            raise SuiteError(f"{source}: {where} is the bare task name {name!r}, which has no training length; "
+                             f"write {{name: {name}, train_len: N}} (N in {TASKS.get(name).length_unit})")
         lens = (lens,) if isinstance(lens, int) else tuple(lens or ())
         if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")

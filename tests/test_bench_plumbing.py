@@ -1,6 +1,7 @@
 """`pytest bench` plumbing on a tiny suite: one benchmark per cell, rows in extra_info, reuse, report."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,17 @@ def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
     assert variants == {"none", "linear"}
     machine = data["machine_info"]["lenbench"]
     assert machine["torch_version"] and machine["device"] == "cpu" and machine["cpu_threads"] >= 1
+
+
+def test_params_are_readable_and_one_progress_line_per_cell(tmp_path):
+    proc, data = run_bench(tmp_path)
+    cells = {c.title: c for c in parse_suite(TINY).cells()}
+    for b in data["benchmarks"]:  # strings, not UNSERIALIZABLE[Cell(...)]
+        assert b["params"] == {"cell_title": b["param"], "cell_id": cells[b["param"]].cell_id}
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("lenbench: ") and " computed in " in x]
+    assert sorted(x.split()[1] for x in lines) == sorted(cells)
+    assert all(re.search(r" computed in \d+\.\d s: (exact_match|perplexity) 1x (\d+\.\d{3}|fail), past train ", x)
+               for x in lines), lines
 
 
 def test_second_session_reuses_finished_cells(tmp_path):

@@ -5,12 +5,14 @@ and the rotary kernel compiles once at a small size (about 20 s of compilation i
 a warm inductor cache).
 """
 
+import json
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import kernel_plans as P
 import pytest
 import torch
 import torch.nn.functional as F
@@ -269,18 +271,18 @@ def test_model_shares_one_bias_across_identical_rows(name):
 def test_bytes_and_bandwidth_arithmetic():
     q = torch.empty(2, 3, 4, 5)
     k = torch.empty(2, 3, 4, 5)
-    assert K.nbytes(q, None, k) == 2 * 120 * 4
-    assert K.rotary_bytes(q, k) == 4 * 120 * 4  # read q, k + write q, k
+    assert P.nbytes(q, None, k) == 2 * 120 * 4
+    assert P.rotary_bytes(q, k) == 4 * 120 * 4  # read q, k + write q, k
     bias = torch.empty(1, 3, 4, 4, dtype=torch.bfloat16)
-    assert K.attention_bytes(q, k, q) == 4 * 120 * 4  # q, k, v + out
-    assert K.attention_bytes(q, k, q, bias=bias) == 4 * 120 * 4 + 48 * 2
-    assert K.gb_per_s(3_000_000_000, 1.5) == pytest.approx(2.0)
-    assert K.copy_ratio(0.3, 0.1) == pytest.approx(3.0)
-    assert math.isnan(K.gb_per_s(10, 0.0)) and math.isnan(K.copy_ratio(1.0, 0.0))
+    assert P.attention_bytes(q, k, q) == 4 * 120 * 4  # q, k, v + out
+    assert P.attention_bytes(q, k, q, bias=bias) == 4 * 120 * 4 + 48 * 2
+    assert P.gb_per_s(3_000_000_000, 1.5) == pytest.approx(2.0)
+    assert P.copy_ratio(0.3, 0.1) == pytest.approx(3.0)
+    assert math.isnan(P.gb_per_s(10, 0.0)) and math.isnan(P.copy_ratio(1.0, 0.0))
 
 
 def test_copy_floor_measures_once_per_size():
-    floor = K.CopyFloor(torch.device("cpu"), rounds=3)
+    floor = P.CopyFloor(torch.device("cpu"), rounds=3)
     first = floor.seconds(1 << 16)
     assert first > 0 and floor.seconds(1 << 16) == first
     assert floor.seconds(1 << 17) > 0 and len(floor._seconds) == 2
@@ -288,7 +290,7 @@ def test_copy_floor_measures_once_per_size():
 
 
 def test_quick_training_step_runs():
-    ts = K.quick_training_step("alibi", torch.device("cpu"))
+    ts = P.quick_training_step("alibi", torch.device("cpu"))
     assert ts.geometry["d_model"] == 64 and ts.geometry["batch_size"] == 32 and ts.geometry["T"] >= 32
     losses = [float(ts.step()) for _ in range(2)]
     assert all(math.isfinite(x) for x in losses)
@@ -312,3 +314,26 @@ def test_bench_kernels_collects_every_encoding():
         assert sorted(mine) == sorted(f"{name}-{impl}-T256-fp32" for impl in impls), name
         assert any(i.endswith(f"::test_training_step[{name}]") for i in ids), name
     assert sum("::test_attention_baseline[" in i for i in ids) == 1
+
+
+def test_kernel_benchmarks_have_separate_params_and_group_by_param_works(tmp_path):
+    """pytest-benchmark users group by a parameter: each kernel benchmark has encoding, impl, T
+    and dtype (the baseline T and dtype), and `--benchmark-group-by=param:T` runs through the
+    training-step benchmarks that have no T (root conftest.py)."""
+    env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "64,128", "LENBENCH_KERNEL_DTYPES": "fp32",
+           "LENBENCH_KERNEL_ENCODINGS": "rope", "LENBENCH_KERNEL_SECONDS": "0.01", "LENBENCH_TRAIN_ROUNDS": "2"}
+    out = tmp_path / "k.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_kernels.py", "--suite", "smoke", "-q", "-p", "no:cacheprovider",
+         "--benchmark-group-by=param:T", "--benchmark-json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "benchmark 'T=64'" in proc.stdout and "benchmark 'T=128'" in proc.stdout
+    assert "benchmark 'training-step-smoke-lm'" in proc.stdout
+    benches = json.loads(out.read_text())["benchmarks"]
+    kernels = [b for b in benches if b["name"].startswith("test_kernel[")]
+    assert {(b["params"]["encoding"], b["params"]["impl"], b["params"]["T"], b["params"]["dtype"]) for b in kernels} == {
+        ("rope", impl, T, "fp32") for impl in ("eager", "hf", "fused") for T in (64, 128)}
+    assert all(b["param"] == "{encoding}-{impl}-T{T}-{dtype}".format(**b["params"]) for b in kernels)
+    baseline = [b["params"] for b in benches if b["name"].startswith("test_attention_baseline[")]
+    assert sorted(p["T"] for p in baseline) == [64, 128] and {p["dtype"] for p in baseline} == {"fp32"}

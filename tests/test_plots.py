@@ -88,7 +88,13 @@ def test_fixed_palette_and_order():
     names = ENCODINGS.names()
     # colour from the registry index, never from what else is in the figure
     assert encoding_color("rope") == ENCODING_COLORS[names.index("rope")]
-    assert series_style("rope", "yarn")["color"] == series_style("rope", "none")["color"]
+    # variants: a colour each (not the family's grey told apart by dashes alone), the same hue for the
+    # same rope_type in every family
+    rope_family = [series_style("rope", v)["color"] for v in ("none", "linear", "ntk", "yarn", "dynamic", "llama3")]
+    assert len(set(rope_family)) == len(rope_family)
+    assert min(max(abs(a - b) for a, b in zip(x, y, strict=True)) for i, x in enumerate(rope_family) for y in rope_family[i + 1:]) > 0.1
+    assert series_style("rope", "none")["color"] == encoding_color("rope")
+    assert series_style("rope", "finetune-linear-x4")["color"] != series_style("rope", "linear")["color"]
     assert variant_dashes("none") == "" and variant_dashes("yarn") != variant_dashes("linear")
     assert variant_dashes("finetune-linear-x4") == variant_dashes("linear")
     # a label outside the registry: a stable colour no registered encoding uses
@@ -115,3 +121,40 @@ def test_plot_with_a_single_point_and_only_failures(tmp_path):
     assert extrapolation_plot(rows, tmp_path / "one.png").read_bytes().startswith(PNG_MAGIC)
     assert leaderboard_heatmap(rows, tmp_path / "one_h.png").read_bytes().startswith(PNG_MAGIC)
     assert math.isnan(load_results(rows).set_index("encoding").loc["learned", "value"])
+
+
+def test_encoding_heatmaps_for_every_encoding_with_the_runs_geometry(tmp_path):
+    import json
+
+    from lenbench.plots import encoding_geometries, safe_encoding_heatmap
+
+    rows = [row("copy", e, "none", r, "exact_match", 1.0) for e in ("nope", "rope", "alibi", "learned", "t5", "fire")
+            for r in (1, 2)]
+    df = load_results(rows)
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "a.json").write_text(json.dumps({
+        "status": "ok", "title": "copy-rope-L8-s0", "train_id": "none",
+        "config": {"encoding": "rope", "task": "copy", "model": {"d_model": 32, "n_heads": 2},
+                   "encoding_params": {"theta": 500.0}}}))
+    geo = encoding_geometries(df, tmp_path)
+    assert set(geo) == {"nope", "rope", "alibi", "learned", "t5", "fire"}  # every registered encoding, not 3 of them
+    assert (geo["rope"]["d_model"], geo["rope"]["n_heads"], geo["rope"]["theta"]) == (32, 2, 500.0)
+    assert geo["rope"]["length"] == 16 and "geometry of the run" in geo["rope"]["note"]
+    assert geo["learned"]["note"].endswith("at initialisation (no checkpoint)")
+    for encoding, kwargs in geo.items():
+        assert safe_encoding_heatmap(encoding, tmp_path / f"{encoding}.png", **kwargs) is not None, encoding
+
+
+def test_rotary_heatmap_reads_cos_of_position_times_frequency():
+    import torch
+
+    from lenbench.encodings import EncodingDims, build_encoding
+    from lenbench.plots import encoding_matrix
+
+    for layout in ("half", "interleaved"):
+        enc = build_encoding("rope", EncodingDims(d_model=32, n_heads=2, max_len=64), theta=100.0, layout=layout)
+        matrix, xlabel, ylabel = encoding_matrix(enc, 64)
+        theta = 100.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)  # (Dh/2,)
+        expected = torch.cos(torch.arange(64, dtype=torch.float64)[:, None] * theta[None])  # (T, Dh/2)
+        assert matrix.shape == (64, 8) and ylabel == "position m"
+        torch.testing.assert_close(matrix.double(), expected, atol=1e-5, rtol=0)

@@ -376,7 +376,8 @@ def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_a
     import pandas as pd
 
     from lenbench.compare import compare_rows
-    from lenbench.results import leaderboard, load_results
+    from lenbench.results import load_results
+    from lenbench.tables import leaderboard
 
     def row(ratio, metric, value, bucket=""):
         return {"cell_id": "c", "suite": "s", "task": "passkey", "encoding": "alibi", "variant": "none",
@@ -402,7 +403,7 @@ def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_
     import pandas as pd
 
     from lenbench import plots
-    from lenbench.results import write_report
+    from lenbench.page import write_report
 
     def row(task, ratio, metric, value, bucket="", variant="none", train_len=8):
         return {"cell_id": f"{task}{variant}", "suite": "s", "task": task, "encoding": "alibi", "variant": variant,

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from lenbench.results import load_results, write_report
+from lenbench.page import write_report
+from lenbench.results import load_results
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 TABLES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
@@ -30,7 +31,8 @@ def _published_schema() -> int:
 OLD_SCHEMA = pytest.mark.skipif(
     _published_schema() == 1,
     reason="results/ was published before leaderboard schema 2 (per-sample scores, intervals, exact-match primary, "
-           "issue 10); republish it (`pytest bench --results-dir results --benchmark-json results/bench.json`) "
+           "issue 10); republish it (`pytest bench --benchmark-json runs/bench.json`, then "
+           "`lenbench publish runs/quick --benchmark-json runs/bench.json --to results`) "
            "and these checks apply again")
 
 
@@ -61,3 +63,20 @@ def test_readme_leaderboard_matches_the_published_summary():
     readme = (RESULTS.parent / "README.md").read_text()
     summary = (RESULTS / "summary.md").read_text().strip()
     assert summary in readme, "the README's leaderboard differs from results/summary.md: paste the file into the README"
+
+
+@pytest.mark.skipif(not (RESULTS / "cost.md").exists(), reason="results/ predates the cost view (cost.md, issue 13); "
+                    "the lead republishes it")
+def test_readme_cost_table_matches_the_published_cost():
+    """The README quotes the training-step table of results/cost.md verbatim."""
+    cost = (RESULTS / "cost.md").read_text()
+    table = cost.split("relative to `nope`:\n\n", 1)[1].split("\n\n", 1)[0]
+    assert table in (RESULTS.parent / "README.md").read_text(), "the README's cost table differs from results/cost.md"
+
+
+@pytest.mark.skipif(not (RESULTS / "index.html").exists(), reason="results/ predates index.html (issue 13)")
+def test_published_page_is_self_contained():
+    import re
+
+    text = (RESULTS / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r"https?:", text) and "<link" not in text

@@ -10,19 +10,10 @@ import pytest
 from lenbench_testing import write_cells
 
 from lenbench.cli import main
-from lenbench.results import (
-    COLUMNS,
-    ResultsError,
-    leaderboard,
-    leaderboard_markdown,
-    load_kernel_timings,
-    load_results,
-    mean_ci,
-    read_leaderboard_csv,
-    t_quantile_975,
-    to_csv_text,
-    write_report,
-)
+from lenbench.page import write_report
+from lenbench.results import COLUMNS, ResultsError, load_kernel_timings, load_results
+from lenbench.stats import mean_ci, t_quantile_975
+from lenbench.tables import leaderboard, leaderboard_markdown, read_leaderboard_csv, to_csv_text
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
               "dtype": "float32", "timestamp": "2026-01-01T00:00:00+00:00"}
@@ -340,9 +331,13 @@ def test_report_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     bench = bench_json(tmp_path / "bench.json", tiny_rows())
     assert main(["report", str(bench), "--no-plots"]) == 0
-    assert (tmp_path / "results" / "leaderboard.csv").read_text() == (run / "leaderboard.csv").read_text()
+    assert (tmp_path / "leaderboard.csv").read_text() == (run / "leaderboard.csv").read_text()  # beside the JSON
+    assert not (tmp_path / "results").exists()  # never the published directory unless named
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "missing: no such file" in capsys.readouterr().err
     (tmp_path / "kernels.json").write_text(json.dumps({"benchmarks": [kernel()]}))
-    assert main(["report", str(tmp_path / "kernels.json")]) == 2
-    assert "no extrapolation rows" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "kernels.json"), "--no-plots"]) == 0  # kernel-only: the cost view
+    assert (tmp_path / "cost.csv").is_file()
+    (tmp_path / "empty.json").write_text(json.dumps({"benchmarks": []}))
+    assert main(["report", str(tmp_path / "empty.json")]) == 2
+    assert "no extrapolation rows to report and no kernel timings" in capsys.readouterr().err

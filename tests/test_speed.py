@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kernel_plans as P
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from lenbench import kernels as K
 from lenbench import train as train_mod
 from lenbench.encodings import ENCODINGS
 from lenbench.flops import matmul_rate, mfu, model_step_flops, transformer_flops
@@ -177,15 +177,15 @@ def test_kernel_section_errors(kernels, message):
 
 def test_environment_overrides_the_suite_field_by_field():
     suite = load_suite("smoke")
-    assert K.kernel_settings(suite, {}) == suite.kernels
-    spec = K.kernel_settings(suite, {"LENBENCH_KERNEL_LENGTHS": "128, 64", "LENBENCH_TRAIN_ROUNDS": "2",
+    assert P.kernel_settings(suite, {}) == suite.kernels
+    spec = P.kernel_settings(suite, {"LENBENCH_KERNEL_LENGTHS": "128, 64", "LENBENCH_TRAIN_ROUNDS": "2",
                                      "LENBENCH_KERNEL_ENCODINGS": "t5", "LENBENCH_KERNEL_DTYPES": ""})
     assert spec.lengths == (128, 64) and spec.train_rounds == 2 and spec.encodings == ("t5",)
     assert spec.dtypes == suite.kernels.dtypes and spec.seconds == suite.kernels.seconds  # unset / empty: the suite's
     with pytest.raises(SuiteError, match=r"^LENBENCH_KERNEL_LENGTHS='x' is not valid for kernels.lengths"):
-        K.kernel_settings(suite, {"LENBENCH_KERNEL_LENGTHS": "x"})
+        P.kernel_settings(suite, {"LENBENCH_KERNEL_LENGTHS": "x"})
     with pytest.raises(SuiteError, match=r"kernels.dtypes: unknown dtype 'fp8'"):
-        K.kernel_settings(suite, {"LENBENCH_KERNEL_DTYPES": "fp8"})
+        P.kernel_settings(suite, {"LENBENCH_KERNEL_DTYPES": "fp8"})
 
 
 def test_every_preset_has_a_kernel_section():
@@ -241,7 +241,7 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
         _bench("test_kernel[alibi-cached-T1024-fp32]", over_unbiased=1.1),
         _bench("test_kernel[rope-fused-T1024-fp32]", copy_ratio=1.1, speedup_over_hf=9.0),
     ]}
-    rows = {r["metric"]: r for r in K.issue_targets(data)}
+    rows = {r["metric"]: r for r in P.performance_targets(data)}
     assert rows["training MFU, suite lm step (fast path; median step / fp32 sgemm of the run)"]["ok"] is True
     assert rows["training step rope / nope (interleaved rounds)"]["ok"] is False
     alibi = rows["fused attention alibi (best fused impl, T=1024, fp32) / unbiased causal SDPA"]
@@ -252,7 +252,8 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
     assert rows["pytest bench --suite quick (whole session, seconds)"]["value"] is None
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
-    out = subprocess.run([sys.executable, "-m", "lenbench.kernels", str(path)], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "bench/kernel_plans.py", str(path)], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0
     lines = out.stdout.splitlines()
     assert any(line.startswith("training step rope / nope") and line.endswith("MISS") for line in lines)
@@ -260,7 +261,7 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
 
 
 def test_quick_training_step_counts_its_flops():
-    ts = K.quick_training_step("nope", torch.device("cpu"), suite="smoke", task="lm")
+    ts = P.quick_training_step("nope", torch.device("cpu"), suite="smoke", task="lm")
     s = load_suite("smoke")
     expected = transformer_flops(batch=s.train.batch_size, seq_len=ts.geometry["T"], vocab_size=ts.geometry["vocab_size"],
                                  **{k: v for k, v in dataclasses.asdict(s.model).items() if k in ("d_model", "n_layers", "ff_mult")})
@@ -306,4 +307,4 @@ def test_keep_freed_memory_applies_on_glibc():
 
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("mallopt is glibc's")
-    assert K.keep_freed_memory() is True
+    assert P.keep_freed_memory() is True

@@ -12,7 +12,9 @@ from lenbench import stats
 from lenbench.baselines import baseline_rows
 from lenbench.evaluate import decode_samples, encode_samples, eval_batches, evaluate_length, metric_transform
 from lenbench.model import ModelConfig, Transformer
-from lenbench.results import leaderboard, leaderboard_markdown, load_results, summary_markdown, write_report
+from lenbench.page import write_report
+from lenbench.results import load_results
+from lenbench.tables import leaderboard, leaderboard_markdown, summary_markdown
 from lenbench.tasks import build_task
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",

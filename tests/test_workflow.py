@@ -96,3 +96,12 @@ def test_shell_steps_parse(workflow, tmp_path):
         path.write_text(re.sub(r"\$\{\{.*?\}\}", "X", script))
         proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, f"step {name!r}: {proc.stderr}"
+
+
+def test_readme_cpu_install_is_the_workflows():
+    """The README's CPU-only install line uses the torch version and CPU wheel index the workflow
+    installs, so following the README off this machine gives the CPU wheel, not the CUDA build."""
+    env = yaml.safe_load(WORKFLOW.read_text())["env"]
+    readme = (ROOT / "README.md").read_text()
+    assert env["TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
+    assert f"pip install torch=={env['TORCH_VERSION']} --index-url {env['TORCH_INDEX']}" in readme

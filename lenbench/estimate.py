@@ -1,0 +1,134 @@
+"""How long a suite takes: measured seconds per cell where a run exists, else a per-step cost model.
+
+`lenbench list suites` prints one estimate per preset, saying which kind it is:
+
+- **measured**: the suite's results directory (``runs/<name>/cells/*.json``) holds finished cells:
+  their mean wall time (``seconds``: training + evaluation, as the engine recorded it) times the
+  number of cells of the suite.
+- **model**: otherwise, a cost model fitted to the published quick run on the 2-core CPU machine
+  this repository is developed on (24 cells, torch 2.13 CPU)::
+
+      seconds(suite) = RUN_OVERHEAD_S + Σ_cells CELL_OVERHEAD_S + STEP_OVERHEAD_S × training steps
+                       + flops(cell) / CPU_FLOPS
+
+  where ``flops`` counts the matrix multiplications of a pre-LN decoder (per token: 2 × the weights
+  of the projections, MLP and output head forward; attention 4 × T × d_model per layer), × 3 for a
+  training step (forward + backward), over every training step (``batch_size`` sequences of
+  ``task.seq_len(train_len)`` tokens; fine-tune steps of variants at their ratio) and every
+  evaluation (``samples`` sequences per ratio, once per evaluated variant). It is an order of
+  magnitude for a CPU, not a promise, and says nothing of GPUs (where the model is run-time bound
+  by kernel launches at these sizes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from lenbench.suite import Cell, Suite
+
+# Fitted by least squares on results/cells (the published quick run, 24 cells: `seconds` against
+# training steps and FLOPs) on a 2-core x86 CPU, torch 2.13.0 CPU, 2 threads; the fit's cells
+# took 10.6-33.2 s each, the model gives 14.3-31.2 s.
+STEP_OVERHEAD_S = 0.0049  # seconds per training step beyond its FLOPs (optimizer, Python, small kernels)
+CPU_FLOPS = 7.3e10  # achieved FLOP/s of the matrix multiplications
+# From the smoke suite on the same machine (20 s for 6 cells of 40 steps): the first cell of a
+# process pays imports and warm-up, every cell model construction and evaluation set-up.
+RUN_OVERHEAD_S = 10.0
+CELL_OVERHEAD_S = 0.5
+
+
+def _model_flops_per_token(cell: Cell, vocab: int, tokens: int) -> float:
+    """Forward FLOPs per token at sequence length `tokens` (matmuls only)."""
+    m = cell.model
+    d = m.d_model
+    weights = m.n_layers * (4 * d * d + 2 * m.ff_mult * d * d) + d * vocab  # qkvo, MLP, output head
+    return 2.0 * weights + 4.0 * m.n_layers * tokens * d  # + QK^T and AV per layer
+
+
+def cell_flops(cell: Cell) -> float:
+    """Training (forward + backward) and evaluation (forward) FLOPs of one cell."""
+    from lenbench.encodings import ENCODINGS
+    from lenbench.tasks import TASKS
+
+    task_cls = TASKS.get(cell.task.name)
+    task = task_cls.__new__(task_cls)  # seq_len / vocab without loading data (the lm corpus)
+    try:
+        task.__init__(**cell.task.params)
+    except Exception:  # noqa: BLE001 - a task that cannot be built here still gets a rough estimate
+        pass
+
+    def seq(n: int) -> int:
+        try:
+            return int(task.seq_len(n))
+        except Exception:  # noqa: BLE001
+            return n
+
+    try:
+        vocab = int(task.vocab_size)
+    except Exception:  # noqa: BLE001
+        vocab = 256
+    t = seq(cell.train_len)
+    b = cell.train.batch_size
+    total = 3.0 * cell.train.steps * b * t * _model_flops_per_token(cell, vocab, t)
+    scaled = bool(ENCODINGS.get(cell.encoding.name).variant_descriptions())
+    variants = cell.variants if scaled else ()
+    for v in variants:
+        if v.finetune_steps:
+            tf = seq(int(cell.train_len * v.finetune_ratio))
+            total += 3.0 * v.finetune_steps * b * tf * _model_flops_per_token(cell, vocab, tf)
+    for ratio in cell.eval.ratios:
+        te = seq(int(round(cell.train_len * ratio)))
+        total += (1 + len(variants)) * cell.eval.samples * te * _model_flops_per_token(cell, vocab, te)
+    return total
+
+
+def cell_seconds_model(cell: Cell) -> float:
+    """The cost model's seconds for one cell on the reference CPU (module docstring)."""
+    steps = cell.train.steps + sum(v.finetune_steps for v in cell.variants)
+    return CELL_OVERHEAD_S + STEP_OVERHEAD_S * steps + cell_flops(cell) / CPU_FLOPS
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    kind: str  # "measured" or "model"
+    basis: str  # one line: what the number rests on
+
+
+def measured_seconds(results_dir: Path) -> list[float]:
+    """Wall seconds of the finished cells stored in a results directory."""
+    out = []
+    for path in sorted((results_dir / "cells").glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float)):
+            out.append(float(data["seconds"]))
+    return out
+
+
+def estimate_suite(suite: Suite, results_dir: Path | None = None) -> Estimate:
+    """Seconds to run every cell of `suite` serially: measured when `results_dir` holds finished
+    cells of it, else the cost model."""
+    cells = suite.cells()
+    done = measured_seconds(results_dir) if results_dir is not None else []
+    if done:
+        mean = sum(done) / len(done)
+        return Estimate(mean * len(cells), "measured",
+                        f"mean {mean:.1f} s over {len(done)} finished cell(s) in {results_dir}")
+    return Estimate(RUN_OVERHEAD_S + sum(cell_seconds_model(c) for c in cells), "model",
+                    "per-step cost model fitted on a 2-core CPU (lenbench/estimate.py)")
+
+
+def format_seconds(seconds: float) -> str:
+    """`42 s`, `7 min`, `3.2 h`, `4.1 d`."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

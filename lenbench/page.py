@@ -1,0 +1,368 @@
+"""The page, step 5 of the report path: `write_report` writes a report directory, `index.html` included.
+
+rows (`lenbench.results`) → statistics (`lenbench.stats`) → tables (`lenbench.tables`) → figures
+(`lenbench.plots`) → page (this module). Nothing imports this module but the command line, the
+pytest plugin (`conftest.py`) and `lenbench.publish`.
+
+``index.html`` is one self-contained file: inline CSS and JavaScript, the figures as ``data:``
+URIs, no network access and no external URL. Per task (and training length): the main table
+(scores ± 95 % half-widths, shared ranks "=2", not-learned marks), the scores by length ratio and
+one table per encoding with inference-time variants; every table sorts by a click on its header
+and filters by the text typed above it. Then the overall ranking, the figures, the cost view
+(when the source is a benchmark JSON with kernel timings) and a provenance footer. The cells are
+the strings of `leaderboard.md` (`lenbench.tables.board_table_rows`), so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from lenbench.atomic import atomic_write_text
+from lenbench.results import (
+    EXPECTED_SOURCES,
+    ResultsError,
+    is_benchmark_json,
+    load_kernel_timings,
+    load_results,
+    load_training_steps,
+)
+from lenbench.tables import (
+    BOARD_ALIGN,
+    Leaderboard,
+    _fmt_ci,
+    _fmt_rank,
+    _fmt_seconds,
+    _fmt_x,
+    board_header,
+    board_table_rows,
+    cost_markdown,
+    cost_table,
+    leaderboard,
+    leaderboard_markdown,
+    quality_cost_frame,
+    summary_markdown,
+    to_csv_text,
+    variant_table,
+)
+
+REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
+COST_FILES = ("cost.csv", "cost.md")
+
+
+def benchmark_json_of(source: str | Path | pd.DataFrame) -> Path | None:
+    """The pytest-benchmark JSON behind a source: the source itself, or ``bench.json`` in a
+    results directory; None for frames, CSVs and directories without one."""
+    if isinstance(source, (pd.DataFrame, list)):
+        return None
+    path = Path(source)
+    if path.is_dir():
+        path = path / "bench.json"
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return None
+    import json
+
+    try:
+        return path if is_benchmark_json(json.loads(path.read_text(encoding="utf-8"))) else None
+    except ValueError:
+        return None
+
+
+def load_cost(source: str | Path | pd.DataFrame) -> pd.DataFrame | None:
+    """`lenbench.tables.cost_table` of the source's benchmark JSON, or None without kernel timings."""
+    bench = benchmark_json_of(source)
+    if bench is None:
+        return None
+    kernels = load_kernel_timings(bench)
+    cost = cost_table(kernels, load_training_steps(bench))
+    return cost if len(cost) else None
+
+
+def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True,
+                 page: bool = True) -> list[Path]:
+    """Write the report of a results source into `out_dir`, every file atomically.
+
+    Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
+    `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
+    metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the README's
+    tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
+    length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
+    heatmap of each registered encoding in the results whose pattern is fixed by its definition,
+    see `lenbench.plots.has_fixed_pattern`). From the kernel timings of a benchmark JSON (the
+    source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
+    ``cost.csv`` / ``cost.md`` (`lenbench.tables.cost_table`), with `plots` ``cost.{png,svg}``,
+    and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
+    measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
+    (passkey depth × length). With `page`: ``index.html`` (module
+    docstring). Rerunning on the same source rewrites identical files.
+
+    Returns:
+        The paths written, in that order.
+
+    Raises:
+        ResultsError: unreadable source, or a source without any rows or kernel timings.
+    """
+    df = load_results(source)
+    cost = load_cost(source)
+    if df.empty and cost is None:
+        raise ResultsError(f"{source if not isinstance(source, pd.DataFrame) else 'rows'}: no extrapolation rows to "
+                           f"report and no kernel timings; expected {EXPECTED_SOURCES} with at least one cell, or a "
+                           "benchmark JSON of bench/test_kernels.py")
+    out = Path(out_dir)
+    board = leaderboard(df) if not df.empty else None
+    written: list[Path] = []
+    figures: dict[str, Path] = {}
+    points = quality_cost_frame(board, cost) if board is not None and cost is not None else None
+    if board is not None:
+        written += [
+            atomic_write_text(out / "results.csv", to_csv_text(df)),
+            atomic_write_text(out / "leaderboard.csv", to_csv_text(board.long())),
+            atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
+            atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
+            atomic_write_text(out / "summary.md", summary_markdown(board)),
+        ]
+    if plots and board is not None:
+        from lenbench import plots as lplots
+
+        for suffix in ("png", "svg"):
+            written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board))
+        for suffix in ("png", "svg"):
+            written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
+        figures["metric against evaluation length"] = out / "extrapolation.png"
+        figures["leaderboard heatmap"] = out / "leaderboard_heatmap.png"
+        for kind, name, plot, title in (("pos", "position_loss", lplots.position_loss_plot, "lm loss by position"),
+                                        ("depth", "needle_depth", lplots.needle_heatmap, "passkey: needle depth × length")):
+            if lplots.has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
+                for suffix in ("png", "svg"):
+                    written.append(plot(df, out / f"{name}.{suffix}"))
+                figures[title] = out / f"{name}.png"
+        from lenbench.encodings import ENCODINGS
+
+        run_dir = None if isinstance(source, (pd.DataFrame, list)) else Path(source)
+        run_dir = run_dir if run_dir is not None and run_dir.is_dir() else None
+        geometries = lplots.encoding_geometries(df, run_dir)
+        for encoding in [e for e in ENCODINGS.names() if e in geometries]:
+            for suffix in ("png", "svg"):
+                path = lplots.safe_encoding_heatmap(encoding, out / "encodings" / f"{encoding}.{suffix}",
+                                                    **geometries[encoding])
+                if path is not None:
+                    written.append(path)
+                    if suffix == "png":
+                        figures[f"position pattern: {encoding}"] = path
+    if cost is not None:
+        written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
+                    atomic_write_text(out / "cost.md", cost_markdown(cost))]
+        if plots:
+            from lenbench import plots as lplots
+
+            for suffix in ("png", "svg"):
+                written.append(lplots.cost_plot(cost, out / f"cost.{suffix}"))
+            figures["kernel time against sequence length"] = out / "cost.png"
+            if points is not None and len(points):
+                for suffix in ("png", "svg"):
+                    written.append(lplots.quality_cost_plot(points, out / f"quality_cost.{suffix}"))
+                figures["quality against training cost"] = out / "quality_cost.png"
+    if page:
+        written.append(atomic_write_text(out / "index.html", render_page(board, df, cost, figures)))
+    return written
+
+
+# --- index.html ---------------------------------------------------------------------------------
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d232a;background:#fafbfc}
+header,main,footer{max-width:1180px;margin:0 auto;padding:0 20px}
+header{padding-top:18px}h1{font-size:24px;margin:8px 0 4px}h2{margin-top:34px;border-bottom:1px solid #d8dee4;padding-bottom:4px}
+h3{font-size:15px;margin:22px 0 6px}.lede{color:#57606a;max-width:900px}
+nav a{margin-right:14px;color:#0b5cad;text-decoration:none}nav a:hover{text-decoration:underline}
+table{border-collapse:collapse;margin:6px 0 4px;background:#fff;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #d8dee4;padding:3px 9px;white-space:nowrap}th{background:#eef1f4;cursor:pointer;user-select:none;text-align:left}
+th.sorted-asc::after{content:" \\25B2";font-size:10px}th.sorted-desc::after{content:" \\25BC";font-size:10px}
+td.r{text-align:right}tr.nl td{color:#8c959f;font-style:italic}tr.baseline td{color:#57606a;background:#f6f8fa}
+td.rank1{font-weight:700;color:#116329}.filter{margin:6px 0;padding:3px 6px;width:260px;border:1px solid #c7ced6;border-radius:4px}
+.note{color:#57606a;font-size:12.5px;max-width:1000px}figure{margin:14px 0}figure img{max-width:100%;border:1px solid #e1e4e8;background:#fff}
+figcaption{color:#57606a;font-size:12.5px}details{margin:8px 0}footer{margin-top:40px;padding-bottom:30px;color:#57606a;font-size:12.5px;border-top:1px solid #d8dee4}
+footer dt{font-weight:600;float:left;clear:left;width:170px}footer dd{margin:0 0 2px 180px}
+"""
+
+_JS = """
+function sortKey(td){var v=td.getAttribute('data-v');if(v!==null&&v!==''){return parseFloat(v);}return td.textContent.trim().toLowerCase();}
+document.querySelectorAll('table.lb').forEach(function(table){
+  var ths=table.querySelectorAll('thead th');
+  ths.forEach(function(th,col){th.addEventListener('click',function(){
+    var asc=!th.classList.contains('sorted-asc');ths.forEach(function(h){h.classList.remove('sorted-asc','sorted-desc');});
+    th.classList.add(asc?'sorted-asc':'sorted-desc');var body=table.tBodies[0];var rows=Array.from(body.rows);
+    rows.sort(function(a,b){var x=sortKey(a.cells[col]),y=sortKey(b.cells[col]);
+      if(typeof x==='number'&&typeof y==='number'){if(isNaN(x))return 1;if(isNaN(y))return -1;return asc?x-y:y-x;}
+      x=String(x);y=String(y);return asc?x.localeCompare(y):y.localeCompare(x);});
+    rows.forEach(function(r){body.appendChild(r);});});});
+});
+document.querySelectorAll('input.filter').forEach(function(input){
+  input.addEventListener('input',function(){var q=input.value.toLowerCase();
+    document.querySelectorAll('table[data-group="'+input.getAttribute('data-group')+'"] tbody tr').forEach(function(tr){
+      tr.style.display=tr.textContent.toLowerCase().indexOf(q)>=0?'':'none';});});
+});
+"""
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _sort_value(cell: str) -> str:
+    """A numeric sort key of a formatted cell ("=2" → 2, "0.912 ± 0.01" → 0.912, "n/l" → NaN), or ""."""
+    head = cell.split(" ")[0].lstrip("=").rstrip("×")
+    if cell in ("n/l", "–", "fail"):
+        return "NaN"
+    try:
+        return repr(float(head))
+    except ValueError:
+        return ""
+
+
+def _html_table(header: list[str], rows: list[list[str]], align: list[str], group: str,
+                row_classes: list[str] | None = None) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+    lines = []
+    for i, row in enumerate(rows):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        cells = []
+        for j, cell in enumerate(row):
+            classes = " ".join(c for c in ("r" if align[j] == "r" else "", "rank1" if j == 0 and cell in ("1", "=1") else "") if c)
+            attr = f' class="{classes}"' if classes else ""
+            key = _sort_value(cell) if align[j] == "r" else ""
+            cells.append(f'<td{attr} data-v="{_esc(key)}">{_esc(cell)}</td>' if key else f"<td{attr}>{_esc(cell)}</td>")
+        lines.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return (f'<table class="lb" data-group="{_esc(group)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(lines)}</tbody></table>")
+
+
+def _filter(group: str, what: str) -> str:
+    return f'<input class="filter" type="search" data-group="{_esc(group)}" placeholder="filter {_esc(what)}…">'
+
+
+def _row_classes(table: pd.DataFrame) -> list[str]:
+    return ["nl" if r["not_learned"] else ("baseline" if r["kind"] == "baseline" else "")
+            for r in table.to_dict("records")]
+
+
+def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
+    metric = rows["metric"].iloc[0]
+    hib = bool(rows["higher_is_better"].iloc[0])
+    anchor = f"{task}-{train_len}"
+    group = f"t-{anchor}"
+    parts = [f'<section id="{_esc(anchor)}"><h2>{_esc(task)} <small>(train length {train_len}, '
+             f'{_esc(metric)} {"↑" if hib else "↓"})</small></h2>']
+    methods = sorted(set(rows.loc[rows["kind"] != "baseline", "ci_method"]))
+    if methods:
+        parts.append(f'<p class="note">Intervals: {_esc("; ".join(methods))}.</p>')
+    parts.append(_filter(group, f"{task} tables"))
+    main = rows[rows["kind"].isin(["model", "baseline"])]
+    parts.append(_html_table(board_header(metric, hib), board_table_rows(main, "rank", metric), BOARD_ALIGN, group,
+                             _row_classes(main)))
+    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
+                      & (board.wide["kind"] != "variant")]
+    ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
+    if ratio_cols:
+        parts.append(f"<h3>{_esc(metric)} by length ratio (mean over seeds ± 95 % half-width)</h3>")
+        lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                  *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                 for r in wide.to_dict("records")]
+        parts.append(_html_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)], group,
+                                 _row_classes(wide)))
+    for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+        table = variant_table(rows, encoding)
+        parts.append(f"<h3>{_esc(encoding)} and its inference-time variants (ranked among themselves)</h3>")
+        parts.append(_html_table(board_header(metric, hib), board_table_rows(table, "variant_rank", metric), BOARD_ALIGN,
+                                 group, _row_classes(table)))
+    parts.append("</section>")
+    return parts
+
+
+def _cost_section(cost: pd.DataFrame) -> list[str]:
+    parts = ['<section id="cost"><h2>What it costs</h2>',
+             '<p class="note">Medians of <code>bench/test_kernels.py</code>. <em>fused</em>: the fastest '
+             "non-reference implementation; <em>copy ×</em>: fused time over a plain copy of the same bytes (1 = the "
+             "memory-bandwidth floor); <em>SDPA ×</em>: fused time over unbiased causal SDPA at the same length; "
+             "<em>training step</em>: the quick-suite training step relative to <code>nope</code>'s.</p>",
+             _filter("cost", "cost tables")]
+    header = ["encoding", "kind", "T", "dtype", "fused", "fused time", "eager time", "fused / eager", "copy ×", "SDPA ×",
+              "training step"]
+    body = [[r["encoding"], r["kind"], str(r["T"]) if r["T"] else "–", r["dtype"] or "–", r["fused_impl"] or "–",
+             _fmt_seconds(r["fused_s"]), _fmt_seconds(r["eager_s"]), _fmt_x(r["fused_over_eager"]), _fmt_x(r["copy_ratio"]),
+             _fmt_x(r["ratio_to_sdpa"]), _fmt_x(r["train_step_ratio_to_nope"])] for r in cost.to_dict("records")]
+    parts.append(_html_table(header, body, ["l", "l", "r", "l", "l", "r", "r", "r", "r", "r", "r"], "cost"))
+    parts.append("</section>")
+    return parts
+
+
+def _figure(title: str, path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{_esc(title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_esc(title)}</figcaption></figure>")
+
+
+def _provenance(df: pd.DataFrame, cost: pd.DataFrame | None) -> list[tuple[str, str]]:
+    items = []
+    if len(df):
+        for col, label in (("suite", "suite"), ("lenbench_version", "lenbench"), ("git_sha", "commit"),
+                           ("torch_version", "torch"), ("python_version", "python"), ("device", "device"),
+                           ("dtype", "dtype"), ("threads", "threads"), ("data_fingerprint", "data fingerprint")):
+            values = sorted({str(v) for v in df[col]} - {""})
+            if values:
+                items.append((label, ", ".join(values)))
+        items.append(("seeds", ", ".join(str(s) for s in sorted(set(df["seed"])))))
+        items.append(("cells", str(df["cell_id"].nunique())))
+        stamps = sorted({str(v) for v in df["timestamp"]} - {""})
+        if stamps:
+            items.append(("computed", f"{stamps[0]} … {stamps[-1]}"))
+    if cost is not None:
+        names = sorted(set(cost["device_name"]) - {""})
+        items.append(("kernel timings on", ", ".join(names) or "?"))
+    return items
+
+
+def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame | None,
+                figures: dict[str, Path]) -> str:
+    """The self-contained ``index.html`` of a report (module docstring)."""
+    sections: list[str] = []
+    nav = []
+    if board is not None:
+        for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+            nav.append((f"{task}-{int(train_len)}", f"{task} ({int(train_len)})"))
+            sections += _task_section(board, task, int(train_len), rows)
+        ranks = list(board.overall["rank"])
+        body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
+                 "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_not_learned)]
+                for r in board.overall.itertuples(index=False)]
+        sections += ['<section id="overall"><h2>Overall ranking</h2>',
+                     '<p class="note">Trained models: more tasks learned first, then the mean rank over them.</p>',
+                     _html_table(["rank ↓", "encoding", "mean rank ↓", "tasks ranked", "tasks not learned"], body,
+                                 ["r", "l", "r", "r", "r"], "overall"), "</section>"]
+        nav.append(("overall", "overall"))
+    if figures:
+        sections.append('<section id="figures"><h2>Figures</h2>')
+        sections += [_figure(title, path) for title, path in figures.items() if path.is_file()]
+        sections.append("</section>")
+        nav.append(("figures", "figures"))
+    if cost is not None:
+        sections += _cost_section(cost)
+        nav.append(("cost", "cost"))
+    footer = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in _provenance(df, cost))
+    lede = ("How far past its training length does each positional encoding hold up, and what does it cost? "
+            "Every score is the mean over seeds ± the half-width of its 95 % hierarchical bootstrap interval; "
+            "rank = 1 + the number of entries better with statistical support (\"=2\" is a shared rank); "
+            "<em>n/l</em> = not learned at the training length, shown but not ranked; baselines are not ranked. "
+            "Click a column header to sort, type above a task's tables to filter them.")
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>lenbench leaderboard</title>", f"<style>{_CSS}</style></head><body>",
+        "<header><h1>lenbench leaderboard</h1>", f'<p class="lede">{lede}</p>',
+        "<nav>" + "".join(f'<a href="#{_esc(a)}">{_esc(t)}</a>' for a, t in nav) + "</nav></header>",
+        "<main>", *sections, "</main>",
+        f'<footer><h2>Provenance</h2><dl>{footer}</dl></footer>', f"<script>{_JS}</script>", "</body></html>", ""])

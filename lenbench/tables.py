@@ -1,0 +1,564 @@
+"""Tables, step 3 of the report path: the leaderboard frames, their CSV text and markdown.
+
+Reads rows (`lenbench.results`) and statistics (`lenbench.stats`); figures (`lenbench.plots`) and
+the page (`lenbench.page`) read these tables, never the other way round.
+
+The leaderboard (`leaderboard`) aggregates per task (and training length) and per (encoding,
+variant) on the task's primary metric (`lenbench.evaluate.PRIMARY_METRIC`: exact match for sequence
+tasks, perplexity for lm); the statistics themselves are `lenbench.stats` (hierarchical bootstrap
+intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
+defines them:
+
+- ``in_dist``, ``past_train_mean`` (a failed length counts as the worst score: 0 for accuracies,
+  +inf for perplexity; ``n_failed`` counts them), ``max_ratio_within_10pct`` and ``retention``,
+  each with ``_ci_low`` / ``_ci_high``;
+- ``rank`` in the task's main table (trained models, variant "none"), ``variant_rank`` in the table
+  of one encoding's inference-time variants; baselines and not-learned entries are unranked;
+- overall: trained encodings by the number of tasks they learned, then their mean rank there.
+
+The leaderboard CSVs carry ``schema_version`` (`LEADERBOARD_SCHEMA_VERSION`) and the provenance
+columns `PROVENANCE`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lenbench import stats
+from lenbench.evaluate import METRICS
+from lenbench.results import (
+    COLUMNS,
+    ResultsError,
+    _read_csv_strings,
+    _to_bool,
+    _to_float,
+    _to_int,
+    csv_kind,
+    encoding_sort_key,
+    load_results,
+    primary_metric,
+    series_label,
+    series_sort_key,
+    task_order,
+    variant_sort_key,
+    whole_length,
+)
+
+SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
+#: The leaderboard CSVs' schema: 2 adds intervals from the hierarchical bootstrap, retention,
+#: not_learned, kind, support ranks (rank, variant_rank), n_seeds, ci_method and provenance.
+LEADERBOARD_SCHEMA_VERSION = 2
+#: Provenance columns of the leaderboard CSVs: the distinct values of the board's rows, joined by "; ".
+PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
+              "threads", "code_fingerprint", "data_fingerprint")
+KIND_ORDER = {"model": 0, "baseline": 1, "variant": 2}
+
+
+def _provenance(rows: pd.DataFrame) -> dict[str, Any]:
+    out: dict[str, Any] = {"schema_version": LEADERBOARD_SCHEMA_VERSION}
+    for col in PROVENANCE:
+        values = sorted({str(v) for v in rows[col]} - {""}) if col in rows.columns else []
+        out[col] = "; ".join(values)
+    return out
+
+
+@dataclasses.dataclass
+class Leaderboard:
+    """The leaderboard of a results frame (statistics: `lenbench.stats`).
+
+    Attributes:
+        per_task: one row per (task, train_len, encoding, variant): task, train_len, metric,
+            higher_is_better (of the metric), encoding, variant, series, kind ("model": a trained
+            encoding, variant "none"; "variant": an inference-time or fine-tuned variant;
+            "baseline"), n_seeds, n_samples, ci_method, for each of `SCORE_STATS` the point value
+            and ``<stat>_ci_low`` / ``<stat>_ci_high``, n_failed, not_learned, rank (main table:
+            models only; NaN when unranked), variant_rank (the encoding's variant table), then
+            schema_version and `PROVENANCE`. Ordered by task, train_len, kind (models, baselines,
+            variants), rank, canonical series order.
+        overall: one row per trained encoding: encoding, variant, series, mean_rank, n_tasks,
+            n_not_learned, rank.
+        wide: the primary metric (mean over seeds) per (task, train_len, encoding, variant) and
+            length ratio ("1x", "2x", …), then "<r>x_ci_low" / "<r>x_ci_high", with kind,
+            not_learned, n_seeds, rank, schema_version and provenance.
+    """
+
+    per_task: pd.DataFrame
+    overall: pd.DataFrame
+    wide: pd.DataFrame
+
+    def long(self) -> pd.DataFrame:
+        """Tidy long form: one row per task × train_len × encoding × variant × statistic, with
+        value, ci_low, ci_high, n (seeds; tasks for the overall rows), higher_is_better of the
+        statistic, kind, not_learned, ci_method, schema_version and provenance. The overall
+        ranking appears under task "overall" (train_len 0, metric "rank")."""
+        rows = []
+        prov_cols = ["schema_version", *PROVENANCE]
+        for r in self.per_task.to_dict("records"):
+            base = {"task": r["task"], "train_len": r["train_len"], "metric": r["metric"], "encoding": r["encoding"],
+                    "variant": r["variant"], "series": r["series"], "kind": r["kind"], "not_learned": r["not_learned"],
+                    "n": r["n_seeds"], "ci_method": r["ci_method"], **{c: r[c] for c in prov_cols}}
+            for stat in SCORE_STATS:
+                hib = True if stat in ("max_ratio_within_10pct", "retention") else r["higher_is_better"]
+                rows.append({**base, "statistic": stat, "value": r[stat], "ci_low": r[f"{stat}_ci_low"],
+                             "ci_high": r[f"{stat}_ci_high"], "higher_is_better": hib})
+            for stat in ("n_failed", "rank", "variant_rank"):
+                rows.append({**base, "statistic": stat, "value": float(r[stat]), "ci_low": math.nan,
+                             "ci_high": math.nan, "higher_is_better": False})
+        prov = self.per_task[prov_cols].iloc[0].to_dict() if len(self.per_task) else {c: "" for c in prov_cols}
+        if len(self.per_task):  # the overall ranking spans every board: join their provenance
+            for c in PROVENANCE:
+                prov[c] = "; ".join(sorted({v for s in self.per_task[c] for v in str(s).split("; ")} - {""}))
+        for r in self.overall.to_dict("records"):
+            base = {"task": "overall", "train_len": 0, "metric": "rank", "encoding": r["encoding"],
+                    "variant": r["variant"], "series": r["series"], "kind": "model",
+                    "not_learned": r["n_tasks"] == 0, "ci_low": math.nan, "ci_high": math.nan, "n": r["n_tasks"],
+                    "ci_method": "", "higher_is_better": False, **prov}
+            rows.append({**base, "statistic": "mean_rank", "value": r["mean_rank"]})
+            rows.append({**base, "statistic": "rank", "value": float(r["rank"])})
+        columns = ["task", "train_len", "metric", "encoding", "variant", "series", "kind", "statistic", "value",
+                   "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "ci_method", *prov_cols]
+        out = pd.DataFrame(rows, columns=columns)
+        return out.astype({"train_len": "int64", "n": "int64", "value": "float64", "ci_low": "float64",
+                           "ci_high": "float64", "higher_is_better": bool, "not_learned": bool,
+                           "schema_version": "int64"})
+
+
+def _series_key(encoding: str, variant: str) -> tuple:
+    return (int(stats.is_baseline(encoding)), series_sort_key(encoding, variant))
+
+
+def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
+    """Aggregate a tidy results frame into the leaderboard (see the module docstring and
+    `lenbench.stats`). `n_boot` overrides the number of bootstrap resamples."""
+    df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
+    df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
+    per_task_parts, wide_rows = [], []
+    ratios_all: set[float] = set()
+    for task in task_order(df["task"]):
+        tdf = df[df["task"] == task]
+        metric = primary_metric(task, tdf["metric"].unique())
+        hib = bool(METRICS.get(metric, tdf.loc[tdf["metric"] == metric, "higher_is_better"].iloc[0]))
+        mdf = tdf[tdf["metric"] == metric]
+        for train_len in sorted(mdf["train_len"].unique()):
+            board = mdf[mdf["train_len"] == train_len]
+            entries, curves = stats.board_statistics(board, task, metric, hib, n_boot=n_boot or stats.N_BOOT)
+            prov = _provenance(tdf[tdf["train_len"] == train_len])
+            entries = entries.assign(task=task, train_len=int(train_len), metric=metric, higher_is_better=hib,
+                                     series=[series_label(e, v) for e, v in zip(entries["encoding"], entries["variant"],
+                                                                                strict=True)], **prov)
+            entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r, _series_key(e, v))
+                                 for k, r, e, v in zip(entries["kind"], entries["rank"], entries["encoding"],
+                                                       entries["variant"], strict=True)]
+            entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
+            per_task_parts.append(entries.drop(columns="_order"))
+            for e in sorted(entries.to_dict("records"), key=lambda e: _series_key(e["encoding"], e["variant"])):
+                c = curves[(curves["encoding"] == e["encoding"]) & (curves["variant"] == e["variant"])]
+                sdf = board[(board["encoding"] == e["encoding"]) & (board["variant"] == e["variant"])]
+                # A length where any seed failed shows as failed (NaN) in the wide table.
+                shown = sdf.groupby("ratio", sort=True)["value"].agg(lambda v: v.mean() if v.notna().all() else math.nan)
+                ratios_all.update(shown.index)
+                row = {"task": task, "train_len": int(train_len), "metric": metric, "higher_is_better": hib,
+                       "encoding": e["encoding"], "variant": e["variant"], "series": e["series"], "kind": e["kind"],
+                       "not_learned": e["not_learned"], "n_seeds": e["n_seeds"], "rank": e["rank"],
+                       "variant_rank": e["variant_rank"], **prov}
+                row.update({float(k): float(v) for k, v in shown.items()})
+                for ratio, lo, hi, ok in zip(c["ratio"], c["ci_low"], c["ci_high"], ~c["ratio"].map(shown).isna(),
+                                             strict=True):
+                    row[(float(ratio), "lo")] = lo if ok else math.nan
+                    row[(float(ratio), "hi")] = hi if ok else math.nan
+                wide_rows.append(row)
+    stat_cols = [c for s in SCORE_STATS for c in (s, f"{s}_ci_low", f"{s}_ci_high")]
+    prov_cols = ["schema_version", *PROVENANCE]
+    columns = ["task", "train_len", "metric", "higher_is_better", "encoding", "variant", "series", "kind", "n_seeds",
+               "n_samples", "ci_method", *stat_cols, "n_failed", "not_learned", "rank", "variant_rank", *prov_cols]
+    per_task = pd.concat(per_task_parts, ignore_index=True)[columns] if per_task_parts else pd.DataFrame(columns=columns)
+    per_task = per_task.astype({"train_len": "int64", "n_seeds": "int64", "n_samples": "int64", "higher_is_better": bool,
+                                "not_learned": bool, "schema_version": "int64",
+                                **{c: "float64" for c in (*stat_cols, "n_failed", "rank", "variant_rank")}})
+
+    overall = stats.overall_ranks(per_task)
+    overall.insert(2, "series", overall["encoding"])
+    overall["_o"] = [(math.inf if math.isnan(r) else r, encoding_sort_key(e)) for r, e in
+                     zip(overall["rank"], overall["encoding"], strict=True)]
+    overall = overall.iloc[sorted(range(len(overall)), key=lambda i: overall["_o"].iloc[i])].drop(columns="_o")
+    overall = overall.astype({"mean_rank": "float64", "n_tasks": "int64", "n_not_learned": "int64", "rank": "float64"})
+
+    ratio_cols = sorted(ratios_all)
+    ci_cols = [(r, side) for r in ratio_cols for side in ("lo", "hi")]
+    wide = pd.DataFrame(wide_rows, columns=["task", "train_len", "metric", "higher_is_better", "encoding", "variant",
+                                            "series", "kind", "not_learned", "n_seeds", "rank", "variant_rank",
+                                            *ratio_cols, *ci_cols, *prov_cols])
+    names = {r: ratio_label(r) for r in ratio_cols}
+    names.update({(r, s): f"{ratio_label(r)}_ci_{'low' if s == 'lo' else 'high'}" for r, s in ci_cols})
+    wide.columns = [names.get(c, c) for c in wide.columns]
+    wide = wide.astype({"train_len": "int64", "higher_is_better": bool, "not_learned": bool, "n_seeds": "int64",
+                        "rank": "float64", "variant_rank": "float64", "schema_version": "int64",
+                        **{names[c]: "float64" for c in (*ratio_cols, *ci_cols)}})
+    return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True))
+
+
+def ratio_label(ratio: float) -> str:
+    return f"{ratio:g}x"
+
+
+def read_leaderboard_csv(path: str | Path) -> pd.DataFrame:
+    """A long-form leaderboard CSV (as `Leaderboard.long` writes it), typed."""
+    path = Path(path)
+    raw = _read_csv_strings(path)
+    if csv_kind(raw.columns) != "leaderboard":
+        raise ResultsError(f"{path}: not a leaderboard CSV (expected columns task, encoding, variant, statistic, "
+                           "value, higher_is_better as written by `lenbench report`)")
+    try:
+        out = pd.DataFrame({
+            "task": raw["task"].astype(str), "train_len": [_to_int(v, 0) for v in raw.get("train_len", [""] * len(raw))],
+            "metric": raw.get("metric", pd.Series([""] * len(raw))).astype(str),
+            "encoding": raw["encoding"].astype(str), "variant": raw["variant"].astype(str),
+            "statistic": raw["statistic"].astype(str), "value": [_to_float(v) for v in raw["value"]],
+            "higher_is_better": [_to_bool(v) for v in raw["higher_is_better"]],
+        })
+    except (ValueError, KeyError) as err:
+        raise ResultsError(f"{path}: malformed leaderboard CSV ({err})") from None
+    return out
+
+
+# --- text ---------------------------------------------------------------------------------------
+
+
+def to_csv_text(df: pd.DataFrame) -> str:
+    """CSV text with floats written by repr (exact round trip), NaN as empty, inf as "inf"."""
+    return df.to_csv(index=False, lineterminator="\n", na_rep="")
+
+
+def _fmt(value: float, metric: str = "") -> str:
+    if math.isnan(value):
+        return "fail" if metric and metric != "retention" else "–"
+    if math.isinf(value):
+        return "fail" if value > 0 and metric in ("perplexity", "nll") else f"{value}"
+    if metric in ("perplexity", "nll") and abs(value) >= 1000:
+        return f"{value:.4g}"
+    return f"{value:.3f}"
+
+
+def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
+    text = _fmt(mean, metric)
+    if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(mean):
+        text += f" ± {_fmt((hi - lo) / 2)}"
+    return text
+
+
+def _fmt_ratio(mean: float, lo: float, hi: float) -> str:
+    if math.isnan(mean):
+        return "–"
+    text = f"{mean:g}×"
+    if math.isfinite(lo) and math.isfinite(hi):
+        text = f"{mean:.3g}× ± {(hi - lo) / 2:.2g}"
+    return text
+
+
+def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    """A GitHub markdown table (no tabulate needed); `align` per column: "l" or "r"."""
+    align = align or ["l"] * len(header)
+
+    def esc(cell: str) -> str:
+        return str(cell).replace("|", "\\|")
+
+    widths = [max(len(esc(h)), *(len(esc(r[i])) for r in rows)) if rows else len(esc(h)) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(  # noqa: E731
+        esc(c).rjust(w) if a == "r" else esc(c).ljust(w) for c, w, a in zip(cells, widths, align, strict=True)) + " |"
+    rule = "| " + " | ".join(("-" * (w - 1) + ":") if a == "r" else "-" * w for w, a in zip(widths, align, strict=True)) + " |"
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model") -> str:
+    """"3" for a rank of its own, "=3" for a rank shared with another entry of the table,
+    "n/l" for a not-learned entry, "–" for an unranked one (baselines)."""
+    if kind == "baseline":
+        return "–"
+    if not_learned:
+        return "n/l"
+    if math.isnan(rank):
+        return "–"
+    shared = sum(1 for r in ranks if r == rank) > 1
+    return f"{'=' if shared else ''}{int(rank)}"
+
+
+BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r"]
+
+
+def board_header(metric: str, hib: bool) -> list[str]:
+    """Column names of a task's main or variant table (markdown and web page alike)."""
+    arrow = {True: "↑", False: "↓"}
+    return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}",
+            "retention ↑", "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
+
+
+def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[list[str]]:
+    """The formatted cells of a main (`rank_col` "rank") or variant ("variant_rank") table: rank
+    ("=2" shared, "n/l" not learned, "–" unranked), series, then ``mean ± half-width`` of each
+    statistic, failed lengths and seeds, one list per row of `table` (`Leaderboard.per_task` rows)."""
+    ranks = list(table[rank_col])
+    return [[_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
+             r["series"] + (" (not learned)" if r["not_learned"] else ""),
+             _fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
+             _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
+             _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
+             _fmt_ratio(r["max_ratio_within_10pct"], r["max_ratio_within_10pct_ci_low"],
+                        r["max_ratio_within_10pct_ci_high"]),
+             f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
+
+
+def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
+    """One encoding's trained model and its inference-time variants of a board, by variant rank."""
+    table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
+    return table.iloc[sorted(range(len(table)), key=lambda i: (
+        math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
+        variant_sort_key(table["variant"].iloc[i])))]
+
+
+def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
+    arrow = {True: "↑", False: "↓"}
+    metric = rows["metric"].iloc[0]
+    hib = bool(rows["higher_is_better"].iloc[0])
+    parts = [f"## {task} (train length {train_len}, {metric} {arrow[hib]})", ""]
+    methods = sorted(set(rows.loc[rows["kind"] != "baseline", "ci_method"]))
+    if methods:
+        parts += [f"Intervals: {'; '.join(methods)}.", ""]
+    header = board_header(metric, hib)
+
+    def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
+        return board_table_rows(table, rank_col, metric)
+
+    align = BOARD_ALIGN
+    main = rows[rows["kind"].isin(["model", "baseline"])]
+    parts += [markdown_table(header, body(main, "rank"), align), ""]
+    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
+                      & (board.wide["kind"] != "variant")]
+    ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
+    if ratio_cols:
+        parts += [f"{metric} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
+        lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                  *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                 for r in wide.to_dict("records")]
+        parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
+    for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+        table = variant_table(rows, encoding)
+        parts += [f"### {task}: {encoding} and its inference-time variants (ranked among themselves)", ""]
+        parts += [markdown_table(header, body(table, "variant_rank"), align), ""]
+    return parts
+
+
+def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
+    """The leaderboard as markdown: per task (and training length) the main table (trained
+    models and baselines), the scores by length ratio and one table per encoding with variants;
+    then the overall ranking. Values are ``mean ± 95 % half-width``; shared ranks show as "=3"."""
+    parts = ["# lenbench leaderboard", ""]
+    if df is not None and len(df):
+        suites = ", ".join(sorted(set(df["suite"]) - {""})) or "?"
+        seeds = sorted(set(df["seed"]))
+        prov = {c: ", ".join(sorted(set(df[c]) - {""})) or "?" for c in ("lenbench_version", "torch_version", "device", "git_sha")}
+        one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
+        parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
+                  f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha'][:12]}.", ""]
+    parts += ["↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its 95 % "
+              "hierarchical bootstrap interval (seeds, then evaluation samples). *In-dist*: score at the training "
+              "length; *mean past train*: mean over ratios > 1 (a failed length scores 0 accuracy / infinite "
+              "perplexity); *retention*: (score − chance) / (in-dist − chance) averaged past 1× (ppl: in-dist / ppl); "
+              "*holds to*: largest ratio up to which the score stays within 10 % of in-dist. Rank = 1 + the number "
+              "of entries better with support (paired 95 % interval of the difference in mean past train excludes "
+              "0); \"=3\" is a shared rank. *n/l*: not learned at 1× (exact match < 0.9, or perplexity no better "
+              "than the unigram baseline), shown but not ranked. Baselines are not ranked.", ""]
+    for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+        parts += _board_sections(board, task, int(train_len), rows)
+    parts += ["## Overall ranking (trained models; mean rank over the tasks where each learned)", ""]
+    ranks = list(board.overall["rank"])
+    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
+             "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_not_learned)]
+            for r in board.overall.itertuples(index=False)]
+    parts += [markdown_table(["rank ↓", "encoding", "mean rank ↓", "tasks ranked", "tasks not learned"], body,
+                             ["r", "l", "r", "r", "r"]), ""]
+    return "\n".join(parts)
+
+
+SUMMARY_RATIOS = (1.0, 2.0, 4.0, 16.0)
+
+
+def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
+    """Lines of a summary table: rank, series, the metric at each ratio column, mean past train."""
+    ranks = list(table[rank_col])
+    lines = []
+    for r in table.to_dict("records"):
+        w = wide.loc[(r["encoding"], r["variant"])]
+        lines.append([_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
+                      r["series"] + (" (not learned)" if r["not_learned"] else ""),
+                      *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
+                      _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
+    return lines
+
+
+def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
+    """The short tables the README quotes: per task (and training length) the trained models and
+    baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank ("=2" shared,
+    "n/l" not learned, "–" baseline); then the overall ranking. `write_report` writes it as
+    ``summary.md``; a test keeps the README's copy equal to the published one."""
+    arrow = {True: "↑", False: "↓"}
+    parts = []
+    for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+        metric = rows["metric"].iloc[0]
+        hib = bool(rows["higher_is_better"].iloc[0])
+        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
+            ["encoding", "variant"])
+        cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
+        header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
+        align = ["r", "l", *["r"] * (len(cols) + 1)]
+        parts += [f"**{task}** (train length {train_len}, {metric} {arrow[hib]})", "",
+                  markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
+                                                       metric), align), ""]
+        for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+            table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
+            table = table.iloc[sorted(range(len(table)), key=lambda i: (
+                math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
+                variant_sort_key(table["variant"].iloc[i])))]
+            parts += [f"**{task}**: {encoding} and its inference-time variants, ranked among themselves", "",
+                      markdown_table(header, _summary_body(table, "variant_rank", wide, cols, metric), align), ""]
+    ranks = list(board.overall["rank"])
+    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series, "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}",
+             str(r.n_tasks)] for r in board.overall.itertuples(index=False)]
+    parts += ["**overall** (trained models: more tasks learned first, then mean rank over them)", "",
+              markdown_table(["rank", "encoding", "mean rank", "tasks learned"], body, ["r", "l", "r", "r"]), ""]
+    return "\n".join(parts)
+
+
+# --- cost ---------------------------------------------------------------------------------------
+
+#: Implementations that are references, not fused kernels (`bench/test_kernels.py`).
+REFERENCE_IMPLS = ("eager", "hf")
+COST_COLUMNS = ("encoding", "kind", "T", "dtype", "eager_s", "fused_s", "fused_impl", "fused_over_eager",
+                "copy_ratio", "ratio_to_sdpa", "train_step_ratio_to_nope", "device", "device_name")
+
+
+def cost_table(kernels: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What each encoding costs: one row per (encoding, T, dtype) of the kernel timings.
+
+    Args:
+        kernels: `lenbench.results.load_kernel_timings` of a benchmark JSON.
+        steps: `lenbench.results.load_training_steps` of it (None or empty: no training-step ratio).
+
+    Returns:
+        Columns `COST_COLUMNS`: ``eager_s`` (median seconds of the eager reference), ``fused_s``
+        and ``fused_impl`` (the fastest non-reference implementation: compiled, cached, flex, …),
+        ``fused_over_eager``, ``copy_ratio`` (fused time over a plain copy of the same bytes: 1 is
+        the memory-bandwidth floor), ``ratio_to_sdpa`` (fused time over unbiased causal SDPA, what
+        `nope` attends with, at the same T and dtype: an attention kernel's whole cost, a rotary or
+        embedding kernel's cost as a fraction of one attention), ``train_step_ratio_to_nope`` (the
+        encoding's quick-suite training step over `nope`'s, one value per encoding; `nope` itself
+        is a row with only this). NaN where not measured. Sorted by encoding order, T, dtype.
+    """
+    steps = steps if steps is not None else pd.DataFrame(columns=["encoding", "ratio_to_nope"])
+    step_ratio = dict(zip(steps["encoding"], steps["ratio_to_nope"], strict=True))
+    k = kernels[~kernels["kind"].isin(["training-step", ""])]
+    sdpa = {(r.T, r.dtype): r.median for r in k[k["kind"] == "attention-baseline"].itertuples()}
+    rows = []
+    for (encoding, T, dtype), g in k[k["kind"] != "attention-baseline"].groupby(["encoding", "T", "dtype"], sort=False):
+        eager = g[g["impl"] == "eager"]["median"]
+        fused = g[~g["impl"].isin(REFERENCE_IMPLS)].sort_values(["median", "impl"], kind="mergesort")
+        eager_s = float(eager.iloc[0]) if len(eager) else math.nan
+        best = fused.iloc[0] if len(fused) else None
+        fused_s = float(best["median"]) if best is not None else math.nan
+        base = sdpa.get((T, dtype), math.nan)
+        rows.append({"encoding": encoding, "kind": g["kind"].iloc[0], "T": int(T), "dtype": dtype, "eager_s": eager_s,
+                     "fused_s": fused_s, "fused_impl": best["impl"] if best is not None else "",
+                     "fused_over_eager": fused_s / eager_s if eager_s > 0 else math.nan,
+                     "copy_ratio": float(best["copy_ratio"]) if best is not None else math.nan,
+                     "ratio_to_sdpa": fused_s / base if base and base > 0 else math.nan,
+                     "train_step_ratio_to_nope": step_ratio.get(encoding, math.nan),
+                     "device": g["device"].iloc[0], "device_name": g["device_name"].iloc[0]})
+    for encoding in [e for e in step_ratio if e not in {r["encoding"] for r in rows}]:  # nope: no kernel of its own
+        rows.append({"encoding": encoding, "kind": "none", "T": 0, "dtype": "", "eager_s": math.nan, "fused_s": math.nan,
+                     "fused_impl": "", "fused_over_eager": math.nan, "copy_ratio": math.nan, "ratio_to_sdpa": math.nan,
+                     "train_step_ratio_to_nope": step_ratio[encoding],
+                     "device": steps["device"].iloc[0] if "device" in steps else "",
+                     "device_name": steps["device_name"].iloc[0] if "device_name" in steps else ""})
+    out = pd.DataFrame(rows, columns=list(COST_COLUMNS))
+    order = sorted(range(len(out)), key=lambda i: (encoding_sort_key(out["encoding"].iloc[i]), out["T"].iloc[i],
+                                                   out["dtype"].iloc[i]))
+    return out.iloc[order].reset_index(drop=True).astype({"T": "int64"})
+
+
+def _fmt_seconds(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "–"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
+
+
+def _fmt_x(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2f}×"
+
+
+def cost_markdown(cost: pd.DataFrame) -> str:
+    """The cost table as markdown: the training step per encoding, then per dtype one table of
+    fused / eager time per length, and the copy and SDPA ratios at the longest length."""
+    parts = ["# What it costs", ""]
+    device = ", ".join(sorted(set(cost["device_name"]) - {""}) or sorted(set(cost["device"]) - {""})) or "?"
+    parts += [f"Device: {device}. Times are medians of `bench/test_kernels.py`; *fused* is the fastest non-reference "
+              "implementation (named in the *fused* column, at the longest length); *copy ×*: fused time over a plain copy of the same bytes "
+              "(1 = memory-bandwidth floor); *SDPA ×*: fused time over unbiased causal SDPA at the same length.", ""]
+    steps = cost.drop_duplicates("encoding")[["encoding", "train_step_ratio_to_nope"]]
+    steps = steps[steps["train_step_ratio_to_nope"].notna()]
+    if len(steps):
+        parts += ["Training step (quick suite geometry) relative to `nope`:", "",
+                  markdown_table(["encoding", "training step ↓"],
+                                 [[e, _fmt_x(r)] for e, r in zip(steps["encoding"], steps["train_step_ratio_to_nope"],
+                                                                   strict=True)], ["l", "r"]), ""]
+    timed = cost[cost["dtype"] != ""]
+    for dtype in sorted(set(timed["dtype"])):
+        d = timed[timed["dtype"] == dtype]
+        lengths = sorted(set(d["T"]))
+        longest = lengths[-1]
+        header = ["encoding", "fused", *(f"T={t} fused / eager" for t in lengths), f"copy × (T={longest})",
+                  f"SDPA × (T={longest})"]
+        body = []
+        for encoding, g in d.groupby("encoding", sort=False):
+            by_t = {r["T"]: r for r in g.to_dict("records")}
+            last = by_t.get(longest)
+            body.append([encoding, g["fused_impl"].iloc[-1] or "–",
+                         *(f"{_fmt_seconds(by_t[t]['fused_s'])} / {_fmt_seconds(by_t[t]['eager_s'])}" if t in by_t else "–"
+                           for t in lengths),
+                         _fmt_x(last["copy_ratio"]) if last else "–", _fmt_x(last["ratio_to_sdpa"]) if last else "–"])
+        parts += [f"## {dtype}", "", markdown_table(header, body, ["l", "l", *["r"] * (len(lengths) + 2)]), ""]
+    return "\n".join(parts)
+
+
+def quality_cost_frame(board: Leaderboard, cost: pd.DataFrame) -> pd.DataFrame:
+    """Per task board: each trained model's retention (with interval) against its training-step
+    cost relative to `nope`, and whether it lies on the Pareto front (no other learned model has
+    lower-or-equal cost and higher-or-equal retention, one of them strictly). Not-learned models
+    are kept (flagged) but never on the front; models without a training-step timing are left out."""
+    steps = dict(zip(cost["encoding"], cost["train_step_ratio_to_nope"], strict=True))
+    models = board.per_task[board.per_task["kind"] == "model"]
+    rows = []
+    for r in models.to_dict("records"):
+        x = steps.get(r["encoding"], math.nan)
+        if math.isnan(x):
+            continue
+        rows.append({"task": r["task"], "train_len": r["train_len"], "encoding": r["encoding"], "cost": x,
+                     "retention": r["retention"], "retention_ci_low": r["retention_ci_low"],
+                     "retention_ci_high": r["retention_ci_high"], "not_learned": r["not_learned"]})
+    out = pd.DataFrame(rows, columns=["task", "train_len", "encoding", "cost", "retention", "retention_ci_low",
+                                      "retention_ci_high", "not_learned"])
+    front = []
+    for r in out.to_dict("records"):
+        rivals = out[(out["task"] == r["task"]) & (out["train_len"] == r["train_len"]) & ~out["not_learned"]
+                     & out["retention"].notna()]
+        dominated = ((rivals["cost"] <= r["cost"]) & (rivals["retention"] >= r["retention"])
+                     & ((rivals["cost"] < r["cost"]) | (rivals["retention"] > r["retention"]))).any()
+        front.append(bool(not r["not_learned"] and not math.isnan(r["retention"]) and not dominated))
+    out["pareto"] = front
+    return out

@@ -1,0 +1,65 @@
+"""CLI conventions: --version, `list suites` (description, cells, time estimate), defaults in --help,
+and the bare task-name shorthand's error."""
+
+import json
+
+import pytest
+
+import lenbench
+from lenbench import estimate
+from lenbench.cli import build_parser, main
+from lenbench.suite import SuiteError, list_suites, load_suite, parse_suite
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"lenbench {lenbench.__version__}\n"
+
+
+def test_list_suites_shows_description_cells_and_estimate(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no runs/ here: every estimate is the model's
+    assert main(["list", "suites"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for name, path in list_suites().items():
+        suite = load_suite(path)
+        line = next(i for i, x in enumerate(out) if x.startswith(f"{name} "))
+        assert f" {len(suite.cells())} cells  ~" in out[line] and out[line].endswith("(model)")
+        assert out[line + 1].strip() == suite.description
+
+
+def test_estimate_is_measured_when_a_run_exists(tmp_path):
+    suite = load_suite("smoke")
+    cells = tmp_path / "cells"
+    cells.mkdir()
+    for i, seconds in enumerate((2.0, 4.0)):
+        (cells / f"{i}.json").write_text(json.dumps({"status": "ok", "seconds": seconds}))
+    (cells / "2.json").write_text(json.dumps({"status": "failed", "seconds": 100.0}))  # not a finished cell
+    est = estimate.estimate_suite(suite, tmp_path)
+    assert est.kind == "measured" and est.seconds == pytest.approx(3.0 * len(suite.cells()))
+
+
+def test_estimate_model_is_additive_over_cells_and_grows_with_steps():
+    base = {"tasks": [{"name": "copy", "train_len": 8}], "encodings": ["nope"], "train": {"steps": 10}}
+    one = estimate.estimate_suite(parse_suite(base)).seconds
+    two = estimate.estimate_suite(parse_suite({**base, "seeds": [0, 1]})).seconds
+    assert two - estimate.RUN_OVERHEAD_S == pytest.approx(2 * (one - estimate.RUN_OVERHEAD_S))
+    longer = estimate.estimate_suite(parse_suite({**base, "train": {"steps": 20}})).seconds
+    assert longer > one
+    assert estimate.format_seconds(42) == "42 s" and estimate.format_seconds(3600) == "60 min"
+    assert estimate.format_seconds(7200) == "2.0 h"
+
+
+def test_help_shows_defaults():
+    sub = build_parser()._subparsers._group_actions[0].choices
+    run_help = " ".join(sub["run"].format_help().split())  # line wrapping aside
+    assert "(default: quick)" in run_help and "(default: auto)" in run_help
+    assert "(default: results)" in " ".join(sub["publish"].format_help().split())
+    assert "(default: None)" not in run_help and "(default: False)" not in run_help
+
+
+def test_bare_task_name_is_a_one_line_error():
+    with pytest.raises(SuiteError, match=r"^x.yaml: tasks\[0\] is the bare task name 'copy', which has no training "
+                                         r"length; write \{name: copy, train_len: N\} \(N in items\)$"):
+        parse_suite({"tasks": ["copy"], "encodings": ["nope"]}, source="x.yaml")

@@ -1,0 +1,156 @@
+"""The cost view and the self-contained leaderboard page (index.html), parsed with html.parser."""
+
+import base64
+import json
+import math
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_results import bench_json, tiny_rows
+
+from lenbench.page import write_report
+from lenbench.results import load_kernel_timings, load_training_steps
+from lenbench.tables import cost_table, quality_cost_frame
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def kern(encoding, kind, impl, T, median, dtype="fp32", copy_ratio=3.0) -> dict:
+    name = f"test_kernel[{encoding}-{impl}-T{T}-{dtype}]"
+    return {"group": f"{kind}-T{T}-{dtype}", "name": name, "fullname": f"bench/test_kernels.py::{name}",
+            "extra_info": {"encoding": encoding, "kind": kind, "impl": impl, "T": T, "dtype": dtype, "bytes": 1024,
+                           "copy_ratio": copy_ratio, "copy_seconds": median / copy_ratio},
+            "stats": {"median": median, "mean": median, "min": median, "max": median, "stddev": 0.0, "rounds": 5}}
+
+
+def step(encoding, ratio) -> dict:
+    return {"group": "training-step-quick-lm", "name": f"test_training_step[{encoding}]",
+            "fullname": f"bench/test_kernels.py::test_training_step[{encoding}]",
+            "extra_info": {"encoding": encoding, "kind": "training-step", "seconds": 0.02 * ratio, "ratio_to_nope": ratio,
+                           "geometry": {"task": "lm", "T": 64, "batch_size": 32}},
+            "stats": {"median": 0.02 * ratio, "mean": 0.02 * ratio, "min": 0.02 * ratio, "max": 0.02, "rounds": 5}}
+
+
+KERNELS = [
+    kern("attention-baseline", "attention-baseline", "sdpa_causal", 256, 1e-3),
+    kern("attention-baseline", "attention-baseline", "sdpa_causal", 512, 4e-3),
+    kern("rope", "rotary", "eager", 256, 4e-4), kern("rope", "rotary", "hf", 256, 1e-4),  # hf: a reference, not fused
+    kern("rope", "rotary", "fused", 256, 2e-4), kern("rope", "rotary", "eager", 512, 8e-4),
+    kern("rope", "rotary", "fused", 512, 3e-4),
+    kern("alibi", "bias", "eager", 256, 2e-3), kern("alibi", "bias", "cached", 256, 1.5e-3),
+    kern("alibi", "bias", "flex", 256, 1.2e-3), kern("alibi", "bias", "eager", 512, 8e-3),
+    kern("alibi", "bias", "cached", 512, 5e-3), kern("alibi", "bias", "flex", 512, 6e-3),
+    step("nope", 1.0), step("rope", 1.1), step("alibi", 1.02), step("learned", 1.05),
+]
+
+
+def test_cost_table_closed_forms(tmp_path):
+    path = bench_json(tmp_path / "b.json", [], KERNELS)
+    cost = cost_table(load_kernel_timings(path), load_training_steps(path)).set_index(["encoding", "T"])
+    rope = cost.loc[("rope", 256)]
+    assert (rope["fused_impl"], rope["fused_s"], rope["eager_s"]) == ("fused", 2e-4, 4e-4)  # hf never counts as fused
+    assert rope["fused_over_eager"] == pytest.approx(0.5) and rope["ratio_to_sdpa"] == pytest.approx(0.2)
+    assert rope["train_step_ratio_to_nope"] == 1.1 and rope["copy_ratio"] == 3.0
+    assert cost.loc[("alibi", 256), "fused_impl"] == "flex" and cost.loc[("alibi", 512), "fused_impl"] == "cached"
+    assert cost.loc[("alibi", 512), "ratio_to_sdpa"] == pytest.approx(5e-3 / 4e-3)
+    nope = cost.loc[("nope", 0)]  # no kernel of its own: a row with its training step only
+    assert nope["train_step_ratio_to_nope"] == 1.0 and math.isnan(nope["fused_s"])
+
+
+def test_pareto_front():
+    per_task = pd.DataFrame([
+        {"task": "t", "train_len": 8, "encoding": e, "kind": "model", "retention": r, "retention_ci_low": r - 0.1,
+         "retention_ci_high": r + 0.1, "not_learned": nl}
+        for e, r, nl in (("nope", 0.5, False), ("rope", 0.4, False), ("alibi", 0.9, False), ("learned", 0.99, True))])
+    board = type("B", (), {"per_task": per_task})()
+    cost = pd.DataFrame({"encoding": ["nope", "rope", "alibi", "learned"], "train_step_ratio_to_nope": [1.0, 1.1, 1.02, 0.9]})
+    front = quality_cost_frame(board, cost).set_index("encoding")["pareto"].to_dict()
+    # rope: dearer and worse than nope; learned: not learned, never on the front
+    assert front == {"nope": True, "rope": False, "alibi": True, "learned": False}
+
+
+class Page(HTMLParser):
+    """Rows of every table (cell texts), every attribute value, the img sources and all text."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.attrs, self.imgs, self.tags = [], [], [], []
+        self._row = self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += [v or "" for _, v in attrs]
+        if tag == "img":
+            self.imgs.append(dict(attrs)["src"])
+        if tag == "tr":
+            self._row = []
+        if tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._row is not None:
+            self._row.append(self._cell.strip())
+            self._cell = None
+        if tag == "tr":
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def markdown_rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip()[1:-1].split(" | ")] for line in text.splitlines()
+            if line.startswith("|") and not re.fullmatch(r"[|\s:-]+", line)]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    source = bench_json(out / "bench.json", tiny_rows(seeds=(0, 1)), KERNELS)
+    write_report(source, out)
+    return out
+
+
+def test_index_html_holds_every_leaderboard_cell_and_no_external_url(report):
+    text = (report / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r"https?:", text), "index.html must not reference anything on the network"
+    page = Page()
+    page.feed(text)
+    assert "link" not in page.tags and all(not a.startswith("//") for a in page.attrs)
+    rows = {tuple(r) for r in page.rows}
+    md = markdown_rows((report / "leaderboard.md").read_text())
+    assert len(md) > 20
+    for row in md:  # every table row of leaderboard.md, header and numbers, cell for cell
+        assert tuple(row) in rows, f"leaderboard.md row {row} missing from index.html"
+    cost = pd.read_csv(report / "cost.csv")
+    cost_rows = [r for r in page.rows if len(r) == 11 and r[0] != "encoding"]
+    assert len(cost_rows) == len(cost)
+    for html_row, r in zip(cost_rows, cost.to_dict("records"), strict=True):
+        assert html_row[0] == r["encoding"] and html_row[2] == (str(r["T"]) if r["T"] else "–")
+        assert html_row[10] == f"{r['train_step_ratio_to_nope']:.2f}×"
+        if not math.isnan(r["fused_s"]):
+            assert html_row[5] == f"{r['fused_s'] * 1e6:.3g} µs" or html_row[5] == f"{r['fused_s'] * 1e3:.3g} ms"
+    assert any(r[1] == "n/l" or "(not learned)" in r[1] for r in page.rows)  # not-learned marks shown
+    for src in page.imgs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG_MAGIC
+    assert len(page.imgs) >= 4  # extrapolation, heatmap, cost, quality vs cost (+ encoding patterns)
+    assert "Provenance" in text and "test cpu" in text
+
+
+def test_cost_files_and_quality_cost_plot(report):
+    for name in ("cost.png", "quality_cost.png"):
+        assert (report / name).read_bytes()[:8] == PNG_MAGIC
+    assert (report / "cost.svg").is_file() and (report / "quality_cost.svg").is_file()
+
+
+def test_kernel_only_benchmark_json_gives_the_cost_view(tmp_path):
+    source = bench_json(tmp_path / "k.json", [], KERNELS)
+    written = [p.name for p in write_report(source, tmp_path / "out")]
+    assert written == ["cost.csv", "cost.md", "cost.png", "cost.svg", "index.html"]
+    assert json.loads(source.read_text())  # the source is untouched

@@ -1,0 +1,99 @@
+"""The main command writes under runs/ only; `lenbench publish` is the one way into results/."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lenbench.cli import main
+from lenbench.page import REPORT_FILES, write_report
+from lenbench.publish import publish
+from lenbench.results import load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "name": "tiny",
+    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+    "train": {"steps": 3, "batch_size": 4, "lr": 0.003, "warmup": 1},
+    "eval": {"ratios": [1, 2], "samples": 4},
+    "tasks": [{"name": "copy", "train_len": 4}],
+    "encodings": ["nope", "rope"],
+}
+
+
+def _tree_digest(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def main_command_run(tmp_path_factory) -> Path:
+    """The README's main command, `pytest bench --benchmark-json runs/bench.json`, in a copy of the
+    checkout's bench/ and conftest.py (so its default runs/ lands in tmp), on a tiny suite."""
+    work = tmp_path_factory.mktemp("checkout")
+    shutil.copytree(ROOT / "bench", work / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
+    shutil.copytree(ROOT / "runs", work / "runs", ignore=lambda d, names: [n for n in names if n != ".gitkeep"])
+    (work / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    published_before = _tree_digest(ROOT / "results")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", "tiny.yaml",
+         "--benchmark-json", "runs/bench.json", "-q", "-p", "no:cacheprovider"],
+        cwd=work, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _tree_digest(ROOT / "results") == published_before, "the main command modified the published results/"
+    return work
+
+
+def test_main_command_writes_under_runs_only(main_command_run):
+    work = main_command_run
+    assert (work / "runs" / "bench.json").is_file()
+    assert sorted(p.name for p in (work / "runs" / "tiny" / "cells").glob("*.json")).__len__() == 2
+    assert (work / "runs" / "tiny" / "leaderboard.csv").is_file()  # the session's report, in the run directory
+    assert not (work / "results").exists()
+
+
+def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run, tmp_path):
+    run = main_command_run / "runs"
+    target = tmp_path / "published"
+    target.mkdir()
+    (target / "stale.png").write_text("from an older publication")
+    assert main(["publish", str(run / "tiny"), "--benchmark-json", str(run / "bench.json"),
+                 "--to", str(target), "--no-plots"]) == 0
+    assert not (target / "stale.png").exists()  # the target is replaced as a whole
+    assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "tiny" / "cells").glob("*.json"))
+    assert json.loads((target / "bench.json").read_text()) == json.loads((run / "bench.json").read_text())
+    # what tests/test_published.py checks of results/ holds for the publication
+    assert load_results(target).equals(load_results(target / "bench.json"))
+    fresh = tmp_path / "fresh"
+    write_report(target / "bench.json", fresh, plots=False)
+    for name in REPORT_FILES:
+        assert (fresh / name).read_text() == (target / name).read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging directory left behind
+
+
+def test_publish_refuses_a_benchmark_json_of_another_run(main_command_run, tmp_path):
+    run = main_command_run / "runs"
+    data = json.loads((run / "bench.json").read_text())
+    data["benchmarks"] = data["benchmarks"][:1]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    target = tmp_path / "published"
+    with pytest.raises(ValueError, match=r"hold different rows \(\d+ vs \d+\); publish the benchmark JSON of the same run"):
+        publish(run / "tiny", target, benchmark_json=other, plots=False)
+    assert not target.exists() and not list(tmp_path.glob(".published*"))
+
+
+def test_publish_without_cells_is_a_one_line_error(tmp_path, capsys):
+    assert main(["publish", str(tmp_path), "--to", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lenbench: error: {tmp_path} has no cells/*.json; give the results directory")
+    assert err.count("\n") == 1
