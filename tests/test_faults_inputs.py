@@ -158,7 +158,7 @@ def test_distinct_entries_that_share_a_name_are_still_errors():
     with pytest.raises(SuiteError, match="two encodings share the label 'rope'"):
         parse_suite({**TINY, "encodings": ["rope", {"name": "rope", "params": {"theta": 500}}]})
     with pytest.raises(SuiteError, match="two variants share the name 'linear'"):
-        parse_suite({**TINY, "variants": ["linear", {"rope_type": "linear", "params": {"factor": 2}}]})
+        parse_suite({**TINY, "variants": ["linear", {"rope_type": "linear", "params": {"factor": 2}, "name": "linear"}]})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no duplicate: no warning
         parse_suite({**TINY, "tasks": [{"name": "copy", "train_len": 4}, {"name": "copy", "train_len": 4, "params": {"vocab": 12}}]})
