@@ -359,6 +359,14 @@ def whole_length(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["bucket"] == ""] if "bucket" in df.columns else df
 
 
+def _benchmark_json(path: Path) -> tuple[dict, dict]:
+    """(the pytest-benchmark JSON of `path`, its machine_info["lenbench"]); one-line errors otherwise."""
+    data = _read_json(path)
+    if not is_benchmark_json(data):
+        raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected a pytest-benchmark JSON")
+    return data, (data.get("machine_info") or {}).get("lenbench") or {}
+
+
 KERNEL_COLUMNS = ("name", "fullname", "group", "encoding", "kind", "impl", "T", "dtype", "bytes", "gbps",
                   "copy_ratio", "copy_ratio_min", "median", "mean", "min", "max", "stddev", "rounds", "device",
                   "device_name")
@@ -376,10 +384,7 @@ def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
         path = path / "bench.json"
     if not path.is_file():
         raise ResultsError(f"{path}: no such file; expected a pytest-benchmark JSON")
-    data = _read_json(path)
-    if not is_benchmark_json(data):
-        raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected a pytest-benchmark JSON")
-    machine = (data.get("machine_info") or {}).get("lenbench") or {}
+    data, machine = _benchmark_json(path)
     records = []
     for bench in data["benchmarks"]:
         extra = bench.get("extra_info") or {}
@@ -435,11 +440,7 @@ def load_training_steps(bench_json: str | Path) -> pd.DataFrame:
     task, sequence length T and batch size of the step's geometry, and the device; sorted by
     encoding. Empty when the JSON has no training-step benchmark.
     """
-    path = Path(bench_json)
-    data = _read_json(path)
-    if not is_benchmark_json(data):
-        raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected a pytest-benchmark JSON")
-    machine = (data.get("machine_info") or {}).get("lenbench") or {}
+    data, machine = _benchmark_json(Path(bench_json))
     records = []
     for bench in data["benchmarks"]:
         extra = bench.get("extra_info") or {}

@@ -8,6 +8,17 @@ import torch
 
 from lenbench.atomic import atomic_write_json
 
+#: A suite that trains in a second or two: the engine tests' common ground (copy, nope and rope, PI).
+TINY_SUITE = {
+    "name": "tiny",
+    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+    "train": {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup": 2},
+    "eval": {"ratios": [1, 2], "samples": 4},
+    "tasks": [{"name": "copy", "train_len": 4}],
+    "encodings": ["nope", "rope"],
+    "variants": ["linear"],
+}
+
 
 def write_cells(directory: Path, rows: list[dict]) -> Path:
     """Write `rows` as a results directory: one `cells/<cell_id>.json` per cell, as the engine does."""

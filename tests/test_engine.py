@@ -9,19 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from lenbench_testing import TINY_SUITE
 
 from lenbench.engine import load_cell_results, load_rows, run_cell, run_suite
 from lenbench.suite import SuiteError, load_suite, parse_suite
 
-TINY = {
-    "name": "tiny",
-    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
-    "train": {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup": 2},
-    "eval": {"ratios": [1, 2], "samples": 4},
-    "tasks": [{"name": "copy", "train_len": 4}],
-    "encodings": ["nope", "rope"],
-    "variants": ["linear"],
-}
+TINY = TINY_SUITE
 
 METRIC_KEYS = ("cell_id", "task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "value",
                "n_samples", "seed", "status")

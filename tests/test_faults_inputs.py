@@ -13,19 +13,12 @@ import warnings
 
 import pytest
 import yaml
+from lenbench_testing import TINY_SUITE
 
 from lenbench.suite import SuiteError, SuiteWarning, load_suite, parse_suite
 from lenbench.tasks import TASKS
 
-TINY = {
-    "name": "tiny",
-    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
-    "train": {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup": 2},
-    "eval": {"ratios": [1, 2], "samples": 4},
-    "tasks": [{"name": "copy", "train_len": 4}],
-    "encodings": ["nope", "rope"],
-    "variants": ["linear"],
-}
+TINY = TINY_SUITE
 
 
 def write(tmp_path, data, name="bad.yaml"):

@@ -323,7 +323,7 @@ def test_position_buckets_partition_the_window_and_average_to_the_mean_loss():
                               device=torch.device("cpu"), position_buckets=8)
     spans = [parse_bucket(label)[1:] for label, _, _ in res["positions"]]
     assert spans[0][0] == 0 and spans[-1][1] == 49 and len(spans) == 8
-    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))  # contiguous, no gaps or overlaps
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))  # contiguous, no gaps or overlaps
     counts = [c for _, _, c in res["positions"]]
     assert counts == [4 * (hi - lo + 1) for lo, hi in spans]
     # the count-weighted mean of the buckets is the mean loss over every target of the window
