@@ -20,6 +20,15 @@ TINY_SUITE = {
 }
 
 
+def write_suite(tmp_path: Path, data: dict, name: str = "tiny.yaml") -> Path:
+    """Write a suite mapping as YAML into `tmp_path` and return the file's path."""
+    import yaml
+
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def write_cells(directory: Path, rows: list[dict]) -> Path:
     """Write `rows` as a results directory: one `cells/<cell_id>.json` per cell, as the engine does."""
     by_cell: dict[str, list[dict]] = {}

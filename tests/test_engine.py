@@ -6,10 +6,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from lenbench_testing import TINY_SUITE
+from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.engine import load_cell_results, load_rows, run_cell, run_suite
 from lenbench.suite import SuiteError, load_suite, parse_suite
@@ -22,14 +21,6 @@ METRIC_KEYS = ("cell_id", "task", "encoding", "variant", "train_len", "eval_len"
 
 def metric_rows(out) -> list[tuple]:
     return sorted(tuple(str(r[k]) for k in METRIC_KEYS) for r in load_rows(out))
-
-
-def write_suite(tmp_path: Path, data: dict, name: str = "tiny.yaml") -> Path:
-    import yaml
-
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def test_presets_load_and_expand():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
+from lenbench_testing import write_suite
 
 from lenbench.engine import (
     checkpoint_bytes,
@@ -53,12 +53,6 @@ KEYS = ("cell_id", "encoding", "variant", "eval_len", "metric", "value", "status
 
 def rows_of(out) -> list[tuple]:
     return sorted(tuple(repr(r[k]) for k in KEYS) for r in load_rows(out))
-
-
-def write_suite(tmp_path: Path, data: dict, name: str = "tiny.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def cli(*args, pythonpath: Path = ROOT, **kw) -> subprocess.CompletedProcess:
