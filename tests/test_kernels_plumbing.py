@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from lenbench import kernels as K
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
-from lenbench.encodings.rope import apply_rotary
+from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
 from lenbench.model import ModelConfig, Transformer, attend
 
@@ -80,7 +80,8 @@ def test_rotary_fused_formulation_equals_apply_rotary(layout, partial):
         tables = K.rotary_inputs(enc, pos, torch.float32)
         ref = K.rotary_eager(q, k, tables.cos, tables.sin, layout)
         assert all(torch.equal(a, b) for a, b in zip(tables.fused(q, k, compiled=False), ref, strict=True))
-        assert all(torch.equal(a, b) for a, b in zip(ref, enc.rotate(q, k, pos), strict=True))
+        for a, b in zip(ref, enc.rotate(q, k, pos), strict=True):  # the training path fuses multiply-adds
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
 def test_hf_rotate_half_formulation_equals_reference():
@@ -211,32 +212,70 @@ def test_rope_tables_are_cached_per_pos_tensor_and_invalidated():
     assert enc._per_forward[0] is pos
     pos += 3  # in place: the version changes, the cache must not be used
     cos, sin = enc.cos_sin(pos, q.dtype)
-    assert torch.equal(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"))
+    torch.testing.assert_close(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"), atol=1e-6, rtol=1e-6)
     assert not torch.equal(first[0], enc.rotate(q, k, pos)[0])
     enc.set_scaling({"rope_type": "linear", "factor": 2.0})
     cos, sin = enc.cos_sin(pos, q.dtype)
-    assert torch.equal(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"))
+    torch.testing.assert_close(enc.rotate(q, k, pos)[0], apply_rotary(q, cos, sin, "half"), atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize("layout", ["half", "interleaved"])
-def test_rope_training_rotation_is_bit_identical_with_gradients(layout):
-    """RoPE.rotate (q and k stacked, hand-written backward) == apply_rotary, values and gradients."""
-    enc = build_encoding("rope", DIMS, layout=layout)
+def test_rope_tables_are_built_once_per_position_row_across_forwards():
+    """Identical rows give (1, 1, T, R) tables; a new tensor with the same row reuses them (CPU);
+    another row, another dtype, inference mode or another scaling builds new ones."""
+    enc = build_encoding("rope", DIMS)
+    tables = enc.tables(torch.arange(T).expand(B, T), torch.float32)
+    assert tables[0].shape == (1, 1, T, DH)
+    assert enc.tables(torch.arange(T).expand(B, T).clone(), torch.float32)[0] is tables[0]  # new tensor, same rows
+    shifted = enc.tables(torch.arange(T).expand(B, T) + 1, torch.float32)
+    assert shifted[0] is not tables[0]
+    torch.testing.assert_close(shifted[0], enc.tables(torch.arange(1, T + 1)[None], torch.float32)[0], atol=0, rtol=0)
+    assert enc.tables(torch.arange(T).expand(B, T), torch.float64)[0].dtype == torch.float64
+    with torch.inference_mode():
+        assert enc.tables(torch.arange(T).expand(B, T), torch.float32)[0] is not tables[0]
+    enc.set_scaling({"rope_type": "linear", "factor": 2.0})
+    assert not torch.equal(enc.tables(torch.arange(T).expand(B, T), torch.float32)[0], tables[0])
+    rows = positions()["random"]  # rows differ: one table per row
+    assert enc.tables(rows, torch.float32)[0].shape == (B, 1, T, DH)
+
+
+def test_position_table_cache_is_bounded():
+    from lenbench.encodings.base import TABLE_CACHE_SIZE
+
+    enc = build_encoding("rope", DIMS)
+    for offset in range(TABLE_CACHE_SIZE + 5):
+        enc.tables(torch.arange(offset, offset + T)[None], torch.float32)
+    assert len(enc._tables_by_row) == 1  # one key per (length, dtype, mode): the row is compared
+    for length in range(1, TABLE_CACHE_SIZE + 6):
+        enc.tables(torch.arange(length)[None], torch.float32)
+    assert len(enc._tables_by_row) == TABLE_CACHE_SIZE
+
+
+@pytest.mark.parametrize(("name", "params"), [("rope", {"layout": "half"}), ("rope", {"layout": "interleaved"}),
+                                              ("rope", {"partial": 0.5}), ("xpos", {"layout": "half"}),
+                                              ("xpos", {"layout": "interleaved"})])
+def test_training_rotation_equals_apply_rotary_with_gradients(name, params):
+    """The model's rotation (q and k into one buffer, hand-written backward, fused multiply-adds)
+    == the per-tensor reference `apply_rotary_tables`, values and gradients, within float rounding."""
+    enc = build_encoding(name, DIMS, **params)
+    layout = enc.layout
     base = torch.randn(B, T, 3 * 64)
-    pos = positions()["offset"]
     weight = torch.randn(B, H, T, DH)
-    results = []
-    for use_hook in (True, False):
-        x = base.clone().requires_grad_()
-        q, k, _ = (t.view(B, T, H, DH).transpose(1, 2) for t in x.split(64, dim=-1))  # as in the model
-        if use_hook:
-            rq, rk = enc.rotate(q, k, pos)
-        else:
-            cos, sin = enc.cos_sin(pos, q.dtype)
-            rq, rk = apply_rotary(q, cos, sin, layout), apply_rotary(k, cos, sin, layout)
-        ((rq * weight).sum() + (rk * weight.square()).sum()).backward()
-        results.append((rq.detach(), rk.detach(), x.grad))
-    assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+    for pos in (positions()["offset"], torch.arange(T).expand(B, T)):
+        results = []
+        for use_hook in (True, False):
+            x = base.clone().requires_grad_()
+            q, k, _ = (t.view(B, T, H, DH).transpose(1, 2) for t in x.split(64, dim=-1))  # as in the model
+            if use_hook:
+                rq, rk = enc.rotate(q, k, pos)
+            else:
+                tabs = enc.tables(pos.clone(), q.dtype)
+                q_tabs, k_tabs = (tabs, tabs) if len(tabs) == 2 else (tabs[:2], tabs[2:])
+                rq, rk = apply_rotary_tables(q, *q_tabs, layout), apply_rotary_tables(k, *k_tabs, layout)
+            ((rq * weight).sum() + (rk * weight.square()).sum()).backward()
+            results.append((rq.detach(), rk.detach(), x.grad))
+        for a, b in zip(*results, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        assert results[0][0].is_contiguous() and results[0][1].is_contiguous()  # SDPA reads them as they are
 
 
 def test_attend_learned_bias_path_equals_sdpa_with_gradients():

@@ -20,13 +20,18 @@ the same way), and a static bias is computed once per forward pass, not once per
 from __future__ import annotations
 
 import inspect
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from lenbench.registry import Registry, check_keywords
+
+# Position rows whose derived tables an encoding keeps across forward passes (`position_tables`).
+TABLE_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True)
@@ -113,19 +118,40 @@ class PositionalEncoding(nn.Module):
         """Bias that may read the (rotated) queries and keys; defaults to the static `bias`."""
         return self.bias(q_pos, k_pos)
 
-    def per_forward(self, pos: torch.Tensor, key: tuple, compute):
-        """`compute()`, cached while the same `pos` tensor comes back with the same `key`.
+    def position_tables(self, pos: torch.Tensor, key: tuple, compute: Callable[[torch.Tensor], Any]) -> Any:
+        """`compute(p)` for positions `pos` (B, T), cached; p is `pos[:1]` when every row of `pos`
+        is the same (the model's default 0 … T−1), else `pos`.
 
-        The model hands one `pos` tensor to every layer of a forward pass, so tables derived from
-        positions (RoPE's cos/sin, xPos's decay) are built once per forward, not once per layer.
-        The cache holds the tensor itself and compares identity and in-place version, so a new
-        tensor is never mistaken for the old one.
+        Tables derived from positions (RoPE's cos/sin, xPos's decay) are then built once per
+        forward pass, not once per layer (the model hands one `pos` tensor to every layer: the
+        cache compares identity and in-place version, so a new tensor is never mistaken for the
+        old one), once for the batch rather than once per row, and, on the CPU, once per distinct
+        position row across forward passes (a training run meets each length over and over; the
+        rows are compared element by element, at most `TABLE_CACHE_SIZE` are kept). `key` must
+        hold everything else the tables depend on (dtype, parameters, scaling).
         """
-        full_key = (pos._version, pos.device, torch.is_inference_mode_enabled(), *key)
+        # Inference tensors have no version counter: they skip the per-tensor cache.
+        full_key = (None if pos.is_inference() else pos._version, pos.device, torch.is_inference_mode_enabled(), *key)
         cached = self.__dict__.get("_per_forward")
-        if cached is not None and cached[0] is pos and cached[1] == full_key:
+        if cached is not None and cached[0] is pos and cached[1] == full_key and full_key[0] is not None:
             return cached[2]
-        value = compute()
+        on_cpu = pos.device.type == "cpu"
+        shared = pos.shape[0] == 1 or pos.stride(0) == 0 or (on_cpu and bool((pos[1:] == pos[:1]).all()))
+        p = pos[:1] if shared else pos  # (1|B, T)
+        if on_cpu and shared:
+            store = self.__dict__.setdefault("_tables_by_row", OrderedDict())
+            row_key = (p.shape[1], p.dtype, torch.is_inference_mode_enabled(), *key)
+            hit = store.get(row_key)
+            if hit is not None and torch.equal(hit[0], p):
+                value = hit[1]
+                store.move_to_end(row_key)
+            else:
+                value = compute(p)
+                store[row_key] = (p.clone(), value)
+                if len(store) > TABLE_CACHE_SIZE:
+                    store.popitem(last=False)
+        else:
+            value = compute(p)
         self.__dict__["_per_forward"] = (pos, full_key, value)
         return value
 

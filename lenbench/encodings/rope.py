@@ -96,35 +96,78 @@ def _swap_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
     return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (..., D)
 
 
-class _RotateQK(torch.autograd.Function):
-    """q and k rotated together, full rotation (R = Dh), for the model's training path.
+def _pair_views(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first and second channel of every rotated pair, as views: (..., R/2) each."""
+    if layout == "half":
+        return x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return x[..., 0::2], x[..., 1::2]
 
-    Same products and sums as `apply_rotary` (bit-identical outputs and gradients), in fewer,
-    larger operations: q and k are stacked once in the memory order of the qkv projection,
-    (B, T, 2, H, Dh), and the backward is written out (the swap is its own transpose, so
-    dx = g·cos + swap(g·sin_signed)) instead of autograd's per-view bookkeeping. At the quick
-    suite's sizes the per-operation overhead is most of RoPE's cost in a training step.
+
+def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos_full: torch.Tensor, sin_signed: torch.Tensor,
+                 layout: str) -> torch.Tensor:
+    """out = x·cos_full + swap(x)·sin_signed, written into `out` without temporaries: one
+    multiply, then a multiply-add per pair channel (`addcmul_`, which may fuse the multiply and
+    the add: equal to `apply_rotary_tables` within one rounding).
+
+    Args:
+        out: (..., R) destination, not overlapping `x`.
+        x: (..., R) the rotated channels of queries or keys.
+        cos_full, sin_signed: (..., R) broadcastable `rotary_tables`.
+    """
+    torch.mul(x, cos_full, out=out)  # (..., R)
+    (out_a, out_b), (x_a, x_b), (sin_a, sin_b) = (_pair_views(t, layout) for t in (out, x, sin_signed))
+    out_a.addcmul_(x_b, sin_a)  # (..., R/2)
+    out_b.addcmul_(x_a, sin_b)  # (..., R/2)
+    return out
+
+
+class _RotateQK(torch.autograd.Function):
+    """q and k rotated together into one buffer, for the model's training path.
+
+    Each of q and k costs three passes (a multiply and two multiply-adds into a preallocated
+    (2, B, H, T, Dh) buffer, whose halves are the contiguous rotated q and k) instead of
+    autograd's chain of temporaries, and the backward is written out: the swap is its own
+    transpose, so dx = g·cos + swap(g·sin_signed) = `_rotate_into(g, cos, swap(sin_signed))`.
+    Unrotated channels (partial rotation) are copied. At the quick suite's sizes the
+    per-operation overhead and the memory passes are most of RoPE's cost in a training step.
+    Equal to `apply_rotary` within float rounding (tested, values and gradients).
+
+    Args (forward): q, k (B, H, T, Dh); cos_q, sin_q, cos_k, sin_k (B|1, 1, T, R) `rotary_tables`
+    of the queries and of the keys (the same tensors for RoPE, scaled differently for xPos); layout.
     """
 
     @staticmethod
-    def forward(ctx, q, k, cos_full, sin_signed, layout: str):
-        c = cos_full.transpose(1, 2).unsqueeze(2)  # (B|1, T, 1, 1, Dh)
-        s = sin_signed.transpose(1, 2).unsqueeze(2)  # (B|1, T, 1, 1, Dh)
-        ctx.save_for_backward(c, s)
-        ctx.layout = layout
-        x = torch.stack((q.transpose(1, 2), k.transpose(1, 2)), dim=2)  # (B, T, 2, H, Dh)
-        out = x * c  # (B, T, 2, H, Dh)
-        out += _swap_pairs(x, layout) * s
-        return out[:, :, 0].transpose(1, 2), out[:, :, 1].transpose(1, 2)  # (B, H, T, Dh) each
+    def forward(ctx, q, k, cos_q, sin_q, cos_k, sin_k, layout: str):
+        r = cos_q.shape[-1]
+        ctx.layout, ctx.r = layout, r
+        ctx.save_for_backward(cos_q, _swap_pairs(sin_q, layout), cos_k, _swap_pairs(sin_k, layout))
+        out = q.new_empty((2, *q.shape))  # (2, B, H, T, Dh): rotated q, rotated k
+        for dst, x, cos, sin in ((out[0], q, cos_q, sin_q), (out[1], k, cos_k, sin_k)):
+            _rotate_into(dst[..., :r], x[..., :r], cos, sin, layout)  # (B, H, T, R)
+            if r < x.shape[-1]:
+                dst[..., r:].copy_(x[..., r:])  # (B, H, T, Dh − R)
+        return out[0], out[1]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_q, grad_k):
-        c, s = ctx.saved_tensors
-        g = torch.stack((grad_q.transpose(1, 2), grad_k.transpose(1, 2)), dim=2)  # (B, T, 2, H, Dh)
-        grad = g * c  # (B, T, 2, H, Dh)
-        grad += _swap_pairs(g * s, ctx.layout)
-        return grad[:, :, 0].transpose(1, 2), grad[:, :, 1].transpose(1, 2), None, None, None
+        cos_q, sin_q_swapped, cos_k, sin_k_swapped = ctx.saved_tensors
+        r = ctx.r
+        out = grad_q.new_empty((2, *grad_q.shape))  # (2, B, H, T, Dh)
+        for dst, g, cos, sin in ((out[0], grad_q, cos_q, sin_q_swapped), (out[1], grad_k, cos_k, sin_k_swapped)):
+            _rotate_into(dst[..., :r], g[..., :r], cos, sin, ctx.layout)  # (B, H, T, R)
+            if r < g.shape[-1]:
+                dst[..., r:].copy_(g[..., r:])  # (B, H, T, Dh − R)
+        return out[0], out[1], None, None, None, None, None
+
+
+def rotate_qk(q: torch.Tensor, k: torch.Tensor, tables_q: tuple[torch.Tensor, torch.Tensor],
+              tables_k: tuple[torch.Tensor, torch.Tensor], layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q and k (B, H, T, Dh) with their `rotary_tables` (B|1, 1, T, R): `_RotateQK` when q
+    and k have the same shape, else `apply_rotary_tables` on each."""
+    if q.shape == k.shape:
+        return _RotateQK.apply(q, k, *tables_q, *tables_k, layout)  # (B, H, T, Dh) each
+    return apply_rotary_tables(q, *tables_q, layout), apply_rotary_tables(k, *tables_k, layout)
 
 
 @register_encoding("rope")
@@ -216,13 +259,10 @@ class RoPE(PositionalEncoding):
         return (angle.cos() * factor).to(dtype), (angle.sin() * factor).to(dtype)
 
     def tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """`rotary_tables` (B, 1, T, R) for `pos`, built once per forward pass (`per_forward`)."""
+        """`rotary_tables` (B|1, 1, T, R) for `pos`, cached (`position_tables`)."""
         key = (dtype, self.theta, self.layout, self.rot_dim, repr(self.scaling))
-        return self.per_forward(pos, key, lambda: rotary_tables(*self.cos_sin(pos, dtype), self.layout))  # (B, 1, T, R) each
+        return self.position_tables(pos, key, lambda p: rotary_tables(*self.cos_sin(p, dtype), self.layout))  # (B|1, 1, T, R) each
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos_full, sin_signed = self.tables(pos, q.dtype)  # (B, 1, T, R) each
-        if self.rot_dim == q.shape[-1] == k.shape[-1] and q.shape == k.shape:
-            return _RotateQK.apply(q, k, cos_full, sin_signed, self.layout)  # (B, H, T, Dh) each
-        return (apply_rotary_tables(q, cos_full, sin_signed, self.layout),
-                apply_rotary_tables(k, cos_full, sin_signed, self.layout))  # (B, H, T, Dh) each
+        tables = self.tables(pos, q.dtype)  # 2 × (B|1, 1, T, R)
+        return rotate_qk(q, k, tables, tables, self.layout)  # (B, H, T, Dh) each

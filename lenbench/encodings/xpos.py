@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 
 from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
-from lenbench.encodings.rope import apply_rotary_tables, rotary_tables
+from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_scaling import default_inv_freq
 
 
@@ -91,19 +91,17 @@ class XPos(PositionalEncoding):
 
     def tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """`rotary_tables` for queries (cos, sin times ζ-scale) and keys (divided by it), each
-        (B, 1, T, d); built once per forward pass (`per_forward`)."""
+        (B|1, 1, T, d); cached (`position_tables`)."""
 
-        def compute():
-            cos, sin, scale = self.cos_sin_scale(pos, dtype)  # 3 × (B, 1, T, d/2)
-            q_tabs = rotary_tables((cos * scale).to(dtype), (sin * scale).to(dtype), self.layout)  # 2 × (B, 1, T, d)
-            k_tabs = rotary_tables((cos / scale).to(dtype), (sin / scale).to(dtype), self.layout)  # 2 × (B, 1, T, d)
+        def compute(p: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            cos, sin, scale = self.cos_sin_scale(p, dtype)  # 3 × (B|1, 1, T, d/2)
+            q_tabs = rotary_tables((cos * scale).to(dtype), (sin * scale).to(dtype), self.layout)  # 2 × (B|1, 1, T, d)
+            k_tabs = rotary_tables((cos / scale).to(dtype), (sin / scale).to(dtype), self.layout)  # 2 × (B|1, 1, T, d)
             return (*q_tabs, *k_tabs)
 
         key = (dtype, self.gamma, self.scale_base, self.theta, self.layout)
-        return self.per_forward(pos, key, compute)
+        return self.position_tables(pos, key, compute)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        q_cos, q_sin, k_cos, k_sin = self.tables(pos, q.dtype)  # 4 × (B, 1, T, d)
-        q = apply_rotary_tables(q, q_cos, q_sin, self.layout)  # (B, H, T, Dh)
-        k = apply_rotary_tables(k, k_cos, k_sin, self.layout)  # (B, H, T, Dh)
-        return q, k
+        q_cos, q_sin, k_cos, k_sin = self.tables(pos, q.dtype)  # 4 × (B|1, 1, T, d)
+        return rotate_qk(q, k, (q_cos, q_sin), (k_cos, k_sin), self.layout)  # (B, H, T, Dh) each
