@@ -5,11 +5,12 @@ Options:
                                        baselines compare like with like; auto: accelerator, else CPU)
     --suite NAME|PATH                  suite preset or YAML file for bench/test_extrapolation.py (default quick)
     --results-dir DIR                  per-cell results and the report (default runs/<suite name>)
-    --threads N                        intra-op CPU threads per cell (default torch's default); in every row
+    --threads N                        intra-op CPU threads per cell (default 1); in every row
     --keep-stale                       reuse finished cells whose code fingerprint changed (default: recompute)
-    --executor serial|process|ray      where the cells of bench/test_extrapolation.py run (default serial:
-                                       in each test); ray runs every pending cell on Ray first
-    --workers N                        with --executor process: worker processes (default 2)
+    --executor auto|serial|process|ray where the cells of bench/test_extrapolation.py run (default auto:
+                                       CPU cells in one process per core, run before the tests read them;
+                                       serial: in each test; ray: every selected cell on Ray first)
+    --workers N                        with --executor process / auto: worker processes (default one per core)
     --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
 """
 
@@ -31,14 +32,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
     group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
     group.addoption("--threads", type=int, default=None,
-                    help="intra-op CPU threads per cell (default: torch's default); recorded in every row")
+                    help="intra-op CPU threads per cell (default: 1); recorded in every row")
     group.addoption("--keep-stale", action="store_true",
                     help="reuse finished cells whose code/environment fingerprint changed (default: recompute them)")
-    group.addoption("--executor", default="serial",
-                    help="where suite cells run: serial (in each test, default), process or ray (all pending cells "
-                         "first, then each test reads its cell)")
-    group.addoption("--workers", type=int, default=2,
-                    help="with --executor process: the number of worker processes (default 2)")
+    group.addoption("--executor", default="auto",
+                    help="where suite cells run: auto (default: CPU cells in one process per core, else serial), "
+                         "serial (in each test), process or ray (the selected pending cells first, then each test "
+                         "reads its cell)")
+    group.addoption("--workers", type=int, default=None,
+                    help="with --executor process or auto: worker processes (default: one per usable core)")
     group.addoption("--ray-address", default=None,
                     help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
 

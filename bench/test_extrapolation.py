@@ -6,7 +6,9 @@ matches are reused, stale ones rerun), times the cell in one round, and puts eve
 
     extra_info["lenbench_rows"]  the cell's tidy rows (DESIGN.md schema), so the benchmark JSON
                                  alone rebuilds the leaderboard (`lenbench report out.json`)
-    extra_info["lenbench_cell"]  cell_id, title, status, error, train_seconds, reused, timed
+    extra_info["lenbench_cell"]  cell_id, title, status, error, train_seconds, reused (computed by an
+                                 earlier session), timed, computed_by (the executor that computed it
+                                 in this session, None when reused)
 
 What the benchmark's timing means: for a cell computed now (`reused: false`, `timed: "compute"`)
 it is training plus evaluation; for a reused cell (`reused: true`, `timed: "cache load"`) it is
@@ -16,11 +18,13 @@ training cost. pytest-benchmark cannot record a test without a timed round, henc
 A cell whose training diverged is a measurement (recorded, test passes); any other failure of a
 cell fails its test after its rows are recorded. The other cells are never affected.
 
-With `--executor ray` (or `process`) a session fixture first runs every pending cell of the suite
-through that executor (`lenbench.engine.run_suite`: in parallel, across a Ray cluster with
-`--ray-address`); each test then reads its cell's file, so there is still one benchmark per cell,
-but its timed round is the read, and `extra_info["lenbench_cell"]["train_seconds"]` holds the
-training time measured on the worker. The whole suite runs even when `-k` selects a few cells.
+By default (`--executor auto`: CPU cells on a machine with several cores) and with `--executor
+process` or `ray`, a session fixture first runs every pending cell that the session selected
+(`-k` included) through that executor (`lenbench.engine.run_suite`: one process per core, or
+across a Ray cluster with `--ray-address`); each test then reads its cell's file, so there is
+still one benchmark per cell, but its timed round is the read, and
+`extra_info["lenbench_cell"]["train_seconds"]` holds the training time measured on the worker.
+With `--executor serial` each test trains its own cell in its timed round.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import pytest
 
 from lenbench.engine import ensure_cell, run_suite
 from lenbench.evaluate import PRIMARY_METRIC
+from lenbench.executors import plan_execution
 from lenbench.suite import load_suite
 
 
@@ -69,19 +74,37 @@ def headline(result: dict) -> str:
 
 
 @pytest.fixture(scope="session")
-def cells_run_by_executor(request, results_dir, device) -> str:
-    """Runs every pending cell through `--executor` first unless it is serial; returns its name."""
+def cells_run_by_executor(request, results_dir, device) -> tuple[str, dict[str, float]]:
+    """Runs the session's selected pending cells through the executor first unless it resolves to
+    serial (`lenbench.executors.plan_execution`), with a progress bar on the terminal; returns the
+    executor's name and the cells it computed (cell id → seconds it took on its worker)."""
     executor = request.config.getoption("--executor")
     address = request.config.getoption("--ray-address")
     if address is not None and executor != "ray":
         raise pytest.UsageError("--ray-address needs --executor ray")
+    workers = request.config.getoption("--workers")
+    executor = plan_execution(executor, workers, device.type).executor
+    computed: dict[str, float] = {}
     if executor != "serial":
+        selected = {item.callspec.params["cell_id"] for item in request.session.items
+                    if hasattr(item, "callspec") and "cell_id" in item.callspec.params}
         options = {"address": address} if address is not None else {}
-        run_suite(load_suite(request.config.getoption("--suite")), results_dir, device=device.type,
-                  executor=executor, workers=request.config.getoption("--workers"),
-                  threads=request.config.getoption("--threads"),
-                  keep_stale=request.config.getoption("--keep-stale"), progress=False, **options)
-    return executor
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        with _uncaptured(request):
+            if reporter is not None:
+                reporter.write_line("")
+            results = run_suite(load_suite(request.config.getoption("--suite")), results_dir, device=device.type,
+                                executor=executor, workers=workers, threads=request.config.getoption("--threads"),
+                                keep_stale=request.config.getoption("--keep-stale"), only=selected,
+                                progress=reporter is not None, **options)
+        computed = {r["cell_id"]: r.get("seconds") or 0.0 for r in results}
+    return executor, computed
+
+
+def _uncaptured(request):
+    """A context in which output reaches the terminal (the progress bar, the engine's notices)."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    return capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
 
 
 def test_cell(cell, benchmark, device, results_dir, request, cells_run_by_executor):
@@ -98,18 +121,23 @@ def test_cell(cell, benchmark, device, results_dir, request, cells_run_by_execut
     benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)
     result = outcome["result"]
     benchmark.extra_info["lenbench_rows"] = result["rows"]
+    executor, computed = cells_run_by_executor
     benchmark.extra_info["lenbench_cell"] = {
         "cell_id": result["cell_id"], "title": result["title"], "status": result["status"],
-        "error": result["error"], "train_seconds": result.get("train_seconds"), "reused": outcome["reused"],
+        "error": result["error"], "train_seconds": result.get("train_seconds"),
+        "reused": outcome["reused"] and cell.cell_id not in computed,
         "timed": "cache load" if outcome["reused"] else "compute",
+        "computed_by": executor if cell.cell_id in computed else ("serial" if not outcome["reused"] else None),
     }
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None:  # dots say nothing for minutes: one line per finished cell, past output capturing
-        how = "reused" if outcome["reused"] else "computed"
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        if cell.cell_id in computed:
+            how = f"computed by the {executor} executor in {computed[cell.cell_id]:.1f} s"
+        else:
+            how = f"{'reused' if outcome['reused'] else 'computed'} in {outcome['seconds']:.1f} s"
+        with _uncaptured(request):
             if reporter.verbosity < 0:  # -q: the progress dots carry no file name, so end their line here
                 reporter.write("\n")
-            reporter.write_line(f"lenbench: {cell.title} {how} in {outcome['seconds']:.1f} s: {headline(result)}")
+            reporter.write_line(f"lenbench: {cell.title} {how}: {headline(result)}")
     if result["status"] == "failed" and not result["error"].startswith("TrainingDiverged"):
         pytest.fail(f"cell {cell.title} failed: {result['error']}")

@@ -1,7 +1,7 @@
 """The `lenbench` command line.
 
     lenbench list {encodings,tasks,suites}
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale]
     lenbench report RESULTS [--out DIR]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
@@ -67,13 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)", formatter_class=HelpFormatter)
     p_run.add_argument("--suite", default="quick", help="preset name (smoke, quick, standard, paper) or a YAML path")
     p_run.add_argument("--device", default="auto", choices=DEVICES, help="auto picks CUDA / XPU / MPS if present, else CPU")
-    p_run.add_argument("--executor", default="serial", help="where cells run: serial, process or ray (default: serial; "
-                       "--workers N > 1 alone means process)")
+    p_run.add_argument("--executor", default="auto", help="where cells run: auto, serial, process or ray (auto: CPU "
+                       "cells in one process per core, others serial; --workers N > 1 with serial means process)")
     p_run.add_argument("--ray-address", default=None, help="with --executor ray: auto or HOST:PORT of a running Ray "
                        "cluster (default: start a local Ray sized to this machine)")
-    p_run.add_argument("--workers", type=int, default=1, help="processes of the process executor (default: 1)")
+    p_run.add_argument("--workers", type=int, default=None,
+                       help="processes of the process executor (default: one per usable core, within memory)")
     p_run.add_argument("--threads", type=int, default=None,
-                       help="intra-op CPU threads per cell (default: torch's default on this machine); recorded in every row")
+                       help="intra-op CPU threads per cell (default: 1); recorded in every row")
     p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
     p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_run.add_argument("--keep-stale", action="store_true",
@@ -153,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     from lenbench.engine import load_rows, run_suite
     from lenbench.suite import load_suite
 
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     suite = load_suite(args.suite)
     out = Path(args.out or Path("runs") / suite.name)

@@ -26,16 +26,16 @@ import dataclasses
 import datetime as dt
 import functools
 import inspect
+import io
 import json
 import math
-import io
 import os
 import socket
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,16 @@ from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writabl
 from lenbench.baselines import baseline_rows
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
-from lenbench.executors import CellJob, CellOutcome, get_executor
 from lenbench.evaluate import METRICS, evaluate_depth, evaluate_length, evaluate_lm_context, task_metrics
-from lenbench.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version, stale_reasons
-from lenbench.memory import fit_batch, memory_budget
+from lenbench.executors import CellJob, CellOutcome, get_executor, plan_execution
+from lenbench.fingerprint import (
+    Fingerprint,
+    cell_fingerprint,
+    data_fingerprint,
+    python_version,
+    stale_reasons,
+)
+from lenbench.memory import available_bytes, fit_batch, memory_budget
 from lenbench.model import ModelConfig, Transformer
 from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
@@ -221,8 +227,15 @@ def _finetuned_model(cell, task, variant, base: Transformer, cache: _CheckpointC
 
 
 def default_threads() -> int:
-    """The intra-op thread count a cell gets unless told otherwise: torch's default here."""
-    return torch.get_num_threads()
+    """The intra-op thread count a cell gets unless told otherwise: one.
+
+    The suites' models are small (2 layers × 64 wide in quick): a second thread on the same cell
+    speeds a training step up far less than twice (and on a loaded machine OpenMP's spinning
+    threads slowed one 13×), while one cell per core uses every core (`executors.plan_execution`).
+    Rows depend on the thread count (it is in every row and in the fingerprint): with one thread
+    per cell they are the same on every machine, whatever its core count.
+    """
+    return 1
 
 
 @contextlib.contextmanager
@@ -638,9 +651,9 @@ def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, 
 
 
 def run_suite(
-    suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int = 1,
+    suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int | None = None,
     threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
-    log: Log = _stderr, **executor_options: Any,
+    log: Log = _stderr, only: Collection[str] | None = None, **executor_options: Any,
 ) -> SuiteRun:
     """Run every unfinished or stale cell of `suite` into `out`; return the results of the cells run now.
 
@@ -650,25 +663,38 @@ def run_suite(
     skipped (`SuiteRun.busy`). One line per reason says how many stale cells are recomputed.
 
     Args:
-        executor: where cells run: "serial", "process" (a pool of `workers` processes) or "ray"
+        executor: where cells run: "serial" (default, in this process), "auto" (the command line's
+            default: one process per core for CPU cells, else serial;
+            `lenbench.executors.plan_execution`), "process" (a pool of `workers` processes) or "ray"
             (see `lenbench.executors`); `workers` > 1 with "serial" means "process".
-        threads: intra-op threads per cell (default: torch's default in this process); part of
-            every row's provenance and of the fingerprint, so serial, process and Ray runs give
+        workers: processes of the process executor (default: one per usable core, see
+            `plan_execution`).
+        threads: intra-op threads per cell (default 1, `default_threads`); part of every row's
+            provenance and of the fingerprint, so serial, process and Ray runs give
             bit-identical rows.
+        only: cell ids to run (default: every cell of the suite), e.g. the cells a `pytest -k`
+            selected.
         keep_stale: keep results whose fingerprint no longer matches (default: recompute them).
         log: where one-line notices go (default: stderr).
         executor_options: passed to the executor (e.g. Ray's `address`).
     """
-    resolve_device(device)  # a one-line error now rather than one per cell
+    device_type = resolve_device(device).type  # a one-line error now rather than one per cell
     out = prepare_output(Path(out), log)
-    if executor == "serial" and workers > 1:
-        executor = "process"
-    cls = get_executor(executor)
     threads = threads or default_threads()
     run = SuiteRun()
     todo = pending_cells(suite, out, retry_failed=retry_failed, keep_stale=keep_stale, device=device,
                          threads=threads, log=log, stale=run.stale)
     total = len(suite.cells())
+    if only is not None:
+        todo = [cell for cell in todo if cell.cell_id in set(only)]
+        total = len(set(only))
+    plan = plan_execution(executor, workers, device_type, pending=len(todo), available_memory=available_bytes(
+        torch.device(device_type)))
+    executor, workers = plan.executor, plan.workers
+    cls = get_executor(executor)
+    if todo and plan.why:
+        log(f"lenbench: {len(todo)} cell(s) on {executor}" + (f" × {workers}" if executor == "process" else "")
+            + f", {threads} thread(s) each ({plan.why})")
     for reason, count in run.stale.items():
         log(f"lenbench: recomputing {count} stale cell(s): {reason}")
     held: dict[str, Path] = {}

@@ -22,6 +22,7 @@ from lenbench.engine import (
     checkpoint_path,
     claim_cell,
     compute_cell,
+    default_threads,
     ensure_cell,
     load_cell_results,
     load_checkpoint_bytes,
@@ -31,6 +32,7 @@ from lenbench.engine import (
     run_cell,
     run_suite,
 )
+from lenbench.executors import WORKER_MEMORY_BYTES, plan_execution, usable_cores
 from lenbench.memory import ENV_VAR, GIB, estimate, memory_budget
 from lenbench.model import Transformer
 from lenbench.suite import parse_suite
@@ -134,23 +136,55 @@ def test_cells_of_an_older_lenbench_are_stale_and_rerun(tmp_path):
     assert log == ["lenbench: recomputing 1 stale cell(s): no code fingerprint (made by an older lenbench)"]
 
 
-def test_pytest_bench_marks_reused_cells_and_passes_threads(tmp_path):
+@pytest.mark.parametrize("executor", ["serial", "auto"])
+def test_pytest_bench_marks_reused_cells_and_passes_threads(tmp_path, executor):
+    """Serial: the first session's timed round trains the cell. auto (the default; this machine has
+    several cores): the process executor computes it before the tests, which then read it. Either
+    way a second session reuses it, and `--threads` reaches the rows."""
     suite = write_suite(tmp_path, {**TINY, "encodings": ["nope"]})
 
     def bench(name: str) -> dict:
         cmd = [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cpu",
-               "--results-dir", str(tmp_path / "results"), "--threads", "1", "--benchmark-json",
-               str(tmp_path / name), "-q", "-p", "no:cacheprovider"]
+               "--results-dir", str(tmp_path / "results"), "--threads", "2", "--executor", executor,
+               "--benchmark-json", str(tmp_path / name), "-q", "-p", "no:cacheprovider"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         (b,) = json.loads((tmp_path / name).read_text())["benchmarks"]
         return b["extra_info"]
 
     first, second = bench("a.json"), bench("b.json")
-    assert (first["lenbench_cell"]["reused"], first["lenbench_cell"]["timed"]) == (False, "compute")
+    parallel = executor == "auto" and usable_cores() > 1
+    cell = first["lenbench_cell"]
+    assert (cell["reused"], cell["computed_by"]) == (False, "process" if parallel else "serial")
+    assert cell["timed"] == ("cache load" if parallel else "compute")
     assert (second["lenbench_cell"]["reused"], second["lenbench_cell"]["timed"]) == (True, "cache load")
+    assert second["lenbench_cell"]["computed_by"] is None
     assert second["lenbench_cell"]["train_seconds"] == first["lenbench_cell"]["train_seconds"] > 0
-    assert {r["threads"] for r in second["lenbench_rows"]} == {1}
+    assert {r["threads"] for r in second["lenbench_rows"]} == {2}
+
+
+def test_plan_execution_defaults(monkeypatch):
+    """auto: CPU cells one process per core (capped by pending cells and memory), accelerators and
+    one-core machines serial; explicit choices are kept; the default thread count is 1."""
+    from lenbench import executors
+
+    monkeypatch.setattr(executors, "usable_cores", lambda: 8)
+    assert plan_execution("auto", None, "cpu") == executors.ExecutionPlan("process", 8, "auto: CPU cells, one process per core")
+    assert plan_execution("process", None, "cpu") == executors.ExecutionPlan("process", 8)
+    assert plan_execution("auto", None, "cpu", pending=3).workers == 3
+    assert plan_execution("auto", None, "cpu", available_memory=2 * WORKER_MEMORY_BYTES + 1).workers == 2
+    assert plan_execution("auto", None, "cpu", available_memory=1).workers == 1
+    assert plan_execution("auto", 4, "cpu", pending=1).workers == 4  # an explicit count is kept
+    assert plan_execution("auto", 1, "cpu").executor == "serial"
+    assert plan_execution("auto", None, "cuda").executor == "serial"
+    assert plan_execution("serial", None, "cpu") == executors.ExecutionPlan("serial", 1)
+    assert plan_execution("serial", 3, "cpu").executor == "process"
+    assert plan_execution("ray", None, "cpu").executor == "ray"
+    monkeypatch.setattr(executors, "usable_cores", lambda: 1)
+    assert plan_execution("auto", None, "cpu").executor == "serial"
+    with pytest.raises(ValueError, match="--workers must be at least 1, got 0"):
+        plan_execution("auto", 0, "cpu")
+    assert default_threads() == 1
 
 
 # --- item 2: threads -------------------------------------------------------------------------------
@@ -167,7 +201,7 @@ def test_serial_and_process_workers_give_bit_identical_lm_rows(tmp_path):
     assert rows_of(tmp_path / "serial") == rows_of(tmp_path / "pool")  # perplexity compared exactly (repr)
     rows = load_rows(tmp_path / "serial")
     assert {"perplexity", "nll"} <= {r["metric"] for r in rows}
-    assert {r["threads"] for r in rows} == {torch.get_num_threads()}
+    assert {r["threads"] for r in rows} == {1}  # the default: one intra-op thread per cell
     corpus = build_task("lm").fingerprint()["corpus_sha256"]
     assert {r["data_fingerprint"] for r in rows} == {corpus}
     assert all(r["python_version"] == sys.version.split()[0] for r in rows)
