@@ -287,15 +287,18 @@ def test_cope_interpolates_fractional_positions_and_ignores_future_keys():
 # -------------------------------------------------------------------------------------- randomized
 
 
-def test_randomized_positions_are_sorted_distinct_and_in_range():
-    enc = build_encoding("randomized", dims(max_len=64), max_position=100).train()
+@pytest.mark.parametrize("sampling", ["batch", "row"])
+def test_randomized_positions_are_sorted_distinct_and_in_range(sampling):
+    enc = build_encoding("randomized", dims(max_len=64), max_position=100, sampling=sampling).train()
     pos = torch.arange(64).expand(8, 64)
     out = enc.positions(pos)  # (8, 64)
     assert out.shape == (8, 64) and out.dtype == torch.long
     assert (out.diff(dim=-1) > 0).all()  # sorted and distinct
     assert out.min() >= 0 and out.max() < 100
     assert not (out == pos).all()  # actually randomized (probability of identity is ~1e-29 per row)
-    assert len({tuple(r) for r in out.tolist()}) > 1  # drawn per row
+    # one subset for the batch (the paper's code), or one per row
+    assert len({tuple(r) for r in out.tolist()}) == (1 if sampling == "batch" else 8)
+    assert len({tuple(enc.positions(pos)[0].tolist()) for _ in range(3)}) == 3  # re-drawn every forward pass
     # Positions are mapped through the draw: repeated / offset inputs keep their order.
     pos2 = torch.tensor([[0, 0, 3, 7]])
     out2 = enc.positions(pos2)
@@ -325,6 +328,8 @@ def test_randomized_is_deterministic_under_manual_seed():
 
 
 def test_randomized_limits_and_delegation():
+    with pytest.raises(ValueError, match="randomized sampling must be 'batch' or 'row', got 'step'"):
+        build_encoding("randomized", dims(max_len=16), sampling="step")
     enc = build_encoding("randomized", dims(max_len=16), max_position=16).train()
     with pytest.raises(ValueError, match="'randomized' cannot represent length 17.*max_position=16"):
         enc.positions(torch.arange(17)[None])
@@ -355,7 +360,7 @@ def test_catalog_is_registered_with_keyword_parameters():
         "sandwich": {"dim", "base"},
         "fire": {"hidden", "c", "threshold"},
         "cope": {"npos_max"},
-        "randomized": {"base", "base_params", "max_position", "eval_positions"},
+        "randomized": {"base", "base_params", "max_position", "eval_positions", "sampling"},
     }
     for name, params in expected.items():
         cls = ENCODINGS.get(name)

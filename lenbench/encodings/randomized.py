@@ -32,11 +32,14 @@ class Randomized(PositionalEncoding):
     so that at training length N the model already meets the positions (and distances) of lengths
     up to L.
 
-    `positions(pos)` draws, per batch row, n = max(pos) + 1 sorted distinct positions
-    s_0 < s_1 < … < s_{n−1} from range(L) and maps every position p to s_p; every other hook
-    (embed / rotate / bias / attention_bias) is the wrapped encoding's, applied to the mapped
-    positions. Sampling is per row (the paper's code draws one subset per batch) and uses torch's
-    global RNG, so it is deterministic under `torch.manual_seed` and re-drawn on each forward pass.
+    `positions(pos)` draws n = max(pos) + 1 sorted distinct positions s_0 < s_1 < … < s_{n−1}
+    from range(L), once for the batch (as the paper's code: `noisy_fixed_positional_encodings`
+    and the noisy rotary encoding draw one subset per call) or once per row
+    (`sampling="row"`), and maps every position p to s_p; every other hook (embed / rotate /
+    bias / attention_bias) is the wrapped encoding's, applied to the mapped positions. Sampling
+    uses torch's global RNG, so it is deterministic under `torch.manual_seed` and re-drawn on
+    each forward pass. One subset per batch also keeps the wrapped encoding's per-batch work
+    (RoPE's tables, a bias) at one row instead of B.
 
     At evaluation the paper's code samples in the same way (its noisy encodings draw a fresh
     subset on every call, evaluation included); that is the default, `eval_positions="sampled"`.
@@ -53,6 +56,8 @@ class Randomized(PositionalEncoding):
         max_position: L, the range positions are drawn from; must be at least the longest
             sequence. Defaults to max(2048, dims.max_len).
         eval_positions: "sampled" (the paper's code) or "plain" (0 … T−1 at evaluation).
+        sampling: "batch" (one subset per forward pass, the paper's code; default) or "row" (one
+            subset per batch row).
     """
 
     description = "wraps an encoding; positions are sorted random draws from a larger range [0, L)"
@@ -66,12 +71,16 @@ class Randomized(PositionalEncoding):
         base_params: dict | None = None,
         max_position: int | None = None,
         eval_positions: Literal["sampled", "plain"] = "sampled",
+        sampling: Literal["batch", "row"] = "batch",
     ):
         super().__init__(dims)
         if base == self.name:
             raise ValueError("encoding 'randomized' cannot wrap itself")
         if eval_positions not in ("sampled", "plain"):
             raise ValueError(f"randomized eval_positions must be 'sampled' or 'plain', got {eval_positions!r}")
+        if sampling not in ("batch", "row"):
+            raise ValueError(f"randomized sampling must be 'batch' or 'row', got {sampling!r}")
+        self.sampling = sampling
         self.max_position = int(max_position) if max_position is not None else max(2048, dims.max_len)
         if self.max_position < 1:
             raise ValueError(f"randomized max_position must be positive, got {self.max_position}")
@@ -100,8 +109,9 @@ class Randomized(PositionalEncoding):
                 f"encoding 'randomized' cannot represent length {n}: it draws positions from "
                 f"max_position={self.max_position} (raise max_position)"
             )
-        sampled = sample_sorted_positions(pos.shape[0], n, self.max_position, pos.device)  # (B, n)
-        return self.inner.positions(sampled.gather(1, pos.long()))  # (B, T)
+        rows = 1 if self.sampling == "batch" else pos.shape[0]
+        sampled = sample_sorted_positions(rows, n, self.max_position, pos.device)  # (1|B, n)
+        return self.inner.positions(sampled.expand(pos.shape[0], n).gather(1, pos.long()))  # (B, T)
 
     def embed(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.inner.embed(h, pos)
@@ -119,4 +129,4 @@ class Randomized(PositionalEncoding):
 
     def extra_repr(self) -> str:
         return (f"name={self.name!r}, base={self.base_name!r}, max_position={self.max_position}, "
-                f"eval_positions={self.eval_positions!r}")
+                f"eval_positions={self.eval_positions!r}, sampling={self.sampling!r}")
