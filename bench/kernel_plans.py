@@ -17,7 +17,8 @@ on the import path of the tests in it; a script run from `bench/` has it as its 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +174,22 @@ class TrainingStep:
     train_step: Any = None  # the `lenbench.train.TrainStep` (its `.model` can be swapped for a compiled one)
 
 
+@contextlib.contextmanager
+def cell_threads(device: torch.device) -> Iterator[int]:
+    """On the CPU, run with the intra-op thread count a suite cell trains with
+    (`lenbench.engine.default_threads`, one), then restore; the training-step and MFU benchmarks
+    time what the cells run. Elsewhere nothing changes. Yields the thread count in effect."""
+    from lenbench.engine import default_threads
+
+    before = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(default_threads())
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
 def quick_training_step(
     encoding: str, device: torch.device, *, suite: Any = "quick", task: str = "lm", length: int | None = None,
     encoding_params: dict | None = None, seed: int = 0, fast: bool = True, batch_size: int | None = None,
@@ -281,13 +298,13 @@ def performance_targets(data: dict) -> list[dict]:
     return out
 
 
-def _main(argv: list[str] | None = None) -> int:
-    """`python bench/kernel_plans.py BENCH.json`: print every performance target with ok / MISS
-    ("-": not measured in that JSON)."""
+def _main(argv: list[str] | None = None, prog: str = "python bench/kernel_plans.py") -> int:
+    """`python bench/kernel_plans.py BENCH.json` (or `python -m lenbench.kernels BENCH.json`): print
+    every performance target with ok / MISS ("-": not measured in that JSON)."""
     import argparse
     import json
 
-    parser = argparse.ArgumentParser(prog="python bench/kernel_plans.py", description=_main.__doc__)
+    parser = argparse.ArgumentParser(prog=prog, description=_main.__doc__)
     parser.add_argument("json", help="output of pytest bench -k kernels --benchmark-json FILE")
     args = parser.parse_args(argv)
     with open(args.json) as fh:

@@ -358,17 +358,18 @@ def interleaved_step_ratios(device, request) -> dict[str, float]:
     then hits every encoding alike."""
     steps = {name: P.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK).step
              for name in train_encodings()}
-    for step in steps.values():
-        for _ in range(3):
-            step()
-    synchronize(device)
     times = {name: [] for name in steps}
-    for _ in range(S.train_rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
+    with P.cell_threads(device):
+        for step in steps.values():
+            for _ in range(3):
+                step()
+        synchronize(device)
+        for _ in range(S.train_rounds):
+            for name, step in steps.items():
+                start = time.perf_counter()
+                step()
+                synchronize(device)
+                times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t / n for t, n in zip(times[name], times["nope"], strict=True)) for name in steps}
 
 
@@ -376,16 +377,17 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, 
     """One training step (forward, backward, clip, AdamW) of the suite's lm model."""
     ts = P.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK)
     benchmark.group = f"training-step-{ts.geometry['suite']}-{TRAIN_TASK}"
-    timed(ts.step, rounds=S.train_rounds, warmup_rounds=3)
-    stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
-    seconds = stats.stats.median if stats is not None else K.time_fn(ts.step, device, rounds=3, warmup=0)
+    with P.cell_threads(device) as threads:
+        timed(ts.step, rounds=S.train_rounds, warmup_rounds=3)
+        stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
+        seconds = stats.stats.median if stats is not None else K.time_fn(ts.step, device, rounds=3, warmup=0)
     _SECONDS[(name, "train-step")] = seconds
     nope = _SECONDS.get(("nope", "train-step"))
     benchmark.extra_info.update(
         encoding=name, kind="training-step", seconds=seconds, ratio_to_nope=interleaved_step_ratios[name],
         ratio_to_nope_interleaved=interleaved_step_ratios[name],
         ratio_to_nope_sequential=seconds / nope if nope else None, tokens=ts.tokens, model_params=ts.model_params,
-        geometry=ts.geometry,
+        geometry=ts.geometry, threads=threads,
     )
 
 
@@ -410,10 +412,12 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
 
     extra_info: task, impl ("fast-<task>": a distinct key for `lenbench compare`), flops (analytic
     forward + backward, `lenbench.flops`), seconds (median of the fast step), seconds_eager, speedup
-    (median over rounds of eager / fast in the same round), sgemm_flops_per_s (fp32, fastest of a
-    few at session start; bf16_flops_per_s where native), mfu and mfu_eager (median over rounds of
-    the step's FLOP/s over a 2048² sgemm's timed in the same round), mfu_session_peak (median step
-    over the session-start rate), mfu_best (fastest fast round over that rate), geometry.
+    (median over rounds of eager / fast in the same round), threads (the cells' intra-op thread
+    count, `kernel_plans.cell_threads`: everything here runs with it), sgemm_flops_per_s (fp32,
+    the fastest 2048² sgemm of the rounds at those threads), sgemm_flops_per_s_all_threads (at
+    session start with every thread; bf16_flops_per_s where native), mfu and mfu_eager (median
+    over rounds of the step's FLOP/s over the sgemm's timed in the same round), mfu_session_peak
+    (median step over sgemm_flops_per_s), mfu_best (fastest fast round over it), geometry.
     """
     from lenbench.flops import mfu
 
@@ -425,28 +429,31 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)  # (n, n) each
     c = torch.empty(n, n, device=device)
     sgemm = lambda: torch.mm(a, b, out=c)  # noqa: E731
-    for _ in range(3):
-        eager.step(), fast.step(), sgemm()
     # Round-robin: each round times one sgemm, one eager step and one fast step back to back, so
-    # load from other jobs on the machine hits the step and the peak it is divided by alike.
+    # load from other jobs on the machine hits the step and the peak it is divided by alike. All
+    # at the thread count a cell trains with (one on the CPU): the sgemm on the same cores.
     times = {"sgemm": [], "eager": [], "fast": []}
-    for _ in range(S.train_rounds):
-        for label, fn in (("sgemm", sgemm), ("eager", eager.step), ("fast", fast.step)):
-            start = time.perf_counter()
-            fn()
-            synchronize(device)
-            times[label].append(time.perf_counter() - start)
-    timed(fast.step, rounds=S.train_rounds, warmup_rounds=1)
+    with P.cell_threads(device) as threads:
+        for _ in range(3):
+            eager.step(), fast.step(), sgemm()
+        for _ in range(S.train_rounds):
+            for label, fn in (("sgemm", sgemm), ("eager", eager.step), ("fast", fast.step)):
+                start = time.perf_counter()
+                fn()
+                synchronize(device)
+                times[label].append(time.perf_counter() - start)
+        timed(fast.step, rounds=S.train_rounds, warmup_rounds=1)
+        peak = max(2 * n**3 / g for g in times["sgemm"])  # the fastest sgemm of the rounds, these threads
     seconds = _median(benchmark, statistics.median(times["fast"]))
     seconds_eager = statistics.median(times["eager"])
-    peak = matmul_rates["fp32"]
     per_round = {label: [mfu(fast.flops, t, 2 * n**3 / g) for t, g in zip(times[label], times["sgemm"], strict=True)]
                  for label in ("eager", "fast")}
     benchmark.extra_info.update(
         kind="training-mfu", task=task, encoding="nope", impl=f"fast-{task}", flops=fast.flops, seconds=seconds,
         seconds_eager=seconds_eager,
         speedup=statistics.median(e / f for e, f in zip(times["eager"], times["fast"], strict=True)),
-        sgemm_flops_per_s=peak, bf16_flops_per_s=matmul_rates.get("bf16"),
+        sgemm_flops_per_s=peak, sgemm_flops_per_s_all_threads=matmul_rates["fp32"],
+        bf16_flops_per_s=matmul_rates.get("bf16"), threads=threads,
         mfu=statistics.median(per_round["fast"]), mfu_eager=statistics.median(per_round["eager"]),
         mfu_session_peak=mfu(fast.flops, seconds, peak), mfu_best=mfu(fast.flops, min(times["fast"]), peak),
         tokens=fast.tokens, geometry=fast.geometry,

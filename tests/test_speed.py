@@ -252,12 +252,13 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
     assert rows["pytest bench --suite quick (whole session, seconds)"]["value"] is None
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
-    out = subprocess.run([sys.executable, "bench/kernel_plans.py", str(path)], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0
-    lines = out.stdout.splitlines()
-    assert any(line.startswith("training step rope / nope") and line.endswith("MISS") for line in lines)
-    assert any(line.startswith("pytest bench --suite smoke") and line.endswith("ok") for line in lines)
+    for command in (["bench/kernel_plans.py"], ["-m", "lenbench.kernels"]):  # the issue's spelling too
+        out = subprocess.run([sys.executable, *command, str(path)], cwd=ROOT, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert any(line.startswith("training step rope / nope") and line.endswith("MISS") for line in lines)
+        assert any(line.startswith("pytest bench --suite smoke") and line.endswith("ok") for line in lines)
 
 
 def test_quick_training_step_counts_its_flops():
@@ -308,3 +309,14 @@ def test_keep_freed_memory_applies_on_glibc():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("mallopt is glibc's")
     assert P.keep_freed_memory() is True
+
+
+def test_cell_threads_sets_the_cells_thread_count_on_the_cpu_and_restores():
+    from lenbench.engine import default_threads
+
+    before = torch.get_num_threads()
+    with P.cell_threads(torch.device("cpu")) as threads:
+        assert threads == torch.get_num_threads() == default_threads() == 1
+    assert torch.get_num_threads() == before
+    with P.cell_threads(torch.device("meta")) as threads:  # not the CPU: untouched
+        assert threads == before
