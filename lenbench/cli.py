@@ -32,15 +32,22 @@ def _list(what: str) -> int:
         for name, cls in TASKS.items():
             print(f"{name:<10} [{cls.length_unit}] {cls.description}")
     else:
-        from lenbench.estimate import estimate_suite, format_seconds
+        from lenbench.estimate import estimate_suite, format_seconds, wall_seconds
+        from lenbench.executors import plan_execution
         from lenbench.suite import list_suites, load_suite
 
-        print("time: one process on this machine's kind of CPU; 'measured' = mean seconds per finished cell in "
-              "runs/<name> x cells, 'model' = the cost model of lenbench/estimate.py (2-core CPU)")
+        print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
+              "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
+              "the cost model of lenbench/estimate.py")
         for name, path in list_suites().items():
             suite = load_suite(path)
+            cells = len(suite.cells())
             est = estimate_suite(suite, Path("runs") / suite.name)
-            print(f"{name:<10} {len(suite.cells()):>4} cells  ~{format_seconds(est.seconds):<8} ({est.kind})")
+            plan = plan_execution("auto", None, "cpu", pending=cells)
+            wall = wall_seconds(est.seconds, cells, plan.workers if plan.executor == "process" else 1)
+            how = f"{plan.workers} processes" if plan.executor == "process" else "serial"
+            print(f"{name:<10} {cells:>4} cells  ~{format_seconds(est.seconds):<8} serial, ~{format_seconds(wall):<8} "
+                  f"on {how} ({est.kind})")
             print(f"{'':<10} {suite.description}")
     return 0
 

@@ -123,6 +123,14 @@ def estimate_suite(suite: Suite, results_dir: Path | None = None) -> Estimate:
                     "per-step cost model fitted on a 2-core CPU (lenbench/estimate.py)")
 
 
+def wall_seconds(serial: float, cells: int, workers: int) -> float:
+    """Wall time of `cells` cells that take `serial` seconds one after another, on `workers`
+    processes (the default executor's; `executors.plan_execution`): the run's fixed start-up once,
+    the cells shared out."""
+    workers = max(1, min(workers, cells))
+    return min(serial, RUN_OVERHEAD_S + max(0.0, serial - RUN_OVERHEAD_S) / workers)
+
+
 def format_seconds(seconds: float) -> str:
     """`42 s`, `7 min`, `3.2 h`, `4.1 d`."""
     if seconds < 90:

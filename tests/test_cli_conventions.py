@@ -26,7 +26,15 @@ def test_list_suites_shows_description_cells_and_estimate(capsys, tmp_path, monk
         suite = load_suite(path)
         line = next(i for i, x in enumerate(out) if x.startswith(f"{name} "))
         assert f" {len(suite.cells())} cells  ~" in out[line] and out[line].endswith("(model)")
+        assert " serial, ~" in out[line] and (" on serial " in out[line] or " processes " in out[line])
         assert out[line + 1].strip() == suite.description
+
+
+def test_wall_estimate_shares_the_cells_out_over_the_workers():
+    assert estimate.wall_seconds(110.0, 10, 2) == pytest.approx(estimate.RUN_OVERHEAD_S + 50.0)
+    assert estimate.wall_seconds(110.0, 10, 1) == 110.0
+    assert estimate.wall_seconds(110.0, 1, 8) == 110.0  # one cell cannot be shared out
+    assert estimate.wall_seconds(5.0, 3, 2) == 5.0  # never more than serial
 
 
 def test_estimate_is_measured_when_a_run_exists(tmp_path):
