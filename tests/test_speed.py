@@ -261,6 +261,18 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
         assert any(line.startswith("pytest bench --suite smoke") and line.endswith("ok") for line in lines)
 
 
+def test_attention_target_reads_the_round_robin_ratio_when_recorded():
+    """A sequential over_unbiased (the baseline timed minutes earlier) is only the fallback."""
+    data = {"benchmarks": [
+        _bench("test_kernel[t5-toeplitz-T1024-fp32]", over_unbiased=0.5, over_unbiased_interleaved=1.12),
+        _bench("test_kernel[t5-flex-T1024-fp32]", over_unbiased=0.6, over_unbiased_interleaved=1.3),
+        _bench("test_kernel[kerple-flex-T1024-fp32]", over_unbiased=1.4),
+    ]}
+    rows = {r["metric"]: r for r in P.performance_targets(data)}
+    assert rows["fused attention t5 (best fused impl, T=1024, fp32) / unbiased causal SDPA"]["value"] == 1.12
+    assert rows["fused attention kerple (best fused impl, T=1024, fp32) / unbiased causal SDPA"]["value"] == 1.4
+
+
 def test_quick_training_step_counts_its_flops():
     ts = P.quick_training_step("nope", torch.device("cpu"), suite="smoke", task="lm")
     s = load_suite("smoke")
