@@ -251,7 +251,7 @@ def performance_targets(data: dict) -> list[dict]:
     recorded in `extra_info` within that one session (numerator and denominator measured in the
     same run): training MFU of the suite's lm step (`test_training_mfu[lm]`, fast path, median
     step over the fp32 sgemm rate), each encoding's training step over nope's (interleaved), each
-    bias-family encoding's best fused attention (flex, cached or toeplitz; CoPE: compiled) over unbiased
+    bias-family encoding's best fused attention (flex, cached, cached_blocks or toeplitz; CoPE: compiled) over unbiased
     causal SDPA at T = 1024 and 4096 in fp32, fused RoPE / xPos over a copy of q,k at T = 1024, and
     the session's wall time against the budget of its suite (smoke 60 s, quick 15 min; only when
     the whole suite ran, no -k).
@@ -263,7 +263,7 @@ def performance_targets(data: dict) -> list[dict]:
         return by_name.get(name, {}).get(key)
 
     def best(encoding: str, T: int, key: str):
-        values = [info(f"test_kernel[{encoding}-{impl}-T{T}-fp32]", key) for impl in ("flex", "cached", "toeplitz", "compiled", "fused")]
+        values = [info(f"test_kernel[{encoding}-{impl}-T{T}-fp32]", key) for impl in ("flex", "cached", "cached_blocks", "toeplitz", "compiled", "fused")]
         values = [v for v in values if v is not None]
         return min(values) if values else None
 

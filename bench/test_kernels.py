@@ -9,7 +9,8 @@ reason). Implementations come from `lenbench.kernels.implementations`:
     rotary    eager (apply_rotary on q, then k), hf (transformers' rotate_half), fused (compiled)
     bias      eager (hook + SDPA), cached (bias materialised once per length), flex (score_mod),
               flex_gather (ALiBi: the score_mod gathering positions even when they are contiguous),
-              toeplitz (relative-only biases: SDPA over strided views of a per-distance table)
+              toeplitz (relative-only biases: SDPA over strided views of a per-distance table),
+              cached_blocks (the others: the materialised mask, one SDPA call per causal query block)
     absolute  eager vs compiled embed;  content (CoPE): eager vs compiled attention
 
 plus `test_attention_baseline` (unbiased causal SDPA, what `nope` runs), `test_training_step`
@@ -328,6 +329,10 @@ def _bias(enc, impl, T, dtype, device):
     if impl == "cached":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
         return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask)
+    if impl == "cached_blocks":
+        mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
+        read = P.attention_bytes(q, k, v) + P.nbytes(mask) // 2  # the causal half of the mask
+        return lambda: K.attention_cached_blocks(q, k, v, mask), eager, q.shape, read
     if impl == "toeplitz":
         tplan = K.prepare_toeplitz(enc, pos, dtype)  # (H, 2T−1) diagonals, once per length
         bytes_moved = P.attention_bytes(q, k, v) + P.nbytes(tplan.diagonals)

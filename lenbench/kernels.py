@@ -93,7 +93,8 @@ def implementations(enc: PositionalEncoding) -> list[str]:
     rotary: eager, fused (+ hf, transformers' rotate_half formulation, for RoPE's default half
     layout with full rotation); bias: eager, cached, flex (+ flex_gather for ALiBi: the same
     modifier always gathering positions; + toeplitz for the relative-only biases,
-    `TOEPLITZ_ENCODINGS`); absolute and content: eager, compiled; none: [].
+    `TOEPLITZ_ENCODINGS`, else cached_blocks: the materialised mask read by causal query blocks);
+    absolute and content: eager, compiled; none: [].
     """
     kind = kernel_kind(enc)
     base = base_encoding(enc)
@@ -102,7 +103,7 @@ def implementations(enc: PositionalEncoding) -> list[str]:
         return ["eager", "hf", "fused"] if hf else ["eager", "fused"]
     if kind == "bias":
         impls = ["eager", "cached", "flex", "flex_gather"] if base.name == "alibi" else ["eager", "cached", "flex"]
-        return impls + ["toeplitz"] if base.name in TOEPLITZ_ENCODINGS else impls
+        return impls + ["toeplitz"] if base.name in TOEPLITZ_ENCODINGS else impls + ["cached_blocks"]
     if kind in ("absolute", "content"):
         return ["eager", "compiled"]
     return []
@@ -588,6 +589,29 @@ def _patch_inductor_flex_cpu_names() -> None:
         return
 
 
+def attention_cached_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                            block: int | None = None) -> torch.Tensor:
+    """`attention_cached` for a causal mask, skipping the masked half: one SDPA call per block of
+    `block` queries over the keys up to its last query, the mask a view of the materialised one.
+
+    SDPA cannot skip −inf blocks of an explicit mask, so `attention_cached` computes (and reads the
+    mask for) all T² scores; this computes and reads ≈ T²/2. For any bias (FIRE, gathered positions).
+
+    Args:
+        q, k, v: (B, H, T, Dh); mask: (B|1, H, T, T) from `folded_bias(..., causal=True)`.
+        block: queries per call (default `toeplitz_block(T)`).
+
+    Returns:
+        (B, H, T, Dh).
+    """
+    T = q.shape[2]
+    block = block or toeplitz_block(T)
+    outs = [F.scaled_dot_product_attention(q[:, :, s:s + block], k[:, :, :s + block], v[:, :, :s + block],
+                                           attn_mask=mask[:, :, s:s + block, :s + block])  # (B, H, block, Dh)
+            for s in range(0, T, block)]
+    return torch.cat(outs, 2)  # (B, H, T, Dh)
+
+
 # Toeplitz bias: a relative-only bias at contiguous positions depends on j − i alone, so the
 # folded (T, T) mask is one diagonal table per head; SDPA reads it through a strided view.
 
@@ -717,7 +741,7 @@ def time_fn(fn: Callable[[], Any], device: torch.device, *, rounds: int = 10, wa
 
 
 __all__ = [
-    "FlexPlan", "RotaryInputs", "attention_cached", "attention_content", "attention_content_compiled",
+    "FlexPlan", "RotaryInputs", "attention_cached", "attention_cached_blocks", "attention_content", "attention_content_compiled",
     "attention_eager", "attention_flex", "attention_toeplitz", "attention_unbiased", "base_encoding", "bf16_support",
     "causal_additive_mask", "causal_block_mask", "compile_support", "compiled_hook", "flex_support", "folded_bias",
     "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "prepare_flex", "prepare_toeplitz", "relative_table", "rotary_eager",

@@ -185,6 +185,20 @@ def test_toeplitz_equals_eager_causal_and_bidirectional(name):
                     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=f"{name} {label} causal={causal} block={block}")
 
 
+@pytest.mark.parametrize("name", kind_names("bias"))
+def test_cached_blocks_equal_eager(name):
+    """Causal query blocks over views of the materialised mask == the whole mask, any positions."""
+    enc = build_encoding(name, DIMS)
+    q, k, v = qkv()
+    with torch.no_grad():
+        for label, pos in positions().items():
+            ref = K.attention_eager(q, k, v, enc, pos)
+            mask = K.folded_bias(enc, pos, torch.float32)
+            for block in (7, 16, T, None):
+                torch.testing.assert_close(K.attention_cached_blocks(q, k, v, mask, block), ref, atol=1e-6, rtol=1e-6,
+                                           msg=f"{name} {label} block={block}")
+
+
 def test_toeplitz_diagonals_are_the_hook_bias():
     """Column n of the table is the bias at k − q = n − (T − 1); the causal mask is folded in."""
     enc = build_encoding("alibi", DIMS)
