@@ -208,13 +208,13 @@ def test_smoke_collects_a_handful_and_the_environment_wins():
     ids = _collect("--suite", "smoke")
     assert sorted(ids) == sorted([
         "test_attention_baseline[T256-fp32]",
-        *[f"test_kernel[alibi-{i}-T256-fp32]" for i in ("eager", "cached", "flex", "flex_gather")],
+        *[f"test_kernel[alibi-{i}-T256-fp32]" for i in ("eager", "cached", "flex", "flex_gather", "toeplitz")],
         *[f"test_kernel[rope-{i}-T256-fp32]" for i in ("eager", "hf", "fused")],
         "test_training_step[nope]", "test_training_step[alibi]", "test_training_step[rope]",
         "test_training_mfu[copy]", "test_training_mfu[lm]",
     ])
     ids = _collect("--suite", "smoke", env={"LENBENCH_KERNEL_LENGTHS": "64", "LENBENCH_KERNEL_ENCODINGS": "t5"})
-    assert {i for i in ids if i.startswith("test_kernel[")} == {f"test_kernel[t5-{i}-T64-fp32]" for i in ("eager", "cached", "flex")}
+    assert {i for i in ids if i.startswith("test_kernel[")} == {f"test_kernel[t5-{i}-T64-fp32]" for i in ("eager", "cached", "flex", "toeplitz")}
 
 
 def test_disabled_kernels_skip_with_the_reason(tmp_path):
