@@ -12,7 +12,9 @@ or more fused implementations that `bench/test_kernels.py` times and `tests/` ho
 |           |                                 |                                          | from the position tensors and a causal block mask;      |
 |           |                                 |                                          | `toeplitz` (alibi, t5, kerple, sandwich, contiguous     |
 |           |                                 |                                          | positions): SDPA reading a per-distance table through   |
-|           |                                 |                                          | strided mask views, one call per block of queries       |
+|           |                                 |                                          | strided mask views, one call per block of queries;      |
+|           |                                 |                                          | `cached_blocks` (the others): the materialised mask,    |
+|           |                                 |                                          | read by causal query blocks                             |
 | absolute  | sinusoidal, learned             | `enc.embed`                              | `torch.compile(enc.embed)`                              |
 | content   | cope                            | `enc.attention_bias` + SDPA              | the same function compiled                              |
 
