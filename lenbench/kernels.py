@@ -9,7 +9,12 @@ or more fused implementations that `bench/test_kernels.py` times and `tests/` ho
 |           |                                 | `rotary_hf`: transformers' rotate_half   | (C++/OpenMP on the CPU, Triton on CUDA / XPU)           |
 | bias      | alibi, t5, kerple, sandwich,    | bias from the hook + SDPA (`attention_   | `cached`: the folded bias materialised once per length; |
 |           | fire, and any other `bias` hook | eager`)                                  | `flex`: `flex_attention` with a score modifier built    |
-|           |                                 |                                          | from the position tensors and a causal block mask       |
+|           |                                 |                                          | from the position tensors and a causal block mask;      |
+|           |                                 |                                          | `toeplitz` (alibi, t5, kerple, sandwich, contiguous     |
+|           |                                 |                                          | positions): SDPA reading a per-distance table through   |
+|           |                                 |                                          | strided mask views, one call per block of queries;      |
+|           |                                 |                                          | `cached_blocks` (the others): the materialised mask,    |
+|           |                                 |                                          | read by causal query blocks                             |
 | absolute  | sinusoidal, learned             | `enc.embed`                              | `torch.compile(enc.embed)`                              |
 | content   | cope                            | `enc.attention_bias` + SDPA              | the same function compiled                              |
 
@@ -89,7 +94,9 @@ def implementations(enc: PositionalEncoding) -> list[str]:
 
     rotary: eager, fused (+ hf, transformers' rotate_half formulation, for RoPE's default half
     layout with full rotation); bias: eager, cached, flex (+ flex_gather for ALiBi: the same
-    modifier always gathering positions); absolute and content: eager, compiled; none: [].
+    modifier always gathering positions; + toeplitz for the relative-only biases,
+    `TOEPLITZ_ENCODINGS`, else cached_blocks: the materialised mask read by causal query blocks);
+    absolute and content: eager, compiled; none: [].
     """
     kind = kernel_kind(enc)
     base = base_encoding(enc)
@@ -97,7 +104,8 @@ def implementations(enc: PositionalEncoding) -> list[str]:
         hf = base.name == "rope" and getattr(base, "layout", "") == "half" and getattr(base, "partial", 0) == 1.0
         return ["eager", "hf", "fused"] if hf else ["eager", "fused"]
     if kind == "bias":
-        return ["eager", "cached", "flex", "flex_gather"] if base.name == "alibi" else ["eager", "cached", "flex"]
+        impls = ["eager", "cached", "flex", "flex_gather"] if base.name == "alibi" else ["eager", "cached", "flex"]
+        return impls + ["toeplitz"] if base.name in TOEPLITZ_ENCODINGS else impls + ["cached_blocks"]
     if kind in ("absolute", "content"):
         return ["eager", "compiled"]
     return []
@@ -583,6 +591,115 @@ def _patch_inductor_flex_cpu_names() -> None:
         return
 
 
+def attention_cached_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                            block: int | None = None) -> torch.Tensor:
+    """`attention_cached` for a causal mask, skipping the masked half: one SDPA call per block of
+    `block` queries over the keys up to its last query, the mask a view of the materialised one.
+
+    SDPA cannot skip −inf blocks of an explicit mask, so `attention_cached` computes (and reads the
+    mask for) all T² scores; this computes and reads ≈ T²/2. For any bias (FIRE, gathered positions).
+
+    Args:
+        q, k, v: (B, H, T, Dh); mask: (B|1, H, T, T) from `folded_bias(..., causal=True)`.
+        block: queries per call (default `toeplitz_block(T)`).
+
+    Returns:
+        (B, H, T, Dh).
+    """
+    T = q.shape[2]
+    block = block or toeplitz_block(T)
+    outs = [F.scaled_dot_product_attention(q[:, :, s:s + block], k[:, :, :s + block], v[:, :, :s + block],
+                                           attn_mask=mask[:, :, s:s + block, :s + block])  # (B, H, block, Dh)
+            for s in range(0, T, block)]
+    return torch.cat(outs, 2)  # (B, H, T, Dh)
+
+
+# Toeplitz bias: a relative-only bias at contiguous positions depends on j − i alone, so the
+# folded (T, T) mask is one diagonal table per head; SDPA reads it through a strided view.
+
+TOEPLITZ_ENCODINGS: tuple[str, ...] = tuple(FLEX_FLAVOURS)  # relative-only: the bias is a function of k_pos − q_pos
+
+
+def toeplitz_block(T: int) -> int:
+    """Query rows per SDPA call of `attention_toeplitz`: 256 from T = 1024 on, else 128 (measured on
+    the CPU, one thread, 8 heads of 64: smaller blocks waste less of the diagonal block but run the
+    flash kernel at a lower rate and cost one call each)."""
+    return 256 if T >= 1024 else 128
+
+
+@dataclass
+class ToeplitzPlan:
+    """The diagonals of a relative-only bias for one length, built once by `prepare_toeplitz`.
+
+    Attributes:
+        diagonals: (H, 2T − 1): column n holds the bias at k − q = n − (T − 1) (the causal mask
+            folded in: −inf for n > T − 1 when `causal`), in the attention dtype.
+        causal: whether keys after the query are masked.
+        block: query rows per SDPA call.
+    """
+
+    diagonals: torch.Tensor
+    causal: bool
+    block: int
+
+    @property
+    def T(self) -> int:
+        return (self.diagonals.shape[1] + 1) // 2
+
+
+def prepare_toeplitz(enc: PositionalEncoding, pos: torch.Tensor, dtype: torch.dtype, *, causal: bool = True,
+                     block: int | None = None) -> ToeplitzPlan:
+    """The diagonal table of `enc`'s bias at positions `pos` (B, T), read off its own `bias` hook.
+
+    Valid only for a relative-only bias (`TOEPLITZ_ENCODINGS`) and rows that are contiguous runs
+    `offset_b + 0 … T−1` (then k_pos − q_pos = j − i in every row); anything else raises.
+    """
+    enc = base_encoding(enc)
+    if enc.name not in TOEPLITZ_ENCODINGS:
+        raise ValueError(f"toeplitz attention needs a relative-only bias ({', '.join(TOEPLITZ_ENCODINGS)}), got "
+                         f"{enc.name!r}: use prepare_flex or folded_bias for it")
+    if row_offsets(pos) is None:
+        raise ValueError("toeplitz attention needs contiguous position rows (offset_b + 0 … T−1); these positions "
+                         "skip or repeat: use prepare_flex (it gathers positions) or folded_bias")
+    T = pos.shape[1]
+    table = relative_table(enc, -(T - 1), T - 1, pos.device).detach().to(dtype)  # (H, 2T−1): k − q = −(T−1) … T−1
+    if causal:
+        table[:, T:] = float("-inf")  # keys after the query
+    return ToeplitzPlan(table.contiguous(), causal, block or toeplitz_block(T))
+
+
+def attention_toeplitz(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ToeplitzPlan) -> torch.Tensor:
+    """Attention with a Toeplitz bias as SDPA masks that are strided views of `plan.diagonals`.
+
+    mask[i, j] = d[j − i + T − 1] needs a row stride of −1, which tensors cannot have; with the
+    queries reversed (row a ↔ i = T − 1 − a) it is d[a + j]: row and column stride 1, a view of
+    the (H, 2T − 1) table, nothing materialised. Causal: one SDPA call per block of `plan.block`
+    reversed query rows, over the keys 0 … its last query only (the flash kernel cannot skip
+    blocks for a mask), so only the diagonal block computes masked scores; bidirectional: one call.
+
+    Args:
+        q, k, v: (B, H, T, Dh) (v may have its own head dim Dv); plan: from `prepare_toeplitz` at this T.
+
+    Returns:
+        (B, H, T, Dv).
+    """
+    B, H, T, _ = q.shape
+    if T != plan.T:
+        raise ValueError(f"attention_toeplitz: the plan was built for T={plan.T}, the queries have T={T}: "
+                         f"prepare_toeplitz once per length")
+    d = plan.diagonals  # (H, 2T−1)
+    q_rev = q.flip(2)  # (B, H, T, Dh): row a is query T − 1 − a
+    block = T if not plan.causal else plan.block
+    outs = []
+    for s in range(0, T, block):
+        e = min(s + block, T)
+        n_keys = T - s if plan.causal else T  # keys 0 … (T − 1 − s), the block's last query
+        mask = d.as_strided((1, H, e - s, n_keys), (0, d.stride(0), 1, 1), d.storage_offset() + s)  # d[s + a + j]
+        outs.append(F.scaled_dot_product_attention(q_rev[:, :, s:e], k[:, :, :n_keys], v[:, :, :n_keys],
+                                                   attn_mask=mask))  # (B, H, e − s, Dv)
+    return torch.cat(outs, 2).flip(2)  # (B, H, T, Dv)
+
+
 # --------------------------------------------------------------------------------------------
 # Content-dependent bias (CoPE): eager vs compiled
 # --------------------------------------------------------------------------------------------
@@ -626,11 +743,11 @@ def time_fn(fn: Callable[[], Any], device: torch.device, *, rounds: int = 10, wa
 
 
 __all__ = [
-    "FlexPlan", "RotaryInputs", "attention_cached", "attention_content", "attention_content_compiled",
-    "attention_eager", "attention_flex", "attention_unbiased", "base_encoding", "bf16_support",
+    "FlexPlan", "RotaryInputs", "attention_cached", "attention_cached_blocks", "attention_content", "attention_content_compiled",
+    "attention_eager", "attention_flex", "attention_toeplitz", "attention_unbiased", "base_encoding", "bf16_support",
     "causal_additive_mask", "causal_block_mask", "compile_support", "compiled_hook", "flex_support", "folded_bias",
-    "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "prepare_flex", "relative_table", "rotary_eager",
-    "rotary_fused", "rotary_hf", "rotary_inputs", "row_offsets", "time_fn",
+    "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "prepare_flex", "prepare_toeplitz", "relative_table", "rotary_eager",
+    "rotary_fused", "rotary_hf", "rotary_inputs", "row_offsets", "time_fn", "toeplitz_block", "ToeplitzPlan",
 ]
 
 

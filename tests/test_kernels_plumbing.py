@@ -166,6 +166,62 @@ def test_row_offsets():
     assert K.row_offsets(pos["random"]) is None
 
 
+@pytest.mark.parametrize("name", K.TOEPLITZ_ENCODINGS)
+def test_toeplitz_equals_eager_causal_and_bidirectional(name):
+    """Strided diagonal-table masks == the materialised bias, for blocks that do and do not divide T,
+    per-row offsets, causal and bidirectional."""
+    enc = build_encoding(name, DIMS)
+    assert "toeplitz" in K.implementations(enc)
+    q, k, v = qkv()
+    with torch.no_grad():
+        for label in ("plain", "offset"):
+            pos = positions()[label]
+            for causal in (True, False):
+                ref = K.attention_eager(q, k, v, enc, pos, causal=causal)
+                for block in (7, 16, T, 64):
+                    plan = K.prepare_toeplitz(enc, pos, torch.float32, causal=causal, block=block)
+                    assert plan.diagonals.shape == (H, 2 * T - 1) and plan.T == T
+                    out = K.attention_toeplitz(q, k, v, plan)
+                    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6, msg=f"{name} {label} causal={causal} block={block}")
+
+
+@pytest.mark.parametrize("name", kind_names("bias"))
+def test_cached_blocks_equal_eager(name):
+    """Causal query blocks over views of the materialised mask == the whole mask, any positions."""
+    enc = build_encoding(name, DIMS)
+    q, k, v = qkv()
+    with torch.no_grad():
+        for label, pos in positions().items():
+            ref = K.attention_eager(q, k, v, enc, pos)
+            mask = K.folded_bias(enc, pos, torch.float32)
+            for block in (7, 16, T, None):
+                torch.testing.assert_close(K.attention_cached_blocks(q, k, v, mask, block), ref, atol=1e-6, rtol=1e-6,
+                                           msg=f"{name} {label} block={block}")
+
+
+def test_toeplitz_diagonals_are_the_hook_bias():
+    """Column n of the table is the bias at k − q = n − (T − 1); the causal mask is folded in."""
+    enc = build_encoding("alibi", DIMS)
+    plan = K.prepare_toeplitz(enc, torch.arange(5)[None], torch.float32)
+    rel = torch.arange(-4, 5, dtype=torch.float32)  # k − q
+    expected = torch.where(rel <= 0, enc.slopes[:, None] * rel, float("-inf"))  # (H, 9): −m·|k − q|
+    torch.testing.assert_close(plan.diagonals, expected)
+
+
+def test_toeplitz_refuses_what_it_cannot_compute():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="contiguous position rows"):
+        K.prepare_toeplitz(build_encoding("alibi", DIMS), positions()["random"], torch.float32)
+    fire = [n for n in kind_names("bias") if n not in K.TOEPLITZ_ENCODINGS]
+    for name in fire:
+        assert "toeplitz" not in K.implementations(build_encoding(name, DIMS))
+        with pytest.raises(ValueError, match="relative-only bias"):
+            K.prepare_toeplitz(build_encoding(name, DIMS), positions()["plain"], torch.float32)
+    plan = K.prepare_toeplitz(build_encoding("t5", DIMS), torch.arange(T // 2)[None], torch.float32)
+    with pytest.raises(ValueError, match=f"built for T={T // 2}, the queries have T={T}"):
+        K.attention_toeplitz(q, k, v, plan)
+
+
 def test_flex_compiled_alibi_equals_eager():
     ok, reason = K.flex_support("cpu")
     if not ok:

@@ -208,13 +208,13 @@ def test_smoke_collects_a_handful_and_the_environment_wins():
     ids = _collect("--suite", "smoke")
     assert sorted(ids) == sorted([
         "test_attention_baseline[T256-fp32]",
-        *[f"test_kernel[alibi-{i}-T256-fp32]" for i in ("eager", "cached", "flex", "flex_gather")],
+        *[f"test_kernel[alibi-{i}-T256-fp32]" for i in ("eager", "cached", "flex", "flex_gather", "toeplitz")],
         *[f"test_kernel[rope-{i}-T256-fp32]" for i in ("eager", "hf", "fused")],
         "test_training_step[nope]", "test_training_step[alibi]", "test_training_step[rope]",
         "test_training_mfu[copy]", "test_training_mfu[lm]",
     ])
     ids = _collect("--suite", "smoke", env={"LENBENCH_KERNEL_LENGTHS": "64", "LENBENCH_KERNEL_ENCODINGS": "t5"})
-    assert {i for i in ids if i.startswith("test_kernel[")} == {f"test_kernel[t5-{i}-T64-fp32]" for i in ("eager", "cached", "flex")}
+    assert {i for i in ids if i.startswith("test_kernel[")} == {f"test_kernel[t5-{i}-T64-fp32]" for i in ("eager", "cached", "flex", "toeplitz")}
 
 
 def test_disabled_kernels_skip_with_the_reason(tmp_path):
@@ -259,6 +259,18 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
         lines = out.stdout.splitlines()
         assert any(line.startswith("training step rope / nope") and line.endswith("MISS") for line in lines)
         assert any(line.startswith("pytest bench --suite smoke") and line.endswith("ok") for line in lines)
+
+
+def test_attention_target_reads_the_round_robin_ratio_when_recorded():
+    """A sequential over_unbiased (the baseline timed minutes earlier) is only the fallback."""
+    data = {"benchmarks": [
+        _bench("test_kernel[t5-toeplitz-T1024-fp32]", over_unbiased=0.5, over_unbiased_interleaved=1.12),
+        _bench("test_kernel[t5-flex-T1024-fp32]", over_unbiased=0.6, over_unbiased_interleaved=1.3),
+        _bench("test_kernel[kerple-flex-T1024-fp32]", over_unbiased=1.4),
+    ]}
+    rows = {r["metric"]: r for r in P.performance_targets(data)}
+    assert rows["fused attention t5 (best fused impl, T=1024, fp32) / unbiased causal SDPA"]["value"] == 1.12
+    assert rows["fused attention kerple (best fused impl, T=1024, fp32) / unbiased causal SDPA"]["value"] == 1.4
 
 
 def test_quick_training_step_counts_its_flops():
