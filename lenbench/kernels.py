@@ -268,8 +268,12 @@ def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout:
     x_rot = x[..., :r]  # (B, H, T, R)
     axis = -2 if layout == "half" else -1  # half: [x1; x2] blocks of R/2; interleaved: [x0, x1] per pair
     x1, x2 = x_rot.unflatten(-1, (2, r // 2) if layout == "half" else (r // 2, 2)).unbind(axis)  # (B, H, T, R/2) each
-    out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=axis).flatten(-2)  # (B, H, T, R)
-    return torch.cat((out, x[..., r:]), dim=-1) if r < x.shape[-1] else out  # (B, H, T, Dh)
+    y1, y2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin  # (B, H, T, R/2) each
+    rest = [x[..., r:]] if r < x.shape[-1] else []  # (B, H, T, Dh − R): passed through
+    if layout == "half":  # one cat of pointwise parts: one loop, nothing materialised in between
+        return torch.cat([y1, y2, *rest], dim=-1)  # (B, H, T, Dh)
+    out = torch.stack((y1, y2), dim=-1).flatten(-2)  # (B, H, T, R)
+    return torch.cat((out, *rest), dim=-1) if rest else out  # (B, H, T, Dh)
 
 
 def _rotary_qk(q, k, cos, sin, cos_k, sin_k, layout: str):
