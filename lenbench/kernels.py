@@ -254,10 +254,12 @@ def rotary_hf(
 def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """One rotation written for the compiler: the pair axis is an explicit size-2 dimension, its
     two channels x1, x2 are read with `unbind` and the rotated pair (x1·cos − x2·sin,
-    x2·cos + x1·sin) is written back with `stack` over the same axis, so inductor emits one loop
-    that reads each element of `x` and of the (B|1, 1, T, R/2) tables once and materialises
-    nothing else (a sign folded into a stacked (−sin, sin) table was rebuilt, 2× the table, on
-    every call; a `cat` of halves would be materialised).
+    x2·cos + x1·sin) is written back in place of the pair (half layout: one `cat` of the two
+    rotated halves and the unrotated channels; interleaved: a `stack` over the pair axis), so
+    inductor emits one loop that reads each element of `x` and of the (B|1, 1, T, R/2) tables
+    once and materialises nothing else. (A sign folded into a stacked (−sin, sin) table, as
+    before, rebuilt a table 2× the size of sin on every call; a stack followed by a cat with the
+    unrotated channels materialised the rotated part.)
 
     Same products and sums as `apply_rotary`: a − b·c equals a + (−b)·c bit for bit.
 
