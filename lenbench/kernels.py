@@ -173,11 +173,13 @@ def bf16_support(device_type: str) -> tuple[bool, str]:
     return False, f"bf16 kernels are not benchmarked on {device_type!r}"
 
 
-def _compiled(fn: Callable) -> Callable:
-    """`torch.compile(fn, dynamic=True)`, built on first use (importing this module compiles nothing).
+def _compiled(fn: Callable, options: dict | None = None) -> Callable:
+    """`torch.compile(fn, dynamic=True, options=options)`, built on first use (importing this
+    module compiles nothing).
 
     Dynamic shapes: one compilation serves every sequence length and batch size; a new dtype or
-    a new branch (layout, flavour) compiles once more.
+    a new branch (layout, flavour) compiles once more. `options`: inductor settings for this
+    function only (`torch.compile`'s `options`).
     """
     compiled = None
 
@@ -185,7 +187,7 @@ def _compiled(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         nonlocal compiled
         if compiled is None:
-            compiled = torch.compile(fn, dynamic=True)
+            compiled = torch.compile(fn, dynamic=True, options=options)
         return compiled(*args, **kwargs)
 
     wrapper.eager = fn  # type: ignore[attr-defined]
@@ -258,34 +260,41 @@ def rotary_hf(
 
 
 def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """One rotation written for the compiler: the pair axis is an explicit size-2 dimension, the
-    partner channel is a `flip` over it and the sign lives in the sin table, so inductor emits
-    one loop that reads each element of `x` once (a `cat` of halves would be materialised).
+    """One rotation written for the compiler: the pair axis is an explicit size-2 dimension, its
+    two channels x1, x2 are read with `unbind` and the rotated pair (x1·cos − x2·sin,
+    x2·cos + x1·sin) is written back in place of the pair (half layout: one `cat` of the two
+    rotated halves and the unrotated channels; interleaved: a `stack` over the pair axis), so
+    inductor emits one loop that reads each element of `x` and of the (B|1, 1, T, R/2) tables
+    once and materialises nothing else. (A sign folded into a stacked (−sin, sin) table, as
+    before, rebuilt a table 2× the size of sin on every call; a stack followed by a cat with the
+    unrotated channels materialised the rotated part.)
 
-    Same products and sums as `apply_rotary` (−a·b and a·(−b) round alike).
+    Same products and sums as `apply_rotary`: a − b·c equals a + (−b)·c bit for bit.
 
     Args:
         x: (B, H, T, Dh); cos, sin: (B|1, 1, T, R/2).
     """
     r = 2 * cos.shape[-1]
     x_rot = x[..., :r]  # (B, H, T, R)
-    if layout == "half":
-        pairs = x_rot.unflatten(-1, (2, r // 2))  # (B, H, T, 2, R/2): [x1; x2]
-        c = cos.unsqueeze(-2)  # (B, 1, T, 1, R/2)
-        s = torch.stack((-sin, sin), dim=-2)  # (B, 1, T, 2, R/2)
-    else:
-        pairs = x_rot.unflatten(-1, (r // 2, 2))  # (B, H, T, R/2, 2): [x0, x1] per pair
-        c = cos.unsqueeze(-1)  # (B, 1, T, R/2, 1)
-        s = torch.stack((-sin, sin), dim=-1)  # (B, 1, T, R/2, 2)
-    out = (pairs * c + pairs.flip(-2 if layout == "half" else -1) * s).flatten(-2)  # (B, H, T, R)
-    return torch.cat((out, x[..., r:]), dim=-1) if r < x.shape[-1] else out  # (B, H, T, Dh)
+    axis = -2 if layout == "half" else -1  # half: [x1; x2] blocks of R/2; interleaved: [x0, x1] per pair
+    x1, x2 = x_rot.unflatten(-1, (2, r // 2) if layout == "half" else (r // 2, 2)).unbind(axis)  # (B, H, T, R/2) each
+    y1, y2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin  # (B, H, T, R/2) each
+    rest = [x[..., r:]] if r < x.shape[-1] else []  # (B, H, T, Dh − R): passed through
+    if layout == "half":  # one cat of pointwise parts: one loop, nothing materialised in between
+        return torch.cat([y1, y2, *rest], dim=-1)  # (B, H, T, Dh)
+    out = torch.stack((y1, y2), dim=-1).flatten(-2)  # (B, H, T, R)
+    return torch.cat((out, *rest), dim=-1) if rest else out  # (B, H, T, Dh)
 
 
 def _rotary_qk(q, k, cos, sin, cos_k, sin_k, layout: str):
     return _rotate_pairs(q, cos, sin, layout), _rotate_pairs(k, cos_k, sin_k, layout)  # (B, H, T, Dh) each
 
 
-_rotary_qk_compiled = _compiled(_rotary_qk)
+# q and k in one loop: inductor fuses two loops only when they read a common buffer (RoPE's shared
+# tables) unless told to fuse aggressively; xPos's q and k read different tables, and two passes
+# (one per tensor) measured slower than one that streams q, k and both outputs together.
+ROTARY_COMPILE_OPTIONS = {"aggressive_fusion": True, "score_fusion_memory_threshold": 0}
+_rotary_qk_compiled = _compiled(_rotary_qk, ROTARY_COMPILE_OPTIONS)
 
 
 def rotary_fused(

@@ -107,15 +107,28 @@ def test_rotary_tables_reproduce_the_encodings_own_rotate(name):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
-def test_rotary_fused_compiled_equals_eager():
+@pytest.mark.parametrize(("name", "kwargs", "pos"), [
+    ("rope", {}, "plain"),
+    ("rope", {}, "random"),
+    ("rope", {"layout": "interleaved"}, "random"),
+    ("rope", {"partial": 0.5}, "offset"),
+    ("xpos", {}, "random"),
+], ids=["half-shared", "half-per-batch", "interleaved", "partial", "xpos"])
+def test_rotary_fused_compiled_equals_eager(name, kwargs, pos):
+    """The compiled kernel (q and k in one fused loop, `K.ROTARY_COMPILE_OPTIONS`) equals the
+    eager reference for both layouts, partial rotation, xPos's separate k tables and positions
+    that differ per batch row (one compilation per branch)."""
     ok, reason = K.compile_support("cpu")
     if not ok:
         pytest.skip(reason)
-    enc = build_encoding("rope", DIMS)
+    enc = build_encoding(name, DIMS, **kwargs)
     q, k = qkv(2)
-    tables = K.rotary_inputs(enc, positions()["plain"], torch.float32)
+    tables = K.rotary_inputs(enc, positions()[pos], torch.float32)
     out = tables.fused(q, k)
-    for a, b in zip(out, tables.eager(q, k), strict=True):
+    ref = tables.eager(q, k)
+    assert not torch.allclose(ref[0], q) and not torch.allclose(ref[1], k)  # the rotation does something
+    for a, b in zip(out, ref, strict=True):
+        assert a.shape == b.shape and a.is_contiguous()
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
