@@ -301,13 +301,26 @@ def test_window_evaluation_scores_the_same_target_bytes_as_the_full_one(monkeypa
     kw = {"samples": 6, "tokens_per_batch": 128, "seed": 3, "device": torch.device("cpu")}
     full, n, _ = evaluate_length(model, task, 64, **kw)
     which = "context"
-    res = evaluate_lm_context(model, task, 64, 16, **kw)
+    res = evaluate_lm_context(model, task, 64, 16, column_stride=1, **kw)  # every target column
     assert n == res["n_samples"] == 6
-    assert torch.equal(torch.cat(seen["full"]), torch.cat(seen["context"]))  # the same target bytes
+    assert torch.equal(torch.cat(seen["full"]), torch.cat(seen["context"][: len(seen["full"])]))  # the same target bytes
     assert res["perplexity"] == pytest.approx(full["perplexity"], rel=1e-6)
+    # the default scores the window's columns and every 4th after it, both ways: its perplexity is
+    # the full-context perplexity over exactly those targets
+    every4 = evaluate_lm_context(model, task, 64, 16, **kw)
+    assert evaluate.CONTEXT_COLUMN_STRIDE == 4
+    chosen = torch.tensor([*range(16), *range(16, 64, 4)])
+    nll = count = 0.0
+    for batch in evaluate.eval_batches(task, 64, samples=6, tokens_per_batch=128, seed=3):
+        per = torch.nn.functional.cross_entropy(model(batch.inputs).float().transpose(1, 2), batch.targets,
+                                                reduction="none")[:, chosen]  # (B, C')
+        m = batch.loss_mask[:, chosen]
+        nll, count = nll + per[m].sum().item(), count + int(m.sum())
+    assert every4["perplexity"] == pytest.approx(math.exp(nll / count), rel=1e-5)
+    assert every4["window_perplexity"] != pytest.approx(res["window_perplexity"], rel=1e-9)  # fewer targets
     assert res["context_gain"] == pytest.approx(res["window_perplexity"] / res["perplexity"], rel=1e-9)
     # at the window length itself nothing is cut: a gain of exactly 1
-    at_window = evaluate_lm_context(model, task, 16, 16, **kw)
+    at_window = evaluate_lm_context(model, task, 16, 16, column_stride=1, **kw)
     assert at_window["context_gain"] == pytest.approx(1.0, abs=1e-6)
     # at 4x the window cuts the context of every scored target: the gain moves off 1
     assert res["context_gain"] != pytest.approx(1.0, abs=1e-6)
