@@ -62,6 +62,7 @@ from lenbench.results import (
     csv_kind,
     load_kernel_timings,
     load_results,
+    readable_cell_results,
     resolve_source,
     whole_length,
 )
@@ -153,12 +154,8 @@ def _float(v) -> float:
 def _cells_of_directory(directory: Path) -> list[dict]:
     """One record per cells/*.json: CELL_KEY, status, error, timestamp, data fingerprint."""
     records = []
-    for path in sorted((directory / "cells").glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # unreadable: load_results reports (or sets aside) such a file
-        config = (result.get("config") if isinstance(result, dict) else None) or {}
+    for result in readable_cell_results(directory):  # unreadable files: load_results reports them
+        config = result.get("config") or {}
         if not {"task", "train_len", "seed"} <= set(config):
             continue  # a hand-written cell file: its rows speak for it
         fp = (result.get("task_fingerprint") or {}).get("corpus_sha256", "")

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,15 +100,10 @@ class Estimate:
 
 def measured_seconds(results_dir: Path) -> list[float]:
     """Wall seconds of the finished cells stored in a results directory."""
-    out = []
-    for path in sorted((results_dir / "cells").glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float)):
-            out.append(float(data["seconds"]))
-    return out
+    from lenbench.results import readable_cell_results  # pandas: only when a run exists
+
+    return [float(data["seconds"]) for data in readable_cell_results(results_dir)
+            if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float))]
 
 
 def estimate_suite(suite: Suite, results_dir: Path | None = None) -> Estimate:

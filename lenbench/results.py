@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +244,20 @@ def _read_json(path: Path) -> Any:
         raise ResultsError(f"{path}: invalid JSON ({err.msg} at line {err.lineno}); expected {EXPECTED_SOURCES}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ResultsError(f"{path}: cannot read ({err}); expected {EXPECTED_SOURCES}") from None
+
+
+def readable_cell_results(directory: Path) -> Iterator[dict]:
+    """The cell results of `directory/cells/*.json` that read as JSON objects, in file order; an
+    unreadable or damaged file is skipped (`load_results` reports it, `lenbench run` sets it aside).
+    For summaries that must not fail on one bad file (`lenbench compare`'s cell records, the time
+    estimate of `lenbench list suites`)."""
+    for path in sorted((directory / "cells").glob("*.json")):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(result, dict):
+            yield result
 
 
 def _rows_from_cells(directory: Path) -> list[dict]:
