@@ -686,8 +686,9 @@ def run_suite(
                          threads=threads, log=log, stale=run.stale)
     total = len(suite.cells())
     if only is not None:
-        todo = [cell for cell in todo if cell.cell_id in set(only)]
-        total = len(set(only))
+        only = set(only)
+        todo = [cell for cell in todo if cell.cell_id in only]
+        total = len(only)
     plan = plan_execution(executor, workers, device_type, pending=len(todo), available_memory=available_bytes(
         torch.device(device_type)))
     executor, workers = plan.executor, plan.workers
