@@ -7,20 +7,14 @@ import sys
 from pathlib import Path
 
 import yaml
+from lenbench_testing import TINY_SUITE
 
 from lenbench.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {
-    "name": "tiny",
-    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
-    "train": {"steps": 4, "batch_size": 4, "lr": 0.003, "warmup": 2},
-    "eval": {"ratios": [1, 2], "samples": 4},
-    "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 16}],
-    "encodings": ["nope", "rope"],
-    "variants": ["linear"],
-}
+TINY = {**TINY_SUITE, "train": {**TINY_SUITE["train"], "steps": 4},
+        "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 16}]}  # TINY_SUITE's geometry
 
 
 def run_bench(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from lenbench_testing import write_suite
+from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.engine import (
     checkpoint_bytes,
@@ -40,14 +40,8 @@ from lenbench.tasks import build_task
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {
-    "name": "tiny",
-    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
-    "train": {"steps": 8, "batch_size": 4, "lr": 0.003, "warmup": 2},
-    "eval": {"ratios": [1, 2], "samples": 4},
-    "tasks": [{"name": "copy", "train_len": 4}],
-    "encodings": ["nope", "alibi", "rope"],
-}
+TINY = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
+        "train": {**TINY_SUITE["train"], "steps": 8}, "encodings": ["nope", "alibi", "rope"]}  # TINY_SUITE's geometry
 
 KEYS = ("cell_id", "encoding", "variant", "eval_len", "metric", "value", "status", "threads", "code_fingerprint",
         "data_fingerprint", "python_version")

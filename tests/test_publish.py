@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
 from lenbench.page import REPORT_FILES, write_report
@@ -18,14 +19,8 @@ from lenbench.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {
-    "name": "tiny",
-    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
-    "train": {"steps": 3, "batch_size": 4, "lr": 0.003, "warmup": 1},
-    "eval": {"ratios": [1, 2], "samples": 4},
-    "tasks": [{"name": "copy", "train_len": 4}],
-    "encodings": ["nope", "rope"],
-}
+TINY = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
+        "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}  # TINY_SUITE's geometry
 
 
 def _tree_digest(directory: Path) -> dict[str, str]:
