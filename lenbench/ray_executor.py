@@ -18,8 +18,10 @@ Faults:
       (`lenbench run --retry-failed` reruns it);
     * a cell that raises inside the worker is a failed cell with its reason, as locally
       (`compute_cell` catches it);
-    * Ctrl-C or any error in the driver cancels every outstanding task (`ray.cancel`) and shuts
-      down the Ray instance the executor started (a cluster it only connected to keeps running).
+    * Ctrl-C or any error in the driver stops every outstanding task: when the executor started
+      or joined Ray itself (the CLI, `pytest bench`), by disconnecting the driver, which ends the
+      job so that Ray kills the workers running its tasks (a cluster it only joined keeps
+      running); inside a Ray session the caller opened, by `ray.cancel` of each task.
 
 Code on the workers: the tasks get this checkout on their PYTHONPATH, so a local Ray (or a cluster
 whose nodes share this path) imports the driver's lenbench; on a multi-machine cluster install
@@ -231,19 +233,27 @@ class RayExecutor(Executor):
         return CellOutcome(cell_id=cell.cell_id, result=result)
 
     def close(self) -> None:
-        """Cancel outstanding tasks (killing their workers) and shut down a Ray this executor started."""
+        """Stop outstanding tasks (their workers are killed) and disconnect a Ray this executor joined.
+
+        When this executor called `ray.init`, disconnecting alone stops everything: the job ends
+        and Ray kills the workers leased to it. Cancelling the tasks one by one first is not only
+        redundant but unsafe: `ray.cancel` racing a task that is just finishing aborts the driver
+        inside Ray ("Tried to complete task that was not pending", ray-project/ray#54846), which
+        turned Ctrl-C into a crash. In a Ray session the caller opened, the job outlives us, so
+        the tasks are cancelled.
+        """
         if ray is None:
             return
         pending, self._pending = list(self._pending), {}
-        if ray.is_initialized():
+        if self._initialised_here:
+            ray.shutdown()
+            self._initialised_here = False
+        elif ray.is_initialized():
             for ref in pending:
                 try:
                     ray.cancel(ref, force=True)
                 except Exception:  # already finished or its worker is gone
                     pass
-        if self._initialised_here:
-            ray.shutdown()
-            self._initialised_here = False
 
 
 def _reason(err: BaseException) -> str:
