@@ -4,8 +4,7 @@ The fused ops themselves are the library's (`lenbench.kernels`); this module, be
 benchmarks that use it, holds:
 
 - `kernel_settings`: the suite's `kernels:` section overridden by `LENBENCH_KERNEL_*` variables;
-- bytes moved per kernel, achieved GB/s and the copy floor (`CopyFloor`), and
-  `keep_freed_memory` (glibc's allocator kept from unmapping large outputs between calls);
+- bytes moved per kernel, achieved GB/s and the copy floor (`CopyFloor`);
 - `quick_training_step`: one training step at a suite's size;
 - `performance_targets`: every performance target read from a benchmark JSON, printed by
   ``python bench/kernel_plans.py BENCH.json``.
@@ -24,6 +23,7 @@ from typing import Any
 
 import torch
 
+from lenbench.device import keep_freed_memory  # noqa: F401 - the benchmarks' P.keep_freed_memory
 from lenbench.kernels import time_fn
 
 # --------------------------------------------------------------------------------------------
@@ -101,29 +101,6 @@ def copy_ratio(seconds: float, copy_seconds: float) -> float:
     return seconds / copy_seconds if copy_seconds > 0 else float("nan")
 
 
-def keep_freed_memory(threshold: int = 1 << 30) -> bool:
-    """Make glibc's malloc keep freed blocks below `threshold` bytes in the heap (mallopt
-    M_MMAP_THRESHOLD and M_TRIM_THRESHOLD), as jemalloc / tcmalloc do.
-
-    By default glibc serves blocks over its mmap threshold (at most 32 MiB) with a fresh `mmap`
-    and unmaps them on free, so a CPU kernel whose output is that large page-faults on every
-    call: fused RoPE at T = 4096 measured 4.9x a copy of q,k with the default allocator, 1.25x with
-    this (the copy floor writes into a preallocated buffer). Returns False where it does not apply
-    (not glibc). Process-wide; `bench/test_kernels.py` calls it once on the CPU.
-    """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc <malloc.h>
-    return bool(mallopt(m_mmap_threshold, threshold)) and bool(mallopt(m_trim_threshold, threshold))
-
-
 class CopyFloor:
     """Copy time of N bytes on a device, measured once per size and cached (one per session).
 
@@ -180,13 +157,16 @@ class TrainingStep:
 
 @contextlib.contextmanager
 def cell_threads(device: torch.device) -> Iterator[int]:
-    """On the CPU, run with the intra-op thread count a suite cell trains with
-    (`lenbench.engine.default_threads`, one), then restore; the training-step and MFU benchmarks
-    time what the cells run. Elsewhere nothing changes. Yields the thread count in effect."""
+    """On the CPU, run as a suite cell trains: with its intra-op thread count
+    (`lenbench.engine.default_threads`, one; restored afterwards) and with freed memory kept for
+    reuse (`keep_freed_memory`, as every cell process does; process-wide, not undone). The
+    training-step and MFU benchmarks thus time what the cells run. Elsewhere nothing changes.
+    Yields the thread count in effect."""
     from lenbench.engine import default_threads
 
     before = torch.get_num_threads()
     if device.type == "cpu":
+        keep_freed_memory()
         torch.set_num_threads(default_threads())
     try:
         yield torch.get_num_threads()

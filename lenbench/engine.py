@@ -377,6 +377,15 @@ def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio
 # --- the driver: the only code that writes a results directory ----------------------------------
 # (lenbench.fingerprint hashes engine.py only above this marker: the driver never changes a result)
 
+
+def compute_in_process(job: CellJob) -> CellOutcome:
+    """`compute_cell` in this process as the executors run it (`lenbench.executors.compute_cell`:
+    freed memory kept for reuse first)."""
+    from lenbench.executors import compute_cell as run_here
+
+    return run_here(job)
+
+
 Log = Callable[[str], None]
 
 
@@ -485,7 +494,7 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
     """Train and evaluate one cell in this process, write `OUT/cells/<cell_id>.json` atomically,
     return its result. Writability of `out` is checked before anything is trained."""
     out = prepare_output(Path(out), log)
-    return store_outcome(out, compute_cell(make_job(cell, out, device, threads=threads, progress=progress, log=log)))
+    return store_outcome(out, compute_in_process(make_job(cell, out, device, threads=threads, progress=progress, log=log)))
 
 
 def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: bool = False,
@@ -534,7 +543,7 @@ def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto"
         if reasons:
             log(f"lenbench: recomputing stale cell {cell.title}: {'; '.join(reasons)}")
         job = make_job(cell, out, device, threads=threads, progress=progress, fingerprint=fingerprint, log=log)
-        return store_outcome(out, compute_cell(job)), False
+        return store_outcome(out, compute_in_process(job)), False
     finally:
         lock.unlink(missing_ok=True)
 
