@@ -84,6 +84,22 @@ def test_rotary_fused_formulation_equals_apply_rotary(layout, partial):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["rope", "xpos"])
+def test_rotary_tables_are_shared_by_identical_rows_only(name):
+    """Identical position rows get one (1, 1, T, R/2) table broadcast over the batch (as the model
+    builds them), rows that differ one table each; the rotation is the same either way."""
+    enc = build_encoding(name, DIMS)
+    q, k = qkv(2)
+    B, T = q.shape[0], q.shape[2]
+    plain = torch.arange(T).expand(B, T)  # (B, T), every row 0 … T−1
+    shared = K.rotary_inputs(enc, plain, torch.float32)
+    assert shared.cos.shape[0] == 1 and (shared.cos_k is None or shared.cos_k.shape[0] == 1)
+    assert K.rotary_inputs(enc, positions()["random"], torch.float32).cos.shape[0] == B
+    ref = K.base_encoding(enc).rotate(q, k, plain)
+    for a, b in zip(shared.eager(q, k), ref, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
 def test_hf_rotate_half_formulation_equals_reference():
     enc = build_encoding("rope", DIMS)
     q, k = qkv(2)
