@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 import traceback
 
@@ -36,17 +35,8 @@ from kernel_plans import quick_training_step  # bench/ is this script's director
 from lenbench.atomic import atomic_write_text
 from lenbench.device import resolve_device, synchronize
 from lenbench.flops import matmul_rate, mfu
+from lenbench.kernels import time_fn
 from lenbench.suite import load_suite
-
-
-def _time(step, device, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        step()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _variant(name: str, encoding: str, task: str, device, args, reference: list[float] | None, peak: float) -> dict:
@@ -67,7 +57,7 @@ def _variant(name: str, encoding: str, task: str, device, args, reference: list[
     first = time.perf_counter() - start
     losses += [step() for _ in range(args.steps - 1)]
     losses = torch.stack(losses).float().cpu().tolist()
-    seconds = _time(step, device, args.rounds)
+    seconds = time_fn(step, device, rounds=args.rounds, warmup=0)
     out = {"variant": name, "encoding": encoding, "task": task, "seconds": seconds, "compile_seconds": first,
            "flops": ts.flops, "mfu": mfu(ts.flops, seconds, peak), "losses": losses, "geometry": ts.geometry}
     if reference is not None:
@@ -121,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             ts = quick_training_step("nope", device, suite=args.suite, task=task, batch_size=bs)
             for _ in range(3):
                 ts.step()
-            seconds = _time(ts.step, device, args.rounds)
+            seconds = time_fn(ts.step, device, rounds=args.rounds, warmup=0)
             base = base or seconds
             result["packing"].append({"task": task, "batch_size": bs, "seconds": seconds, "time_over_1x": seconds / base,
                                       "mfu": mfu(ts.flops, seconds, rates["fp32"])})

@@ -35,6 +35,7 @@ floor, the quick suite's training step, the performance targets) lives with them
 from __future__ import annotations
 
 import functools
+import statistics
 import time
 import weakref
 from collections.abc import Callable
@@ -743,7 +744,8 @@ def attention_content_compiled(q, k, v, enc, pos):
 
 def time_fn(fn: Callable[[], Any], device: torch.device, *, rounds: int = 10, warmup: int = 2,
             stat: Literal["median", "min"] = "median") -> float:
-    """Seconds per call of `fn` (median or min of `rounds`), synchronising `device` after each."""
+    """Seconds per call of `fn` (`statistics.median` or min of `rounds`), synchronising `device`
+    after each (`bench/gpu_check.py` and the benchmarks' fallbacks time with it)."""
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -753,8 +755,7 @@ def time_fn(fn: Callable[[], Any], device: torch.device, *, rounds: int = 10, wa
         fn()
         synchronize(device)
         times.append(time.perf_counter() - start)
-    times.sort()
-    return times[0] if stat == "min" else times[len(times) // 2]
+    return min(times) if stat == "min" else statistics.median(times)
 
 
 __all__ = [

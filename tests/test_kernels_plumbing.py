@@ -461,3 +461,12 @@ def test_kernel_benchmarks_have_separate_params_and_group_by_param_works(tmp_pat
     assert all(b["param"] == "{encoding}-{impl}-T{T}-{dtype}".format(**b["params"]) for b in kernels)
     baseline = [b["params"] for b in benches if b["name"].startswith("test_attention_baseline[")]
     assert sorted(p["T"] for p in baseline) == [64, 128] and {p["dtype"] for p in baseline} == {"fp32"}
+
+
+@pytest.mark.parametrize(("stat", "expected"), [("median", 2.5), ("min", 1.0)])
+def test_time_fn_reports_the_median_or_min_of_the_rounds(monkeypatch, stat, expected):
+    """Rounds of 3, 1, 2 and 4 s (a scripted clock): the median of an even count is the mean of
+    the middle two (`statistics.median`, as the GPU check and the benchmarks report it)."""
+    clock = iter([0.0, 3.0, 10.0, 11.0, 20.0, 22.0, 30.0, 34.0])
+    monkeypatch.setattr(K.time, "perf_counter", lambda: next(clock))
+    assert K.time_fn(lambda: None, torch.device("cpu"), rounds=4, warmup=1, stat=stat) == expected
