@@ -4,7 +4,8 @@ The fused ops themselves are the library's (`lenbench.kernels`); this module, be
 benchmarks that use it, holds:
 
 - `kernel_settings`: the suite's `kernels:` section overridden by `LENBENCH_KERNEL_*` variables;
-- bytes moved per kernel, achieved GB/s and the copy floor (`CopyFloor`);
+- bytes moved per kernel, achieved GB/s, the copy floor (`CopyFloor`) and the counterbalanced
+  ratio of two calls timed back to back (`interleaved_ratio`);
 - `quick_training_step`: one training step at a suite's size;
 - `performance_targets`: every performance target read from a benchmark JSON, printed by
   ``python bench/kernel_plans.py BENCH.json``.
@@ -17,13 +18,18 @@ on the import path of the tests in it; a script run from `bench/` has it as its 
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from lenbench.device import keep_freed_memory  # noqa: F401 - the benchmarks' P.keep_freed_memory
+from lenbench.device import (
+    keep_freed_memory,  # noqa: F401 - the benchmarks' P.keep_freed_memory
+    synchronize,
+)
 from lenbench.kernels import time_fn
 
 # --------------------------------------------------------------------------------------------
@@ -99,6 +105,30 @@ def gb_per_s(bytes_moved: int, seconds: float) -> float:
 def copy_ratio(seconds: float, copy_seconds: float) -> float:
     """Kernel time over the time of copying the same bytes (1.0 = at the copy floor)."""
     return seconds / copy_seconds if copy_seconds > 0 else float("nan")
+
+
+def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: torch.device, rounds: int) -> float:
+    """fn's time over base's, the two called back to back, in counterbalanced pairs of rounds:
+    fn then base, then base then fn (ABBA). Per pair, (fn's two times) / (base's two times); the
+    median over ⌈rounds / 2⌉ pairs. Load from other jobs on the machine then slows both alike.
+
+    The order matters on its own: whichever call runs second finds the caches as the first left
+    them (measured for fused RoPE at T = 1024 over a copy of q, k: 1.20–1.22 with the kernel always
+    first, 1.12–1.14 with the copy first), so a fixed order biases the ratio; the pairs cancel it.
+    """
+    def seconds(call: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        call()
+        synchronize(device)
+        return time.perf_counter() - start
+
+    base()
+    ratios = []
+    for _ in range((rounds + 1) // 2):
+        f1, b1 = seconds(fn), seconds(base)
+        b2, f2 = seconds(base), seconds(fn)
+        ratios.append((f1 + f2) / (b1 + b2))
+    return statistics.median(ratios)
 
 
 class CopyFloor:

@@ -50,13 +50,14 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
     over_eager         seconds / the eager reference's seconds (same encoding, T, dtype), when measured
     speedup_over_hf    rotary (rope): hf seconds / seconds
     over_unbiased      attention: seconds / unbiased causal SDPA seconds (same T, dtype)
-    copy_ratio_interleaved  rotary, fused impls: median over 11 rounds of (this call / the copy of the
-                       same bytes), the two timed back to back (the performance target reads it;
-                       copy_ratio divides by a copy timed once per session, which drifts with load)
-    over_unbiased_interleaved  attention, fused impls: median over rounds of (this call / an unbiased
-                       causal SDPA call on same-shape inputs) timed round-robin in this test, so load
-                       from other jobs hits both alike (over_unbiased divides by a benchmark run
-                       minutes earlier); the performance target reads this one when present
+    copy_ratio_interleaved  rotary, fused impls: this call over the copy of the same bytes, the two
+                       timed back to back in 6 counterbalanced pairs of rounds (`kernel_plans.interleaved_ratio`:
+                       kernel-copy, copy-kernel; the median over pairs). The performance target reads
+                       it; copy_ratio divides by a copy timed once per session, which drifts with load
+    over_unbiased_interleaved  attention, fused impls: this call over an unbiased causal SDPA call on
+                       same-shape inputs, timed the same way (3 pairs) in this test, so load from other
+                       jobs hits both alike (over_unbiased divides by a benchmark run minutes
+                       earlier); the performance target reads this one when present
     max_abs_err        fused vs eager before timing
 test_training_step extra_info: encoding, seconds (this benchmark's median), ratio_to_nope (median
     over rounds of per-round ratios, every encoding timed round-robin in one loop once per
@@ -284,7 +285,7 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
             _, once = _call_seconds(fn, device)
         timed(fn, rounds=_rounds(once), warmup_rounds=0)
         interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ("bias", "content") and impl != "eager" else None
-        copy_interleaved = (_interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=11)
+        copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=11)
                             if kind == "rotary" and impl != "eager" else None)
     _record(benchmark, copy_floor, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape, bytes_moved=bytes_moved,
             once=once, err=err)
@@ -295,20 +296,10 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
 
 
 def _over_unbiased_interleaved(fn, shape, dtype, device, rounds: int = 5) -> float:
-    """Median over `rounds` of (fn's time / unbiased causal SDPA's time on inputs of `shape`), the two
-    called back to back in each round (other jobs on the machine then slow both alike)."""
+    """fn's time over unbiased causal SDPA's on inputs of `shape`, by `kernel_plans.interleaved_ratio` (the two
+    called back to back, so other jobs on the machine slow both alike)."""
     q, k, v = _inputs(shape, dtype, device, 3)
-    return _interleaved_ratio(fn, lambda: K.attention_unbiased(q, k, v), device, rounds)
-
-
-def _interleaved_ratio(fn, base, device, rounds: int) -> float:
-    """Median over `rounds` of (fn's time / base's time), the two called back to back in each round."""
-    base()
-    ratios = []
-    for _ in range(rounds):
-        (_, t_fn), (_, t_base) = _call_seconds(fn, device), _call_seconds(base, device)
-        ratios.append(t_fn / t_base)
-    return statistics.median(ratios)
+    return P.interleaved_ratio(fn, lambda: K.attention_unbiased(q, k, v), device, rounds)
 
 
 # --- per-kind setup: returns (fn, eager_fn, shape, bytes_moved) ------------------------------------

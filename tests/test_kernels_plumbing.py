@@ -470,3 +470,22 @@ def test_time_fn_reports_the_median_or_min_of_the_rounds(monkeypatch, stat, expe
     clock = iter([0.0, 3.0, 10.0, 11.0, 20.0, 22.0, 30.0, 34.0])
     monkeypatch.setattr(K.time, "perf_counter", lambda: next(clock))
     assert K.time_fn(lambda: None, torch.device("cpu"), rounds=4, warmup=1, stat=stat) == expected
+
+
+def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
+    """A scripted clock where whichever call runs second in a round takes half as long as the first
+    (4 s then 2 s), and fn is truly 1.5× base: counterbalanced pairs give 1.5 exactly, where a
+    fixed fn-first order would give 3 (6 / 2)."""
+    cost = {"fn": 1.5, "base": 1.0}
+    now = [0.0]
+    order = []
+
+    def call(name):
+        position = (len(order) + 1) % 2  # after the warm-up call: 0 first of its round, 1 second
+        order.append(name)
+        now[0] += cost[name] * (4.0 if position == 0 else 2.0)
+
+    monkeypatch.setattr(P.time, "perf_counter", lambda: now[0])
+    ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
+    assert ratio == pytest.approx(1.5)
+    assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs
