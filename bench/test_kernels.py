@@ -51,9 +51,10 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
     speedup_over_hf    rotary (rope): hf seconds / seconds
     over_unbiased      attention: seconds / unbiased causal SDPA seconds (same T, dtype)
     copy_ratio_interleaved  rotary, fused impls: this call over the copy of the same bytes, the two
-                       timed back to back in 6 counterbalanced pairs of rounds (`kernel_plans.interleaved_ratio`:
-                       kernel-copy, copy-kernel; the median over pairs). The performance target reads
-                       it; copy_ratio divides by a copy timed once per session, which drifts with load
+                       timed back to back in 16 counterbalanced pairs of rounds
+                       (`kernel_plans.interleaved_ratio`: kernel-copy, copy-kernel; the median over
+                       pairs). The performance target reads it; copy_ratio divides by a copy timed
+                       once per session, which drifts with load
     over_unbiased_interleaved  attention, fused impls: this call over an unbiased causal SDPA call on
                        same-shape inputs, timed the same way (3 pairs) in this test, so load from other
                        jobs hits both alike (over_unbiased divides by a benchmark run minutes
@@ -285,7 +286,7 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
             _, once = _call_seconds(fn, device)
         timed(fn, rounds=_rounds(once), warmup_rounds=0)
         interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ("bias", "content") and impl != "eager" else None
-        copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=11)
+        copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=31)
                             if kind == "rotary" and impl != "eager" else None)
     _record(benchmark, copy_floor, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape, bytes_moved=bytes_moved,
             once=once, err=err)
