@@ -349,8 +349,10 @@ def test_keep_freed_memory_stops_the_training_step_page_faulting():
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         faults[mode] = float(proc.stdout.split()[-1])
-    # measured: default 600-850 faults per step; kept: 0 in most runs, up to ~120 in a few
-    assert faults["default"] > 300 and faults["keep"] < faults["default"] / 3, faults
+    if faults["default"] < 50:  # e.g. transparent huge pages for every mapping: nothing to keep
+        pytest.skip(f"glibc's defaults page-fault only {faults['default']:.0f} times per step on this machine")
+    # measured on the 2-core machines: default 600-850 faults per step; kept: 0 in most runs, ~120 in a few
+    assert faults["keep"] < faults["default"] / 3, faults
 
 
 def test_every_executor_computes_its_cells_with_freed_memory_kept(monkeypatch):
