@@ -65,8 +65,8 @@ def keep_freed_memory(threshold: int = KEEP_FREED_BELOW) -> bool:
 
     By default glibc serves large blocks with a fresh `mmap` and returns freed memory at the top
     of the heap to the OS, so a CPU training step, whose activations are allocated anew on every
-    step, page-faults on every step: about 500 minor faults per quick-suite lm step (at about
-    1.6 µs each), and fused RoPE at T = 4096 measured 4.9× a copy of q,k with the default
+    step, page-faults on every step: 500–850 minor faults per quick-suite lm step (about 1.6 µs
+    each), and fused RoPE at T = 4096 measured 4.9× a copy of q,k with the default
     allocator, 1.25× with this. Arithmetic is unchanged (same results, bit for bit); a process
     keeps up to `threshold` bytes of freed memory instead of returning it.
 
