@@ -26,10 +26,7 @@ from typing import Any
 
 import torch
 
-from lenbench.device import (
-    keep_freed_memory,  # noqa: F401 - the benchmarks' P.keep_freed_memory
-    synchronize,
-)
+from lenbench.device import keep_freed_memory, synchronize
 from lenbench.kernels import time_fn
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +104,14 @@ def copy_ratio(seconds: float, copy_seconds: float) -> float:
     return seconds / copy_seconds if copy_seconds > 0 else float("nan")
 
 
+def call_seconds(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
+    """One call of `fn`: its result and its seconds, `device` synchronised before the clock stops."""
+    start = time.perf_counter()
+    out = fn()
+    synchronize(device)
+    return out, time.perf_counter() - start
+
+
 def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: torch.device, rounds: int) -> float:
     """fn's time over base's, the two called back to back, in counterbalanced pairs of rounds:
     fn then base, then base then fn (ABBA). Per pair, (fn's two times) / (base's two times); the
@@ -116,17 +121,11 @@ def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: to
     them (measured for fused RoPE at T = 1024 over a copy of q, k: 1.20–1.22 with the kernel always
     first, 1.12–1.14 with the copy first), so a fixed order biases the ratio; the pairs cancel it.
     """
-    def seconds(call: Callable[[], Any]) -> float:
-        start = time.perf_counter()
-        call()
-        synchronize(device)
-        return time.perf_counter() - start
-
     base()
     ratios = []
     for _ in range((rounds + 1) // 2):
-        f1, b1 = seconds(fn), seconds(base)
-        b2, f2 = seconds(base), seconds(fn)
+        (_, f1), (_, b1) = call_seconds(fn, device), call_seconds(base, device)
+        (_, b2), (_, f2) = call_seconds(base, device), call_seconds(fn, device)
         ratios.append((f1 + f2) / (b1 + b2))
     return statistics.median(ratios)
 

@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 
 import kernel_plans as P
 import pytest
@@ -180,13 +179,6 @@ def copy_floor(device) -> P.CopyFloor:
     return P.CopyFloor(device)
 
 
-def _call_seconds(fn, device) -> tuple[object, float]:
-    start = time.perf_counter()
-    out = fn()
-    synchronize(device)
-    return out, time.perf_counter() - start
-
-
 def _rounds(seconds_per_call: float) -> int:
     """About SECONDS of timed rounds, at least 3 and at most 50."""
     return int(min(50, max(3, S.seconds / max(seconds_per_call, 1e-6))))
@@ -242,7 +234,7 @@ def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor):
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     benchmark.group = f"attention-T{T}-{dt}"
     fn = lambda: K.attention_unbiased(q, k, v)  # noqa: E731
-    _, once = _call_seconds(fn, device)  # the warm-up call
+    _, once = P.call_seconds(fn, device)  # the warm-up call
     timed(fn, rounds=_rounds(once), warmup_rounds=0)
     _record(benchmark, copy_floor, name="attention-baseline", kind="attention-baseline", impl="sdpa_causal", T=T,
             dt=dt, shape=q.shape, bytes_moved=P.attention_bytes(q, k, v), once=once)
@@ -267,7 +259,7 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
     build = {"rotary": _rotary, "bias": _bias, "absolute": _absolute, "content": _content}[kind]
     with torch.no_grad():  # forward kernels: no autograd graph, learned biases need no grad
         fn, eager_fn, shape, bytes_moved = build(enc, impl, T, dtype, device)
-        out, once = _call_seconds(fn, device)  # compiles here, outside any timed round
+        out, once = P.call_seconds(fn, device)  # compiles here, outside any timed round
         err = None
         if impl != "eager":
             key = (name, T, dt)
@@ -283,7 +275,7 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
             _EAGER_OUT[(name, T, dt)] = out
         del out
         if compiled:  # the first call compiled: time a second one (the warm-up) to size the rounds
-            _, once = _call_seconds(fn, device)
+            _, once = P.call_seconds(fn, device)
         timed(fn, rounds=_rounds(once), warmup_rounds=0)
         interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ("bias", "content") and impl != "eager" else None
         copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=31)
@@ -399,10 +391,7 @@ def interleaved_step_ratios(device, request) -> dict[str, float]:
         synchronize(device)
         for _ in range(S.train_rounds):
             for name, step in steps.items():
-                start = time.perf_counter()
-                step()
-                synchronize(device)
-                times[name].append(time.perf_counter() - start)
+                times[name].append(P.call_seconds(step, device)[1])
     return {name: statistics.median(t / n for t, n in zip(times[name], times["nope"], strict=True)) for name in steps}
 
 
@@ -471,10 +460,7 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
             eager.step(), fast.step(), sgemm()
         for _ in range(S.train_rounds):
             for label, fn in (("sgemm", sgemm), ("eager", eager.step), ("fast", fast.step)):
-                start = time.perf_counter()
-                fn()
-                synchronize(device)
-                times[label].append(time.perf_counter() - start)
+                times[label].append(P.call_seconds(fn, device)[1])
         timed(fast.step, rounds=S.train_rounds, warmup_rounds=1)
         peak = max(2 * n**3 / g for g in times["sgemm"])  # the fastest sgemm of the rounds, these threads
     seconds = _median(benchmark, statistics.median(times["fast"]))
