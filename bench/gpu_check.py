@@ -19,6 +19,11 @@ call's seconds (`compile_seconds`: tracing, compilation, autotuning, graph captu
 than 16× the time, the step is launch-bound (the GPU idles between small kernels), and running
 several cells at once on one GPU (or larger batches) raises throughput.
 
+Order, per task: eager and fast for every encoding, the packing rows, then the compiled variants
+(only for `--compile-tasks`, default lm: each compile of forward + backward costs tens of
+seconds). The JSON is rewritten (atomically) after every row, so a stage stopped by its time
+limit (SIGINT from `timeout`) keeps what it measured and says `"interrupted": true`.
+
     python bench/gpu_check.py --device cuda --out OUT/train_step.json
 """
 
@@ -28,6 +33,7 @@ import argparse
 import json
 import time
 import traceback
+from collections.abc import Callable
 
 import torch
 from kernel_plans import quick_training_step  # bench/ is this script's directory
@@ -37,6 +43,8 @@ from lenbench.device import resolve_device, synchronize
 from lenbench.flops import matmul_rate, mfu
 from lenbench.kernels import time_fn
 from lenbench.suite import load_suite
+
+COMPILED = ("compile", "cudagraphs")  # the variants that compile (slow first call)
 
 
 def _variant(name: str, encoding: str, task: str, device, args, reference: list[float] | None, peak: float) -> dict:
@@ -73,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default="lm,copy,passkey", help="comma list of the suite's tasks")
     parser.add_argument("--encodings", default="nope,rope")
     parser.add_argument("--variants", default="eager,fast,compile,cudagraphs")
+    parser.add_argument("--compile-tasks", default="lm", help="tasks that also get the compiled variants")
     parser.add_argument("--steps", type=int, default=20, help="steps compared with eager")
     parser.add_argument("--rounds", type=int, default=30, help="timed steps per variant")
     parser.add_argument("--packing", default="1,4,16", help="batch-size multiples of the packing measurement")
@@ -81,44 +90,79 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 in the rate and in the steps
-    rates = {"fp32": matmul_rate(device, torch.float32, n=args.matmul_n)}
+    result = {"device": str(device), "torch": torch.__version__, "matmul_flops_per_s": {}, "steps": [], "packing": [],
+              "errors": [], "interrupted": False}
+
+    def save() -> None:  # after every row: a time limit never loses what was measured
+        atomic_write_text(args.out, json.dumps(result, indent=1))
+
+    try:
+        measure(args, device, result, save)
+    except KeyboardInterrupt:  # `timeout --signal=INT` of gpu_check.sh
+        result["interrupted"] = True
+        save()
+        print(f"gpu_check.py: interrupted; the rows measured so far are in {args.out}", flush=True)
+        return 130
+    save()
+    return 1 if result["errors"] and not result["steps"] else 0
+
+
+def measure(args: argparse.Namespace, device: torch.device, result: dict, save: Callable[[], None]) -> None:
+    """Fill `result` row by row (matmul rates, variants, packing), calling `save` after each."""
+    rates = result["matmul_flops_per_s"]
+    rates["fp32"] = matmul_rate(device, torch.float32, n=args.matmul_n)
     try:
         rates["bf16"] = matmul_rate(device, torch.bfloat16, n=args.matmul_n)
     except RuntimeError as err:  # no bf16 matmul on this device
         rates["bf16_error"] = str(err).splitlines()[0]
-    result = {"device": str(device), "torch": torch.__version__, "matmul_flops_per_s": rates, "steps": [], "packing": [],
-              "errors": []}
+    save()
     variants = [v for v in args.variants.split(",") if v]
+    compile_tasks = {t for t in args.compile_tasks.split(",") if t}
     for task in args.tasks.split(","):
-        for encoding in args.encodings.split(","):
-            reference = None
-            for name in variants:
-                if name == "cudagraphs" and device.type != "cuda":
-                    continue
-                try:
-                    row = _variant(name, encoding, task, device, args, reference, rates["fp32"])
-                except Exception as err:  # noqa: BLE001 - a variant that fails is a finding, the check goes on
-                    result["errors"].append({"variant": name, "encoding": encoding, "task": task,
-                                             "error": f"{type(err).__name__}: {err}"[:2000], "trace": traceback.format_exc()[-4000:]})
-                    continue
-                reference = row["losses"] if name == "eager" else reference
-                result["steps"].append(row)
-                print(f"{task:8} {encoding:6} {name:10} {row['seconds'] * 1e3:9.3f} ms  mfu {row['mfu']:.3f}  "
-                      f"first call {row['compile_seconds']:.1f} s  max loss diff {row.get('max_loss_diff', 0):.2e}", flush=True)
-        base = None
-        for mult in (int(m) for m in args.packing.split(",")):
-            bs = load_suite(args.suite).train.batch_size * mult
-            ts = quick_training_step("nope", device, suite=args.suite, task=task, batch_size=bs)
-            for _ in range(3):
-                ts.step()
-            seconds = time_fn(ts.step, device, rounds=args.rounds, warmup=0)
-            base = base or seconds
-            result["packing"].append({"task": task, "batch_size": bs, "seconds": seconds, "time_over_1x": seconds / base,
-                                      "mfu": mfu(ts.flops, seconds, rates["fp32"])})
-            print(f"{task:8} packing batch {bs:5}: {seconds * 1e3:9.3f} ms ({seconds / base:.2f}x the time for {mult}x the work)",
-                  flush=True)
-    atomic_write_text(args.out, json.dumps(result, indent=1))
-    return 1 if result["errors"] and not result["steps"] else 0
+        references: dict[str, list[float]] = {}
+        plain = [v for v in variants if v not in COMPILED]
+        compiled = [v for v in variants if v in COMPILED and task in compile_tasks]
+        for names in (plain, None, compiled):  # None: the packing rows, before the slow compiles
+            if names is None:
+                _packing(task, device, args, rates["fp32"], result, save)
+                continue
+            for name in names:
+                for encoding in args.encodings.split(","):
+                    if name == "cudagraphs" and device.type != "cuda":
+                        continue
+                    try:
+                        row = _variant(name, encoding, task, device, args, references.get(encoding), rates["fp32"])
+                    except Exception as err:  # noqa: BLE001 - a variant that fails is a finding, the check goes on
+                        result["errors"].append({"variant": name, "encoding": encoding, "task": task,
+                                                 "error": f"{type(err).__name__}: {err}"[:2000],
+                                                 "trace": traceback.format_exc()[-4000:]})
+                        save()
+                        continue
+                    if name == "eager":
+                        references[encoding] = row["losses"]
+                    result["steps"].append(row)
+                    save()
+                    print(f"{task:8} {encoding:6} {name:10} {row['seconds'] * 1e3:9.3f} ms  mfu {row['mfu']:.3f}  "
+                          f"first call {row['compile_seconds']:.1f} s  max loss diff {row.get('max_loss_diff', 0):.2e}",
+                          flush=True)
+
+
+def _packing(task: str, device: torch.device, args: argparse.Namespace, peak: float, result: dict,
+             save: Callable[[], None]) -> None:
+    """The fast `nope` step at each `--packing` multiple of the suite's batch size."""
+    base = None
+    for mult in (int(m) for m in args.packing.split(",")):
+        bs = load_suite(args.suite).train.batch_size * mult
+        ts = quick_training_step("nope", device, suite=args.suite, task=task, batch_size=bs)
+        for _ in range(3):
+            ts.step()
+        seconds = time_fn(ts.step, device, rounds=args.rounds, warmup=0)
+        base = base or seconds
+        result["packing"].append({"task": task, "batch_size": bs, "seconds": seconds, "time_over_1x": seconds / base,
+                                  "mfu": mfu(ts.flops, seconds, peak)})
+        save()
+        print(f"{task:8} packing batch {bs:5}: {seconds * 1e3:9.3f} ms ({seconds / base:.2f}x the time for {mult}x the work)",
+              flush=True)
 
 
 if __name__ == "__main__":

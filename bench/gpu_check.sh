@@ -63,7 +63,7 @@ else
                 LENBENCH_CONTENT_MAX_T=4096 LENBENCH_TRAIN_ROUNDS=20)
     KERNEL_K=""
     STEP_ARGS=(--tasks lm,copy,passkey --encodings nope,rope --rounds 30)
-    LIMITS=(60 60 240 90)
+    LIMITS=(60 60 210 120)  # + env 30 s: 8 minutes in all
 fi
 
 stage() {  # stage NAME LIMIT_SECONDS COMMAND...: run with a time limit, log it, record it
@@ -79,7 +79,7 @@ stage() {  # stage NAME LIMIT_SECONDS COMMAND...: run with a time limit, log it,
     echo "=== $name: exit $rc" | tee -a "$LOG"
 }
 
-stage env 60 "$PY" - "$DEVICE" "$OUT/env.json" <<'EOF'
+stage env 30 "$PY" - "$DEVICE" "$OUT/env.json" <<'EOF'
 import json, os, sys, torch
 from conftest import lenbench_machine_info
 from lenbench.device import resolve_device

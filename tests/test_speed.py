@@ -307,6 +307,53 @@ def test_gpu_check_cpu_fallback_writes_its_json_and_log(tmp_path):
     assert "=== train_step: exit 0" in (out / "gpu_check.log").read_text()
 
 
+def _fake_row(name, encoding, task, *_):
+    return {"variant": name, "encoding": encoding, "task": task, "seconds": 1.0, "compile_seconds": 0.0, "mfu": 0.5,
+            "losses": [1.0]}
+
+
+def test_gpu_check_runs_cheap_rows_first_and_compiles_only_the_compile_tasks(tmp_path, monkeypatch):
+    """Packing comes before the (slow) compiled variants, which run only for --compile-tasks."""
+    import gpu_check
+
+    calls = []
+    monkeypatch.setattr(gpu_check, "matmul_rate", lambda *a, **k: 1e9)
+    monkeypatch.setattr(gpu_check, "_variant", lambda *a: calls.append(a[:3]) or _fake_row(*a))
+    monkeypatch.setattr(gpu_check, "_packing", lambda task, *a: calls.append(("packing", task)))
+    out = tmp_path / "steps.json"
+    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--tasks", "copy,lm", "--encodings", "nope,rope",
+                           "--variants", "eager,fast,compile,cudagraphs", "--compile-tasks", "lm"]) == 0
+    def plain(task):
+        return [(v, e, task) for v in ("eager", "fast") for e in ("nope", "rope")]
+
+    expected = (plain("copy") + [("packing", "copy")]
+                + plain("lm") + [("packing", "lm"), ("compile", "nope", "lm"), ("compile", "rope", "lm")])
+    assert calls == expected  # cudagraphs: CUDA only
+    assert len(json.loads(out.read_text())["steps"]) == 10
+
+
+def test_gpu_check_keeps_its_rows_when_its_time_limit_interrupts_it(tmp_path, monkeypatch):
+    """gpu_check.sh stops a stage with SIGINT: the rows measured before it are in the JSON."""
+    import gpu_check
+
+    real, calls = gpu_check._variant, []
+
+    def variant(*args):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(gpu_check, "_variant", variant)
+    out = tmp_path / "steps.json"
+    code = gpu_check.main(["--device", "cpu", "--out", str(out), "--tasks", "copy", "--encodings", "nope",
+                           "--variants", "eager,fast", "--steps", "3", "--rounds", "2", "--matmul-n", "128"])
+    saved = json.loads(out.read_text())
+    assert code == 130 and saved["interrupted"] is True
+    assert [s["variant"] for s in saved["steps"]] == ["eager"] and len(saved["steps"][0]["losses"]) == 3
+    assert saved["matmul_flops_per_s"]["fp32"] > 0 and saved["packing"] == []
+
+
 def test_gpu_check_usage_errors(tmp_path):
     for args, message in ((["--device", "cpu"], "usage: bench/gpu_check.sh OUT_DIR"),
                           ([str(tmp_path), "--device", "tpu"], "--device must be cuda, xpu or cpu, got tpu"),
