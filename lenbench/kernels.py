@@ -47,6 +47,7 @@ import torch.nn.functional as F
 
 from lenbench.device import synchronize
 from lenbench.encodings import PositionalEncoding
+from lenbench.encodings.base import shared_rows
 from lenbench.encodings.rope import apply_rotary
 
 try:  # torch >= 2.5
@@ -359,11 +360,6 @@ def causal_additive_mask(T: int, device: torch.device, dtype: torch.dtype) -> to
     allowed = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
     zero = torch.zeros((), dtype=dtype, device=device)
     return torch.where(allowed, zero, torch.tensor(float("-inf"), dtype=dtype, device=device))[None, None]
-
-
-def shared_rows(pos: torch.Tensor) -> torch.Tensor:
-    """`pos[:1]` when every row of (B, T) positions is the same, else `pos` (as the model does)."""
-    return pos[:1] if pos.shape[0] == 1 or bool((pos[1:] == pos[:1]).all()) else pos
 
 
 def folded_bias(enc: PositionalEncoding, pos: torch.Tensor, dtype: torch.dtype, causal: bool = True) -> torch.Tensor:

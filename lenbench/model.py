@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lenbench.encodings import EncodingDims, PositionalEncoding, build_encoding
+from lenbench.encodings.base import shared_rows
 
 
 @dataclass
@@ -167,9 +168,8 @@ class Transformer(nn.Module):
         """
         B, T = tokens.shape
         assert T >= 1, f"empty sequence (T={T})"
-        default = None
         if pos is None:
-            pos = default = torch.arange(T, device=tokens.device).expand(B, T)  # (B, T)
+            pos = torch.arange(T, device=tokens.device).expand(B, T)  # (B, T)
         assert pos.shape == (B, T), f"pos has shape {tuple(pos.shape)}, expected {(B, T)}"
         enc = self.pos_enc
         pos = enc.positions(pos)  # (B, T), e.g. randomized positions while training
@@ -180,8 +180,7 @@ class Transformer(nn.Module):
         if not enc.content_dependent:
             # Rows with the same positions (the default 0 … T−1, or a batch without per-row offsets)
             # share one bias: computed once as (1, H, T, T) and broadcast over the batch.
-            shared = B == 1 or pos is default or bool((pos[1:] == pos[:1]).all())
-            bias_pos = pos[:1] if shared else pos  # (1|B, T)
+            bias_pos = shared_rows(pos)  # (1|B, T)
             static_bias = enc.bias(bias_pos, bias_pos)  # (B|1, H, T, T) or None
         if mask is None and is_causal and (static_bias is not None or enc.content_dependent):
             mask = self._causal_mask(T, tokens.device, x.dtype)  # (1, 1, T, T)

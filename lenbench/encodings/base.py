@@ -34,6 +34,24 @@ from lenbench.registry import Registry, check_keywords
 TABLE_CACHE_SIZE = 256
 
 
+def shared_rows(pos: torch.Tensor, *, compare_values: bool = True) -> torch.Tensor:
+    """`pos[:1]` when every row of the (B, T) positions is the first one, else `pos`.
+
+    A table or bias built from positions alone is then built once and broadcast over the batch
+    (the model's default 0 … T−1 in every row, or a batch without per-row offsets). Rows are
+    known equal without looking when B = 1 or the rows are one broadcast row (stride 0);
+    otherwise they are compared element by element, a host sync on an accelerator, which
+    `compare_values=False` skips (then only the two cheap cases collapse).
+
+    Example:
+        >>> shared_rows(torch.arange(4).expand(3, 4)).shape
+        torch.Size([1, 4])
+    """
+    if pos.shape[0] == 1 or pos.stride(0) == 0 or (compare_values and bool((pos[1:] == pos[:1]).all())):
+        return pos[:1]  # (1, T)
+    return pos  # (B, T)
+
+
 @dataclass(frozen=True)
 class EncodingDims:
     """The model geometry an encoding is built for.
@@ -136,8 +154,8 @@ class PositionalEncoding(nn.Module):
         if cached is not None and cached[0] is pos and cached[1] == full_key and full_key[0] is not None:
             return cached[2]
         on_cpu = pos.device.type == "cpu"
-        shared = pos.shape[0] == 1 or pos.stride(0) == 0 or (on_cpu and bool((pos[1:] == pos[:1]).all()))
-        p = pos[:1] if shared else pos  # (1|B, T)
+        p = shared_rows(pos, compare_values=on_cpu)  # (1|B, T)
+        shared = p.shape[0] == 1
         if on_cpu and shared:
             store = self.__dict__.setdefault("_tables_by_row", OrderedDict())
             row_key = (p.shape[1], p.dtype, torch.is_inference_mode_enabled(), *key)

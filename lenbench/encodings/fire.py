@@ -5,19 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
-
-
-def collapse_identical_rows(q_pos: torch.Tensor, k_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(q_pos[:1], k_pos[:1]) when every row of both equals the first, else the inputs unchanged.
-
-    A bias built from positions alone is then computed once and broadcast over the batch
-    (the model accepts a (1, H, Tq, Tk) bias), which matters when it is expensive per entry.
-    """
-    if q_pos.shape[0] > 1 and bool((q_pos == q_pos[:1]).all()) and bool((k_pos == k_pos[:1]).all()):
-        return q_pos[:1], k_pos[:1]
-    return q_pos, k_pos
-
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding, shared_rows
 
 #: FIRE's threshold when the training length is unknown (the paper's initial value).
 PAPER_THRESHOLD = 512.0
@@ -86,7 +74,9 @@ class Fire(PositionalEncoding):
         return self.psi(rel) / (self.psi(norm) + self.eps)[:, :, None]  # (B, Tq, Tk)
 
     def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-        q_pos, k_pos = collapse_identical_rows(q_pos, k_pos)  # (B|1, Tq), (B|1, Tk)
+        q_one, k_one = shared_rows(q_pos), shared_rows(k_pos)  # (1|B, Tq), (1|B, Tk)
+        if q_one.shape[0] == k_one.shape[0] == 1:  # the bias is evaluated once and broadcast over the batch
+            q_pos, k_pos = q_one, k_one  # (1, Tq), (1, Tk)
         x = self.normalized_distance(q_pos, k_pos)  # (B|1, Tq, Tk)
         return self.mlp(x[..., None]).permute(0, 3, 1, 2)  # (B|1, Tq, Tk, H) -> (B|1, H, Tq, Tk)
 

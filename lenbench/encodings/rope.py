@@ -138,27 +138,30 @@ class _RotateQK(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, cos_q, sin_q, cos_k, sin_k, layout: str):
-        r = cos_q.shape[-1]
-        ctx.layout, ctx.r = layout, r
+        ctx.layout = layout
         ctx.save_for_backward(cos_q, _swap_pairs(sin_q, layout), cos_k, _swap_pairs(sin_k, layout))
-        out = q.new_empty((2, *q.shape))  # (2, B, H, T, Dh): rotated q, rotated k
-        for dst, x, cos, sin in ((out[0], q, cos_q, sin_q), (out[1], k, cos_k, sin_k)):
-            _rotate_into(dst[..., :r], x[..., :r], cos, sin, layout)  # (B, H, T, R)
-            if r < x.shape[-1]:
-                dst[..., r:].copy_(x[..., r:])  # (B, H, T, Dh − R)
-        return out[0], out[1]
+        return _rotate_both(q, k, (cos_q, sin_q), (cos_k, sin_k), layout)  # (B, H, T, Dh) each
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_q, grad_k):
         cos_q, sin_q_swapped, cos_k, sin_k_swapped = ctx.saved_tensors
-        r = ctx.r
-        out = grad_q.new_empty((2, *grad_q.shape))  # (2, B, H, T, Dh)
-        for dst, g, cos, sin in ((out[0], grad_q, cos_q, sin_q_swapped), (out[1], grad_k, cos_k, sin_k_swapped)):
-            _rotate_into(dst[..., :r], g[..., :r], cos, sin, ctx.layout)  # (B, H, T, R)
-            if r < g.shape[-1]:
-                dst[..., r:].copy_(g[..., r:])  # (B, H, T, Dh − R)
-        return out[0], out[1], None, None, None, None, None
+        grads = _rotate_both(grad_q, grad_k, (cos_q, sin_q_swapped), (cos_k, sin_k_swapped), ctx.layout)  # (B, H, T, Dh) each
+        return *grads, None, None, None, None, None
+
+
+def _rotate_both(q: torch.Tensor, k: torch.Tensor, tables_q: tuple[torch.Tensor, torch.Tensor],
+                 tables_k: tuple[torch.Tensor, torch.Tensor], layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """q and k (B, H, T, Dh) each rotated by its (cos, sin) tables (B|1, 1, T, R) into the two
+    halves of one (2, B, H, T, Dh) buffer; channels past R are copied unrotated. `_RotateQK`'s
+    forward, and its backward with the swapped sine tables."""
+    r = tables_q[0].shape[-1]
+    out = q.new_empty((2, *q.shape))  # (2, B, H, T, Dh): rotated q, rotated k
+    for dst, x, (cos, sin) in ((out[0], q, tables_q), (out[1], k, tables_k)):
+        _rotate_into(dst[..., :r], x[..., :r], cos, sin, layout)  # (B, H, T, R)
+        if r < x.shape[-1]:
+            dst[..., r:].copy_(x[..., r:])  # (B, H, T, Dh − R)
+    return out[0], out[1]
 
 
 def rotate_qk(q: torch.Tensor, k: torch.Tensor, tables_q: tuple[torch.Tensor, torch.Tensor],
