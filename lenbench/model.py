@@ -90,11 +90,12 @@ def attend(
     Scaled dot-product attention. SDPA's fused kernels (flash on the CPU) give no gradient to
     `attn_mask`, so when the mask carries a learned bias (T5, KERPLE, FIRE: it requires grad)
     SDPA falls back to its math path on the CPU. There the explicit form below is the same
-    computation in fewer passes over the (B, H, T, T) scores (queries pre-scaled, no extra
-    copies), measurably faster at the model's sizes; everything else goes to SDPA.
+    computation in fewer passes over the (B, H, T, T) scores (queries pre-scaled, the mask added
+    in place into the product: no second (B, H, T, T) buffer), measurably faster at the model's
+    sizes; everything else goes to SDPA.
     """
     if mask is not None and mask.requires_grad and torch.is_grad_enabled() and q.device.type == "cpu":
-        scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2) + mask  # (B, H, T, T)
+        scores = ((q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)).add_(mask)  # (B, H, T, T)
         p = scores.softmax(dim=-1)  # (B, H, T, T)
         if dropout_p:
             p = F.dropout(p, dropout_p)  # (B, H, T, T)

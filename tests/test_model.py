@@ -131,3 +131,42 @@ def test_causal_models_never_look_ahead(name):
     changed[0, 8:] = (changed[0, 8:] + 1) % 23
     with torch.no_grad():
         torch.testing.assert_close(model(changed)[:, :8], model(tokens)[:, :8], atol=1e-9, rtol=0)
+
+
+def test_explicit_attention_equals_sdpa_math_in_values_and_every_gradient():
+    """`attend`'s explicit path (a learned mask on the CPU: scores built and the mask added in place)
+    gives SDPA's math-path output and the same gradients for q, k, v and the broadcast mask."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from lenbench.model import attend
+
+    torch.manual_seed(0)
+    B, H, T, Dh = 3, 2, 7, 4
+    causal = torch.zeros(T, T).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    leaves = [torch.randn(B, H, T, Dh, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    bias = torch.randn(1, H, T, T, dtype=torch.float64, requires_grad=True)
+    grad_out = torch.randn(B, H, T, Dh, dtype=torch.float64)
+    results = []
+    for explicit in (True, False):
+        mask = bias + causal  # (1, H, T, T), requires grad
+        if explicit:
+            out = attend(*leaves, mask, False, 0.0)
+        else:
+            with sdpa_kernel(SDPBackend.MATH):
+                out = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask)
+        grads = torch.autograd.grad(out, [*leaves, bias], grad_out)
+        results.append((out, *grads))
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_shared_rows_collapses_identical_position_rows_only():
+    from lenbench.encodings.base import shared_rows
+
+    same = torch.arange(5).repeat(3, 1)  # (3, 5), equal rows stored apart
+    assert shared_rows(same).shape == (1, 5) and torch.equal(shared_rows(same)[0], torch.arange(5))
+    assert shared_rows(torch.arange(5).expand(3, 5), compare_values=False).shape == (1, 5)  # stride 0: no look needed
+    assert shared_rows(same, compare_values=False) is same  # equal, but only a comparison could tell
+    offsets = same + torch.tensor([[0], [0], [2]])
+    assert shared_rows(offsets) is offsets
+    assert shared_rows(offsets[:1]).shape == (1, 5)
