@@ -10,7 +10,11 @@ steps for every encoding):
   `foreach` where fused is unavailable), `foreach` gradient norm and clipping, and no host sync in
   the loop: losses stay on the device and are read every `LOG_EVERY` steps, where NaN / inf is
   checked (still failing the cell with `TrainingDiverged`, naming the first bad step). On an
-  accelerator the host then samples and copies the next batch while the device runs this one.
+  accelerator the host then samples the next batch while the device runs this one, and on CUDA
+  queues its copy too (`Batch.to`: pinned memory, non-blocking). Not every encoding is free of
+  syncs on an accelerator: xPos and Sandwich copy a host-built vector to the device, and
+  learned, randomized, T5 and Sandwich read a position range back, once per forward pass (RoPE does
+  neither unless its scaling depends on the length).
 
 `torch.compile` of the step is not used: measured on a 2-core CPU it does not pay for its
 compilation at the suites' sizes (see README, "Training speed").

@@ -11,7 +11,7 @@ import torch
 from lenbench_testing import assert_scores_depend_on_distance_only
 
 from lenbench.encodings import EncodingDims, build_encoding
-from lenbench.encodings.rope_scaling import ROPE_TYPES, rope_parameters
+from lenbench.encodings.rope_scaling import ROPE_TYPES, SEQ_LEN_TYPES, rope_parameters, uses_seq_len
 
 BASE = 1e4
 DIMS = [64, 128]
@@ -368,3 +368,26 @@ def test_attention_factor_scales_cos_and_sin(att):
 def test_scores_depend_only_on_relative_position_under_static_variants(rope_type):
     enc = _enc({"rope_type": rope_type, **SCALINGS[rope_type]})
     assert_scores_depend_on_distance_only(enc, 4, 64, [(5, 2), (130, 127), (1003, 1000)], atol=1e-9)
+
+
+@pytest.mark.parametrize("scaling", [
+    None,
+    {"rope_type": "linear", "factor": 4},
+    {"rope_type": "ntk", "factor": 4},
+    {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 128},
+    {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 128},
+    {"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 128},
+    {"type": "dynamic", "factor": 2, "original_max_position_embeddings": 128},
+])
+def test_uses_seq_len_is_true_exactly_where_the_frequencies_depend_on_the_length(scaling):
+    """RoPE reads the sequence length (a host sync on an accelerator) only where `uses_seq_len` says
+    it matters: every other type must give the same frequencies at every length."""
+    short, long = (rope_parameters(scaling, 64, 10000.0, seq_len=n) for n in (16, 100_000))
+    depends = not (torch.equal(short[0], long[0]) and short[1] == long[1])
+    assert uses_seq_len(scaling) == depends
+
+
+def test_uses_seq_len_covers_every_registered_type():
+    """A new rope type must be classified: either in SEQ_LEN_TYPES or in the test above's list."""
+    checked = {"default", "linear", "ntk", "yarn", "llama3", "dynamic"}
+    assert set(ROPE_TYPES) <= checked | SEQ_LEN_TYPES, sorted(set(ROPE_TYPES) - checked - SEQ_LEN_TYPES)

@@ -7,8 +7,8 @@ from typing import Literal
 import torch
 from torch.autograd.function import once_differentiable
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
-from lenbench.encodings.rope_scaling import ROPE_TYPES, complete_scaling, rope_parameters
+from lenbench.encodings.base import TABLE_CACHE_SIZE, EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.rope_scaling import ROPE_TYPES, complete_scaling, rope_parameters, uses_seq_len
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -254,11 +254,24 @@ class RoPE(PositionalEncoding):
         return rope_parameters(self.scaling, self.rot_dim, self.theta, seq_len)
 
     def cos_sin(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin tables (B, 1, T, R/2) in `dtype`, scaled by the attention factor."""
-        seq_len = int(pos.max()) + 1 if pos.numel() else 1
-        inv_freq, factor = self.frequencies(seq_len)
+        """cos and sin tables (B, 1, T, R/2) in `dtype`, scaled by the attention factor.
+
+        The sequence length is read from `pos` only for the scalings that use it
+        (`uses_seq_len`: dynamic, longrope), and the frequencies in the working dtype are kept on
+        `pos`'s device per (length, scaling): on an accelerator neither a read-back nor a host
+        copy then waits for the device on each forward pass.
+        """
+        seq_len = int(pos.max()) + 1 if pos.numel() and uses_seq_len(self.scaling) else 1
         work = torch.float64 if dtype == torch.float64 else torch.float32
-        angle = pos.to(work)[:, None, :, None] * inv_freq.to(pos.device, work)  # (B, 1, T, R/2)
+        key = (seq_len, pos.device, work, self.theta, self.rot_dim, repr(self.scaling))
+        cache = self.__dict__.setdefault("_frequencies", {})
+        if key not in cache:
+            if len(cache) >= TABLE_CACHE_SIZE:
+                cache.clear()
+            inv_freq, factor = self.frequencies(seq_len)
+            cache[key] = (inv_freq.to(pos.device, work), factor)  # (R/2,), float
+        inv_freq, factor = cache[key]
+        angle = pos.to(work)[:, None, :, None] * inv_freq  # (B, 1, T, R/2)
         return (angle.cos() * factor).to(dtype), (angle.sin() * factor).to(dtype)
 
     def tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -362,6 +362,19 @@ def complete_scaling(
     return out, (None if partial is None else float(partial))
 
 
+#: rope types whose frequencies depend on the current sequence length; the others ignore `seq_len`.
+SEQ_LEN_TYPES = frozenset({"dynamic", "longrope"})
+
+
+def uses_seq_len(scaling: dict | None) -> bool:
+    """Whether `rope_parameters(scaling, …)` reads `seq_len` (dynamic NTK, LongRoPE). The other
+    types give the same frequencies at every length, so a caller need not compute the length
+    (reading it from device positions is a host sync on an accelerator)."""
+    if not scaling:
+        return False
+    return (scaling.get("rope_type") or scaling.get("type") or "default") in SEQ_LEN_TYPES
+
+
 def rope_parameters(scaling: dict | None, dim: int, base: float, seq_len: int | None) -> tuple[torch.Tensor, float]:
     """Resolve a transformers-style `rope_scaling` dict into (inv_freq (dim/2,), attention_factor).
 
