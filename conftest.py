@@ -140,23 +140,30 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 
 class SyncedTimer:
-    """Times `fn` with pytest-benchmark, synchronising the device after every call so that
-    asynchronous CUDA / XPU kernels are timed in full, with warm-up rounds (compilation and
-    autotuning happen there, never inside a timed round)."""
+    """Times `fn` with pytest-benchmark so that asynchronous CUDA / XPU kernels are timed in full:
+    each round ends with a device synchronise, after warm-up rounds (compilation and autotuning
+    happen there, never inside a timed round).
+
+    On the CPU a round is one call. On an accelerator it is `lenbench.kernels.calls_per_round`
+    calls (pytest-benchmark's `iterations`; its statistics are per call) with one synchronise
+    after the last: one launch and synchronise per µs-scale kernel would time mostly latency.
+    """
 
     def __init__(self, benchmark, device: torch.device) -> None:
         self.benchmark = benchmark
         self.device = device
 
-    def __call__(self, fn, *args, rounds: int = 20, warmup_rounds: int = 3, iterations: int = 1):
-        def synced():
-            out = fn(*args)
-            synchronize(self.device)
-            return out
+    def __call__(self, fn, *args, rounds: int = 20, warmup_rounds: int = 3):
+        from lenbench.kernels import synced_every
 
         for _ in range(warmup_rounds):
-            synced()
-        return self.benchmark.pedantic(synced, rounds=rounds, iterations=iterations, warmup_rounds=0)
+            fn(*args)
+        synchronize(self.device)
+        target, calls = synced_every(lambda: fn(*args), self.device)
+        result = self.benchmark.pedantic(target, rounds=rounds, iterations=calls, warmup_rounds=0)
+        if calls > 1:
+            self.benchmark.extra_info["calls_per_round"] = calls
+        return result
 
 
 @pytest.fixture

@@ -19,10 +19,12 @@ call's seconds (`compile_seconds`: tracing, compilation, autotuning, graph captu
 than 16× the time, the step is launch-bound (the GPU idles between small kernels), and running
 several cells at once on one GPU (or larger batches) raises throughput.
 
-Order, per task: eager and fast for every encoding, the packing rows, then the compiled variants
-(only for `--compile-tasks`, default lm: each compile of forward + backward costs tens of
-seconds). The JSON is rewritten (atomically) after every row, so a stage stopped by its time
-limit (SIGINT from `timeout`) keeps what it measured and says `"interrupted": true`.
+Order: eager and fast for every task and encoding, with each task's packing rows, first; then
+the compiled variants, only for `--compile-tasks` (default lm) and `--compile-encodings`
+(default nope: each compile of forward + backward costs tens of seconds, and RoPE's forward
+has graph breaks, so its compiled rows would time a fragmented graph). The JSON is rewritten
+(atomically) after every row, so a stage stopped by its time limit (SIGINT from `timeout`)
+keeps what it measured and says `"interrupted": true`.
 
     python bench/gpu_check.py --device cuda --out OUT/train_step.json
 """
@@ -82,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encodings", default="nope,rope")
     parser.add_argument("--variants", default="eager,fast,compile,cudagraphs")
     parser.add_argument("--compile-tasks", default="lm", help="tasks that also get the compiled variants")
+    parser.add_argument("--compile-encodings", default="nope", help="encodings that get the compiled variants")
     parser.add_argument("--steps", type=int, default=20, help="steps compared with eager")
     parser.add_argument("--rounds", type=int, default=30, help="timed steps per variant")
     parser.add_argument("--packing", default="1,4,16", help="batch-size multiples of the packing measurement")
-    parser.add_argument("--matmul-n", type=int, default=4096, help="size of the square matmul of the peak rate")
+    parser.add_argument("--matmul-n", type=int, default=None,
+                        help="size of the square matmul of the peak rate (default: 2048 on the CPU, 8192 on an accelerator)")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
     if device.type == "cuda":
@@ -117,34 +121,38 @@ def measure(args: argparse.Namespace, device: torch.device, result: dict, save: 
         rates["bf16_error"] = str(err).splitlines()[0]
     save()
     variants = [v for v in args.variants.split(",") if v]
-    compile_tasks = {t for t in args.compile_tasks.split(",") if t}
-    for task in args.tasks.split(","):
-        references: dict[str, list[float]] = {}
-        plain = [v for v in variants if v not in COMPILED]
-        compiled = [v for v in variants if v in COMPILED and task in compile_tasks]
-        for names in (plain, None, compiled):  # None: the packing rows, before the slow compiles
-            if names is None:
-                _packing(task, device, args, rates["fp32"], result, save)
-                continue
-            for name in names:
-                for encoding in args.encodings.split(","):
-                    if name == "cudagraphs" and device.type != "cuda":
-                        continue
-                    try:
-                        row = _variant(name, encoding, task, device, args, references.get(encoding), rates["fp32"])
-                    except Exception as err:  # noqa: BLE001 - a variant that fails is a finding, the check goes on
-                        result["errors"].append({"variant": name, "encoding": encoding, "task": task,
-                                                 "error": f"{type(err).__name__}: {err}"[:2000],
-                                                 "trace": traceback.format_exc()[-4000:]})
-                        save()
-                        continue
-                    if name == "eager":
-                        references[encoding] = row["losses"]
-                    result["steps"].append(row)
-                    save()
-                    print(f"{task:8} {encoding:6} {name:10} {row['seconds'] * 1e3:9.3f} ms  mfu {row['mfu']:.3f}  "
-                          f"first call {row['compile_seconds']:.1f} s  max loss diff {row.get('max_loss_diff', 0):.2e}",
-                          flush=True)
+    tasks = [t for t in args.tasks.split(",") if t]
+    encodings = [e for e in args.encodings.split(",") if e]
+    references: dict[tuple[str, str], list[float]] = {}  # (task, encoding) -> eager losses
+
+    def run(name: str, encoding: str, task: str) -> None:
+        if name == "cudagraphs" and device.type != "cuda":
+            return
+        try:
+            row = _variant(name, encoding, task, device, args, references.get((task, encoding)), rates["fp32"])
+        except Exception as err:  # noqa: BLE001 - a variant that fails is a finding, the check goes on
+            result["errors"].append({"variant": name, "encoding": encoding, "task": task,
+                                     "error": f"{type(err).__name__}: {err}"[:2000], "trace": traceback.format_exc()[-4000:]})
+            save()
+            return
+        if name == "eager":
+            references[(task, encoding)] = row["losses"]
+        result["steps"].append(row)
+        save()
+        print(f"{task:8} {encoding:6} {name:10} {row['seconds'] * 1e3:9.3f} ms  mfu {row['mfu']:.3f}  "
+              f"first call {row['compile_seconds']:.1f} s  max loss diff {row.get('max_loss_diff', 0):.2e}", flush=True)
+
+    for task in tasks:  # the cheap rows of every task first
+        for name in (v for v in variants if v not in COMPILED):
+            for encoding in encodings:
+                run(name, encoding, task)
+        _packing(task, device, args, rates["fp32"], result, save)
+    compile_tasks = [t for t in args.compile_tasks.split(",") if t in tasks]
+    compile_encodings = [e for e in args.compile_encodings.split(",") if e]
+    for task in compile_tasks:  # then the compiles, tens of seconds each
+        for name in (v for v in variants if v in COMPILED):
+            for encoding in compile_encodings:
+                run(name, encoding, task)
 
 
 def _packing(task: str, device: torch.device, args: argparse.Namespace, peak: float, result: dict,

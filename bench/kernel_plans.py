@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from lenbench.device import keep_freed_memory, synchronize
-from lenbench.kernels import time_fn
+from lenbench.device import keep_freed_memory
+from lenbench.kernels import call_seconds, calls_per_round, time_fn
 
 # --------------------------------------------------------------------------------------------
 # What to time: the suite's `kernels:` section, overridden by environment variables
@@ -104,14 +103,6 @@ def copy_ratio(seconds: float, copy_seconds: float) -> float:
     return seconds / copy_seconds if copy_seconds > 0 else float("nan")
 
 
-def call_seconds(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
-    """One call of `fn`: its result and its seconds, `device` synchronised before the clock stops."""
-    start = time.perf_counter()
-    out = fn()
-    synchronize(device)
-    return out, time.perf_counter() - start
-
-
 def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: torch.device, rounds: int) -> float:
     """fn's time over base's, the two called back to back, in counterbalanced pairs of rounds:
     fn then base, then base then fn (ABBA). Per pair, (fn's two times) / (base's two times); the
@@ -120,12 +111,14 @@ def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: to
     The order matters on its own: whichever call runs second finds the caches as the first left
     them (measured for fused RoPE at T = 1024 over a copy of q, k: 1.20–1.22 with the kernel always
     first, 1.12–1.14 with the copy first), so a fixed order biases the ratio; the pairs cancel it.
+    On an accelerator each of the four times is `calls_per_round` calls and one synchronise.
     """
     base()
+    n_fn, n_base = calls_per_round(fn, device), calls_per_round(base, device)  # 1, 1 on the CPU
     ratios = []
     for _ in range((rounds + 1) // 2):
-        (_, f1), (_, b1) = call_seconds(fn, device), call_seconds(base, device)
-        (_, b2), (_, f2) = call_seconds(base, device), call_seconds(fn, device)
+        (_, f1), (_, b1) = call_seconds(fn, device, n_fn), call_seconds(base, device, n_base)
+        (_, b2), (_, f2) = call_seconds(base, device, n_base), call_seconds(fn, device, n_fn)
         ratios.append((f1 + f2) / (b1 + b2))
     return statistics.median(ratios)
 
@@ -318,16 +311,21 @@ def performance_targets(data: dict) -> list[dict]:
 
 
 def _main(argv: list[str] | None = None, prog: str = "python bench/kernel_plans.py") -> int:
-    """`python bench/kernel_plans.py BENCH.json` (or `python -m lenbench.kernels BENCH.json`): print
-    every performance target with ok / MISS ("-": not measured in that JSON)."""
+    """`python bench/kernel_plans.py BENCH.json [MORE.json …]` (or `python -m lenbench.kernels …`):
+    print every performance target with ok / MISS ("-": not measured in those JSONs)."""
     import argparse
     import json
 
     parser = argparse.ArgumentParser(prog=prog, description=_main.__doc__)
-    parser.add_argument("json", help="output of pytest bench -k kernels --benchmark-json FILE")
+    parser.add_argument("json", nargs="+", help="output of pytest bench -k kernels --benchmark-json FILE; several "
+                        "files (e.g. the GPU check's kernels_train.json and kernels.json) are read as one")
     args = parser.parse_args(argv)
-    with open(args.json) as fh:
-        data = json.load(fh)
+    data: dict = {"benchmarks": []}
+    for path in args.json:
+        with open(path) as fh:
+            part = json.load(fh)
+        data["benchmarks"] += part.get("benchmarks", [])
+        data.setdefault("machine_info", part.get("machine_info", {}))  # the first file's (budgets: whole sessions only)
     for row in performance_targets(data):
         value = "not run" if row["value"] is None else f"{row['value']:.3f}"
         mark = {True: "ok", False: "MISS", None: "-"}[row["ok"]]

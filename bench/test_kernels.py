@@ -418,7 +418,8 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, 
 
 @pytest.fixture(scope="session")
 def matmul_rates(device) -> dict[str, float]:
-    """The device's dense matmul rate (FLOP/s, fastest of a few 2048² products) in fp32, and in
+    """The device's dense matmul rate (FLOP/s, fastest of a few square products: 2048² on the CPU,
+    8192² on an accelerator; `lenbench.flops.matmul_rate`) in fp32, and in
     bf16 where native, measured once in this session."""
     from lenbench.flops import matmul_rate
 

@@ -83,15 +83,17 @@ def model_step_flops(model, batch: int, seq_len: int) -> StepFlops:
                              ff_mult=cfg.ff_mult, vocab_size=cfg.vocab_size)
 
 
-def matmul_rate(device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048, rounds: int = 5) -> float:
+def matmul_rate(device: torch.device, dtype: torch.dtype = torch.float32, n: int | None = None, rounds: int = 5) -> float:
     """The device's dense matmul rate in FLOP/s: fastest of `rounds` (n×n)·(n×n) products.
 
     The fastest round is the machine's capability (other load only slows rounds down).
-    Default n = 2048: a square sgemm large enough to reach the BLAS peak on CPUs and small GPUs;
-    use n = 8192 on a large GPU.
+    Default n: 2048 on the CPU (large enough to reach the BLAS peak, 0.1–0.2 s per product on one
+    core), 8192 on an accelerator (a 2048² product is a fraction of a millisecond on a large GPU,
+    two waves of tiles: below its peak).
     """
     from lenbench.kernels import time_fn
 
+    n = n or (2048 if device.type == "cpu" else 8192)
     a = torch.randn(n, n, device=device).to(dtype)  # (n, n)
     b = torch.randn(n, n, device=device).to(dtype)  # (n, n)
     out = torch.empty(n, n, device=device, dtype=dtype)  # (n, n)

@@ -35,6 +35,9 @@ floor, the quick suite's training step, the performance targets) lives with them
 from __future__ import annotations
 
 import functools
+import math
+import os
+import shutil
 import statistics
 import time
 import weakref
@@ -143,6 +146,10 @@ def compile_support(device_type: str) -> tuple[bool, str]:
             import triton  # noqa: F401
         except ImportError:
             return False, f"torch.compile on {device_type} needs Triton, which is not installed"
+        # Triton builds its launcher with the host C compiler on first use: without one every
+        # compiled kernel would fail instead of being skipped.
+        if not (os.environ.get("CC") or any(shutil.which(cc) for cc in ("cc", "gcc", "clang"))):
+            return False, f"torch.compile on {device_type} needs a C compiler for Triton's launcher (cc, gcc or clang; or set CC)"
         return True, ""
     return False, f"torch.compile (inductor) is not set up for device {device_type!r} in lenbench"
 
@@ -738,19 +745,69 @@ def attention_content_compiled(q, k, v, enc, pos):
 # --------------------------------------------------------------------------------------------
 
 
+#: On an accelerator a timed round lasts at least this long: a round ends with one synchronise,
+#: and a launch plus a synchronise (~10–30 µs) would otherwise outweigh a µs-scale kernel.
+MIN_ROUND_SECONDS = 1e-3
+#: At most this many calls of a function per timed round.
+MAX_CALLS_PER_ROUND = 1000
+
+
+def calls_per_round(fn: Callable[[], Any], device: torch.device, min_seconds: float = MIN_ROUND_SECONDS) -> int:
+    """How many back-to-back calls of `fn` one timed round makes before it synchronises.
+
+    1 on the CPU: every call is timed alone, as the benchmarks always have. On an accelerator,
+    enough calls that a round lasts about `min_seconds` (at most `MAX_CALLS_PER_ROUND`): calls are
+    queued asynchronously, so N calls and one synchronise time the kernels, not the launch and
+    synchronise latency. Measured from two rounds of `fn` (which must be warm: compiled, autotuned).
+    """
+    if device.type == "cpu":
+        return 1
+    calls = 1
+    for _ in range(2):  # one call includes the synchronise latency; a second round at the first guess corrects it
+        seconds = call_seconds(fn, device, calls)[1]
+        calls = max(1, min(MAX_CALLS_PER_ROUND, math.ceil(min_seconds / max(seconds, 1e-9))))
+    return calls
+
+
+def call_seconds(fn: Callable[[], Any], device: torch.device, calls: int = 1) -> tuple[Any, float]:
+    """`calls` back-to-back calls of `fn`, then `device` synchronised: the last result and the
+    seconds per call."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        out = fn()
+    synchronize(device)
+    return out, (time.perf_counter() - start) / calls
+
+
+def synced_every(fn: Callable[[], Any], device: torch.device) -> tuple[Callable[[], Any], int]:
+    """(target, calls) for a timer that times `calls` calls per round (pytest-benchmark's
+    `iterations`): `target` calls `fn` and synchronises `device` on every `calls`-th call, so each
+    round ends with the device done. `calls` is `calls_per_round` (1 on the CPU: every call is
+    synchronised, as before). `fn` must be warm."""
+    calls = calls_per_round(fn, device)
+    count = 0
+
+    def target():
+        nonlocal count
+        out = fn()
+        count += 1
+        if count % calls == 0:
+            synchronize(device)
+        return out
+
+    return target, calls
+
+
 def time_fn(fn: Callable[[], Any], device: torch.device, *, rounds: int = 10, warmup: int = 2,
             stat: Literal["median", "min"] = "median") -> float:
-    """Seconds per call of `fn` (`statistics.median` or min of `rounds`), synchronising `device`
-    after each (`bench/gpu_check.py` and the benchmarks' fallbacks time with it)."""
+    """Seconds per call of `fn` (`statistics.median` or min over `rounds`): each round makes
+    `calls_per_round` calls (1 on the CPU) and synchronises `device` once at its end
+    (`bench/gpu_check.py` and the benchmarks' fallbacks time with it)."""
     for _ in range(warmup):
         fn()
     synchronize(device)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
+    calls = calls_per_round(fn, device)
+    times = [call_seconds(fn, device, calls)[1] for _ in range(rounds)]
     return min(times) if stat == "min" else statistics.median(times)
 
 
@@ -759,7 +816,7 @@ __all__ = [
     "attention_eager", "attention_flex", "attention_toeplitz", "attention_unbiased", "base_encoding", "bf16_support",
     "causal_additive_mask", "causal_block_mask", "compile_support", "compiled_hook", "flex_support", "folded_bias",
     "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "prepare_flex", "prepare_toeplitz", "relative_table", "rotary_eager",
-    "rotary_fused", "rotary_hf", "rotary_inputs", "row_offsets", "time_fn", "toeplitz_block", "ToeplitzPlan",
+    "rotary_fused", "rotary_hf", "rotary_inputs", "row_offsets", "time_fn", "call_seconds", "calls_per_round", "synced_every", "toeplitz_block", "ToeplitzPlan",
 ]
 
 

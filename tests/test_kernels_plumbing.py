@@ -472,6 +472,62 @@ def test_time_fn_reports_the_median_or_min_of_the_rounds(monkeypatch, stat, expe
     assert K.time_fn(lambda: None, torch.device("cpu"), rounds=4, warmup=1, stat=stat) == expected
 
 
+class _FakeAccelerator:
+    """A scripted device: every call of `fn` costs `per_call` seconds of device time, a
+    synchronise costs `latency`; `syncs` counts the synchronises (no GPU needed)."""
+
+    def __init__(self, monkeypatch, per_call: float, latency: float = 20e-6) -> None:
+        self.now, self.syncs, self.calls, self.per_call, self.latency = 0.0, 0, 0, per_call, latency
+        monkeypatch.setattr(K.time, "perf_counter", lambda: self.now)
+        monkeypatch.setattr(K, "synchronize", self.synchronize)
+
+    def fn(self) -> None:
+        self.calls += 1
+        self.now += self.per_call
+
+    def synchronize(self, device) -> None:
+        self.syncs += 1
+        self.now += self.latency
+
+
+def test_calls_per_round_is_one_on_the_cpu_and_fills_a_millisecond_on_an_accelerator(monkeypatch):
+    fake = _FakeAccelerator(monkeypatch, per_call=20e-6)
+    assert K.calls_per_round(fake.fn, torch.device("cpu")) == 1
+    calls = K.calls_per_round(fake.fn, torch.device("cuda"))
+    assert 45 <= calls <= 50  # 1 ms / (20 µs + the synchronise latency shared by the calls of a round)
+    fake.per_call = 1e-9
+    assert K.calls_per_round(fake.fn, torch.device("cuda")) == K.MAX_CALLS_PER_ROUND
+
+
+def test_time_fn_on_an_accelerator_times_many_calls_per_synchronise(monkeypatch):
+    """A 5 µs kernel behind a 20 µs synchronise: one call per round would report 25 µs; rounds
+    of `calls_per_round` calls report the kernel's time within the latency spread over them."""
+    fake = _FakeAccelerator(monkeypatch, per_call=5e-6)
+    seconds = K.time_fn(fake.fn, torch.device("cuda"), rounds=5, warmup=1)
+    assert 5e-6 <= seconds < 5.2e-6
+    syncs_before, calls_before = fake.syncs, fake.calls
+    K.time_fn(fake.fn, torch.device("cuda"), rounds=5, warmup=0)
+    calibration = 2  # calls_per_round's two rounds
+    assert fake.syncs - syncs_before == 1 + calibration + 5 and fake.calls - calls_before > 5 * 100
+
+
+def test_synced_every_synchronises_once_per_round_of_calls(monkeypatch):
+    """pytest-benchmark calls the target `iterations` times per round: the device is synchronised
+    after the last call of each round (CPU: after every call, as before)."""
+    fake = _FakeAccelerator(monkeypatch, per_call=50e-6)
+    target, calls = K.synced_every(fake.fn, torch.device("cuda"))
+    assert calls == 20
+    fake.syncs = 0
+    for _ in range(3 * calls):
+        target()
+    assert fake.syncs == 3
+    target, calls = K.synced_every(fake.fn, torch.device("cpu"))
+    fake.syncs = 0
+    for _ in range(4):
+        target()
+    assert calls == 1 and fake.syncs == 4
+
+
 def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
     """A scripted clock where whichever call runs second in a round takes half as long as the first
     (4 s then 2 s), and fn is truly 1.5× base: counterbalanced pairs give 1.5 exactly, where a
@@ -485,7 +541,7 @@ def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
         order.append(name)
         now[0] += cost[name] * (4.0 if position == 0 else 2.0)
 
-    monkeypatch.setattr(P.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(K.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.kernels
     ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
     assert ratio == pytest.approx(1.5)
     assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs

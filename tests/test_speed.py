@@ -292,15 +292,19 @@ def test_gpu_check_cpu_fallback_writes_its_json_and_log(tmp_path):
                           text=True, timeout=900, env={k: v for k, v in os.environ.items() if not k.startswith("LENBENCH_")})
     summary = json.loads((out / "summary.json").read_text())
     assert proc.returncode == 0 and summary["ok"], proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert [s["stage"] for s in summary["stages"]] == ["env", "tests", "smoke", "kernels", "train_step"]
-    assert json.loads((out / "env.json").read_text())["device"] == "cpu"
+    assert [s["stage"] for s in summary["stages"]] == ["env", "tests", "smoke", "kernels_train", "kernels", "train_step"]
+    assert summary["finished"] is True
+    env = json.loads((out / "env.json").read_text())
+    assert env["device"] == "cpu" and env["float32_matmul_precision"] and "tf32_overrides_unset" in env
     assert 'failures="0"' in (out / "tests.xml").read_text()
     kernels_json = json.loads((out / "kernels.json").read_text())
     meta = kernels_json["machine_info"]["lenbench"]  # what the budget targets read
     assert meta["suite"] == "quick" and meta["session_seconds"] > 0 and meta["selection"]
-    kernels = kernels_json["benchmarks"]
-    assert {b["name"] for b in kernels} >= {"test_kernel[rope-eager-T64-fp32]", "test_training_mfu[lm]"}
-    assert "training MFU" in (out / "targets.txt").read_text()
+    assert "test_kernel[rope-eager-T64-fp32]" in {b["name"] for b in kernels_json["benchmarks"]}
+    train = {b["name"] for b in json.loads((out / "kernels_train.json").read_text())["benchmarks"]}
+    assert train == {"test_training_mfu[lm]"}  # the training benchmarks run first, in their own stage
+    targets = (out / "targets.txt").read_text()  # read from both files
+    assert "training MFU" in targets and "not run" not in targets.splitlines()[0]
     steps = json.loads((out / "train_step.json").read_text())
     assert [s["variant"] for s in steps["steps"]] == ["eager", "fast"] and steps["steps"][1]["max_loss_diff"] < 1e-5
     assert [p["batch_size"] for p in steps["packing"]] == [32, 128]
@@ -312,8 +316,9 @@ def _fake_row(name, encoding, task, *_):
             "losses": [1.0]}
 
 
-def test_gpu_check_runs_cheap_rows_first_and_compiles_only_the_compile_tasks(tmp_path, monkeypatch):
-    """Packing comes before the (slow) compiled variants, which run only for --compile-tasks."""
+def test_gpu_check_runs_every_cheap_row_before_any_compile(tmp_path, monkeypatch):
+    """The compiled variants (tens of seconds each) come after every task's eager, fast and packing
+    rows, and only for --compile-tasks x --compile-encodings (cudagraphs: CUDA only)."""
     import gpu_check
 
     calls = []
@@ -321,15 +326,15 @@ def test_gpu_check_runs_cheap_rows_first_and_compiles_only_the_compile_tasks(tmp
     monkeypatch.setattr(gpu_check, "_variant", lambda *a: calls.append(a[:3]) or _fake_row(*a))
     monkeypatch.setattr(gpu_check, "_packing", lambda task, *a: calls.append(("packing", task)))
     out = tmp_path / "steps.json"
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--tasks", "copy,lm", "--encodings", "nope,rope",
-                           "--variants", "eager,fast,compile,cudagraphs", "--compile-tasks", "lm"]) == 0
+    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--tasks", "lm,copy", "--encodings", "nope,rope",
+                           "--variants", "eager,fast,compile,cudagraphs", "--compile-tasks", "lm,passkey"]) == 0
+
     def plain(task):
         return [(v, e, task) for v in ("eager", "fast") for e in ("nope", "rope")]
 
-    expected = (plain("copy") + [("packing", "copy")]
-                + plain("lm") + [("packing", "lm"), ("compile", "nope", "lm"), ("compile", "rope", "lm")])
-    assert calls == expected  # cudagraphs: CUDA only
-    assert len(json.loads(out.read_text())["steps"]) == 10
+    assert calls == (plain("lm") + [("packing", "lm")] + plain("copy") + [("packing", "copy")]
+                     + [("compile", "nope", "lm")])  # passkey is not a task of this run; rope not compiled
+    assert len(json.loads(out.read_text())["steps"]) == 9
 
 
 def test_gpu_check_keeps_its_rows_when_its_time_limit_interrupts_it(tmp_path, monkeypatch):
