@@ -189,10 +189,12 @@ def plan_execution(executor: str = "auto", workers: int | None = None, device_ty
     available memory); otherwise serial. The suites' models are small: one intra-op thread per
     cell (the default, `lenbench.engine.default_threads`) and one cell per core use the cores far
     better than several threads on one cell, and the rows do not depend on the machine's core
-    count. An accelerator runs cells one after another (serial).
+    count. An accelerator runs cells one after another (serial) unless `workers` > 1 asks for
+    processes sharing it (the quick suite's models leave a GPU mostly idle; see the README's GPU
+    check).
 
-    Explicit choices are kept: `workers` > 1 with "serial" means "process" (as before), and the
-    process executor without `workers` gets the same per-core default as auto.
+    Explicit choices are kept: `workers` > 1 means "process" with auto or "serial" (as before), and
+    the process executor without `workers` gets the same per-core default as auto.
 
     Args:
         executor: "auto", "serial", "process", "ray" or another registered executor.
@@ -205,10 +207,13 @@ def plan_execution(executor: str = "auto", workers: int | None = None, device_ty
         raise ValueError(f"--workers must be at least 1, got {workers}")
     why = ""
     if executor == "auto":
-        parallel = device_type == "cpu" and usable_cores() > 1 and (workers is None or workers > 1)
-        executor = "process" if parallel else "serial"
-        why = ("auto: CPU cells, one process per core" if parallel else
-               f"auto: {'one core' if device_type == 'cpu' else device_type + ' cells'}, one after another")
+        if workers is not None and workers > 1:  # asked for: on an accelerator the workers share the device
+            executor, why = "process", f"auto: {workers} processes as asked (--workers) on {device_type}"
+        else:
+            parallel = workers is None and device_type == "cpu" and usable_cores() > 1
+            executor = "process" if parallel else "serial"
+            why = ("auto: CPU cells, one process per core" if parallel else
+                   f"auto: {'one core' if device_type == 'cpu' else device_type + ' cells'}, one after another")
     elif executor == "serial" and workers is not None and workers > 1:
         executor = "process"
     if executor != "process":

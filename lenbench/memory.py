@@ -40,8 +40,14 @@ class MemoryBudgetExceeded(ValueError):
 
 def available_bytes(device: torch.device) -> int | None:
     """Memory available for new allocations on `device` now, or None when unknown."""
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type in ("cuda", "xpu"):
+        backend = getattr(torch, device.type)
+        if not hasattr(backend, "mem_get_info"):
+            return None
+        free = int(backend.mem_get_info(device)[0])
+        # What this process's caching allocator holds without using it is free for its tensors too
+        # (the driver counts it as used: after a few cells the budget would shrink for nothing).
+        return free + int(backend.memory_reserved(device) - backend.memory_allocated(device))
     if device.type != "cpu":
         return None
     meminfo = Path("/proc/meminfo")

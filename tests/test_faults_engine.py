@@ -171,6 +171,7 @@ def test_plan_execution_defaults(monkeypatch):
     assert plan_execution("auto", 4, "cpu", pending=1).workers == 4  # an explicit count is kept
     assert plan_execution("auto", 1, "cpu").executor == "serial"
     assert plan_execution("auto", None, "cuda").executor == "serial"
+    assert plan_execution("auto", 3, "cuda") == executors.ExecutionPlan("process", 3, "auto: 3 processes as asked (--workers) on cuda")
     assert plan_execution("serial", None, "cpu") == executors.ExecutionPlan("serial", 1)
     assert plan_execution("serial", 3, "cpu").executor == "process"
     assert plan_execution("ray", None, "cpu").executor == "ray"
@@ -382,6 +383,18 @@ def test_memory_budget_sources(monkeypatch):
         memory_budget(cpu)
     monkeypatch.delenv(ENV_VAR)
     assert 0 < memory_budget(cpu)
+
+
+def test_available_accelerator_memory_counts_what_the_caching_allocator_holds_unused(monkeypatch):
+    """The driver's free memory plus reserved − allocated of this process (no GPU needed: the
+    backend's three counters are scripted)."""
+    from lenbench.memory import available_bytes
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * GIB, 80 * GIB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 6 * GIB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * GIB)
+    assert available_bytes(torch.device("cuda")) == 14 * GIB
+    assert available_bytes(torch.device("meta")) is None
 
 
 def test_estimate_grows_with_the_square_of_the_length_for_a_bias():
