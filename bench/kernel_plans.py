@@ -18,6 +18,7 @@ on the import path of the tests in it; a script run from `bench/` has it as its 
 from __future__ import annotations
 
 import contextlib
+import copy
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -121,6 +122,22 @@ def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: to
         (_, b2), (_, f2) = call_seconds(base, device, n_base), call_seconds(fn, device, n_fn)
         ratios.append((f1 + f2) / (b1 + b2))
     return statistics.median(ratios)
+
+
+_DTYPE_COPIES: dict[tuple[int, torch.dtype], tuple[torch.nn.Module, torch.nn.Module]] = {}
+
+
+def in_dtype(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of `module` with its parameters in `dtype`, one per (instance, dtype) for the session
+    (so a compiled function that takes it sees one module per dtype, not a new one per call).
+
+    `Module.to` converts in place: calling it on the session's shared encoding, as the content
+    benchmark did, left the bf16 parameters in place for every later fp32 case.
+    """
+    key = (id(module), dtype)
+    if key not in _DTYPE_COPIES:
+        _DTYPE_COPIES[key] = (module, copy.deepcopy(module).to(dtype))  # the original kept alive: its id stays its own
+    return _DTYPE_COPIES[key][1]
 
 
 class CopyFloor:

@@ -353,7 +353,7 @@ def _content(enc, impl, T, dtype, device):
     B = ATTENTION_BATCH
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     pos = _positions(enc, B, T, device)
-    enc = enc.to(dtype)
+    enc = P.in_dtype(enc, dtype)  # a per-dtype copy: the session's instance stays as built
     eager = lambda: K.attention_content(q, k, v, enc, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.attention_content_compiled(q, k, v, enc, pos))
     bias = torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")

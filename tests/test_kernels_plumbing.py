@@ -545,3 +545,14 @@ def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
     ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
     assert ratio == pytest.approx(1.5)
     assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs
+
+
+def test_in_dtype_copies_once_per_dtype_and_leaves_the_original_alone():
+    enc = build_encoding("cope", EncodingDims(d_model=32, n_heads=2, max_len=64, causal=True, train_len=16))
+    with torch.no_grad():
+        for param in enc.parameters():
+            param.fill_(0.1)
+    half = P.in_dtype(enc, torch.bfloat16)
+    assert all(p.dtype == torch.bfloat16 for p in half.parameters())
+    assert all(p.dtype == torch.float32 for p in enc.parameters())  # Module.to would have converted it in place
+    assert P.in_dtype(enc, torch.bfloat16) is half and P.in_dtype(enc, torch.float32) is not enc
