@@ -158,9 +158,9 @@ def measure(args: argparse.Namespace, device: torch.device, result: dict, save: 
 def _packing(task: str, device: torch.device, args: argparse.Namespace, peak: float, result: dict,
              save: Callable[[], None]) -> None:
     """The fast `nope` step at each `--packing` multiple of the suite's batch size."""
-    base = None
+    base, batch_size = None, load_suite(args.suite).train.batch_size
     for mult in (int(m) for m in args.packing.split(",")):
-        bs = load_suite(args.suite).train.batch_size * mult
+        bs = batch_size * mult
         ts = quick_training_step("nope", device, suite=args.suite, task=task, batch_size=bs)
         for _ in range(3):
             ts.step()
