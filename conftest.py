@@ -12,6 +12,8 @@ Options:
                                        serial: in each test; ray: every selected cell on Ray first)
     --workers N                        with --executor process / auto: worker processes (default one per core)
     --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
+    --numerics pinned|native           CPU numeric code paths (default pinned: the same bits on every x86
+                                       machine with AVX2; native: each library's own, faster on AVX-512)
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "reads its cell)")
     group.addoption("--workers", type=int, default=None,
                     help="with --executor process or auto: worker processes (default: one per usable core)")
+    group.addoption("--numerics", default=None, choices=("pinned", "native"),
+                    help="CPU numeric code paths (default: $LENBENCH_NUMERICS, else pinned: the same bits on every "
+                         "x86 machine with AVX2); native: each library's own choice, faster on AVX-512, bits "
+                         "depend on the CPU (lenbench.numerics)")
     group.addoption("--ray-address", default=None,
                     help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
 
@@ -111,6 +117,9 @@ def lenbench_machine_info(dev: torch.device) -> dict:
     }
     if dev.type == "cuda":
         info["cudnn"] = torch.backends.cudnn.version()
+    from lenbench.numerics import machine_facts
+
+    info.update(machine_facts())  # the numeric mode the kernels were timed in, CPU model and capability
     return info
 
 
@@ -121,6 +130,10 @@ def pytest_configure(config: pytest.Config) -> None:
     import time
 
     config.stash[_SESSION_START] = time.perf_counter()
+    if config.getoption("--numerics", None):
+        from lenbench.numerics import set_mode
+
+        set_mode(config.getoption("--numerics"))
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="processes of the process executor (default: one per usable core, within memory)")
     p_run.add_argument("--threads", type=int, default=None,
                        help="intra-op CPU threads per cell (default: 1); recorded in every row")
+    p_run.add_argument("--numerics", default=None, choices=("pinned", "native"),
+                       help="CPU numeric code paths (default: $LENBENCH_NUMERICS, else pinned: the same bits on "
+                       "every x86 machine with AVX2); native: each library's own, faster on AVX-512")
     p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
     p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_run.add_argument("--keep-stale", action="store_true",
@@ -210,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             return _list(args.what)
         if args.command == "run":
+            if args.numerics:
+                from lenbench.numerics import set_mode
+
+                set_mode(args.numerics)  # before any cell: workers inherit the environment
             return _run(args)
         if args.command == "report":
             return _report(args)

@@ -58,6 +58,7 @@ from lenbench.fingerprint import (
 )
 from lenbench.memory import available_bytes, fit_batch, memory_budget
 from lenbench.model import ModelConfig, Transformer
+from lenbench.numerics import machine_facts
 from lenbench.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
@@ -267,7 +268,7 @@ def compute_cell(job: CellJob) -> CellOutcome:
 def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, threads: int, progress: bool) -> dict:
     provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
                   "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
-                  "code_fingerprint": "", "data_fingerprint": ""}
+                  **machine_facts(), "code_fingerprint": "", "data_fingerprint": ""}
     base = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "suite": cell.suite, "task": cell.task.name,
             "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance}
     rows: list[dict] = []

@@ -17,7 +17,8 @@ environment, which the id does not see; the fingerprint covers them:
   (the device is recorded itself), `atomic.py`, `executors.py`, `ray_executor.py`, `cli.py`,
   `results.py`, `plots.py`, `compare.py`, this module, and the packages' `__init__.py` (they only
   import every encoding / task: following them would make every cell depend on every encoding).
-- **environment**: torch version, device type, dtype and the intra-op thread count.
+- **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
+  numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
 
 `code_fingerprint` is the digest of both; `data_fingerprint` identifies the task's data beyond its
 parameters (the `lm` corpus sha256; "" for synthetic tasks). Both are stored in every row, in the
@@ -165,6 +166,7 @@ class Fingerprint:
         sources: package-relative file → sha256 (16 hex) of its source.
         torch_version, device, dtype, threads: the environment it ran in.
         data: the task's data fingerprint (see `data_fingerprint`).
+        numerics: the CPU numeric mode it ran in (``pinned:x86-avx2``, ``native:AVX512`` …).
     """
 
     sources: dict[str, str]
@@ -173,6 +175,8 @@ class Fingerprint:
     dtype: str
     threads: int
     data: str = ""
+    #: The CPU numeric mode (`lenbench.numerics.numerics_tag`): pinned code paths or the CPU's own.
+    numerics: str = ""
 
     @property
     def code(self) -> str:
@@ -186,8 +190,10 @@ class Fingerprint:
 
 def cell_fingerprint(cell, device: str, threads: int, data: str) -> Fingerprint:
     """The fingerprint a run of `cell` here would have (`device`: a device type such as "cpu")."""
+    from lenbench.numerics import numerics_tag
+
     return Fingerprint(sources={rel: file_sha(rel) for rel in source_files(cell)}, torch_version=str(torch.__version__),
-                       device=device, dtype=DTYPE, threads=int(threads), data=data)
+                       device=device, dtype=DTYPE, threads=int(threads), data=data, numerics=numerics_tag())
 
 
 def stale_reasons(stored: Any, current: Fingerprint) -> list[str]:
@@ -203,9 +209,9 @@ def stale_reasons(stored: Any, current: Fingerprint) -> list[str]:
     changed = sorted(k for k in new.keys() | old.keys() if old.get(k) != new.get(k))
     if changed:
         reasons.append(f"source changed: {', '.join(changed)}")
-    for key in ("torch_version", "device", "dtype", "threads"):
+    for key in ("torch_version", "device", "dtype", "threads", "numerics"):
         if stored.get(key) != getattr(current, key):
-            reasons.append(f"{key} {stored.get(key)} → {getattr(current, key)}")
+            reasons.append(f"{key} {stored.get(key, '(not recorded)')} → {getattr(current, key)}")
     if stored.get("data", "") != current.data:
         reasons.append("task data changed")
     return reasons

@@ -40,6 +40,8 @@ COLUMNS: tuple[str, ...] = (
     "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
     "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
     "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
+    # the machine and numeric stack (lenbench.numerics.MACHINE_KEYS); "" in rows made before issue 19
+    "cpu_model", "cpu_isa", "cpu_capability", "blas", "numerics", "numpy_version", "pandas_version",
     "sample_scores",  # per-sample scores, compact string (lenbench.evaluate.encode_samples); "" when absent
 )
 INT_COLUMNS = ("schema_version", "train_len", "eval_len", "n_samples", "seed")

@@ -56,7 +56,7 @@ SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retentio
 LEADERBOARD_SCHEMA_VERSION = 2
 #: Provenance columns of the leaderboard CSVs: the distinct values of the board's rows, joined by "; ".
 PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
-              "threads", "code_fingerprint", "data_fingerprint")
+              "threads", "code_fingerprint", "data_fingerprint", "cpu_model", "cpu_capability", "numerics")
 KIND_ORDER = {"model": 0, "baseline": 1, "variant": 2}
 
 
