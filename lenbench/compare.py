@@ -48,13 +48,13 @@ comparison.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from lenbench.compare_inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.evaluate import METRICS
 from lenbench.results import (
     ResultsError,
@@ -109,12 +109,23 @@ class Side:
 
 
 def load_side(source: str | Path) -> Side:
-    """Read one side of a comparison (see the module docstring for what it may be)."""
+    """Read one side of a comparison (see the module docstring for what it may be).
+
+    Raises:
+        ResultsError: one line naming the file and what is wrong with it, whatever is malformed
+            (`lenbench.compare_inputs`).
+    """
+    with guard(source):
+        return _load_side(source)
+
+
+def _load_side(source: str | Path) -> Side:
     path = resolve_source(source)
     side = Side(str(source))
     bench = None
     cell_records: list[dict] = []
     if path.is_dir():  # a results directory with cells/
+        check_cells_directory(path)
         side.rows = load_results(path)
         cell_records = _cells_of_directory(path)
         if (path / "bench.json").is_file():
@@ -128,11 +139,15 @@ def load_side(source: str | Path) -> Side:
         if Path(source).is_dir() and sibling.is_file():
             bench = sibling
     else:
+        if path.suffix.lower() == ".json":  # checked before load_results reads it
+            check_benchmark_json(path, read_json(path))
         side.rows = load_results(path)  # a one-line error for anything but a benchmark JSON
         bench = path
     if bench is not None:
+        data = read_json(bench)
+        if bench != path:
+            check_benchmark_json(bench, data)
         side.kernels = load_kernel_timings(bench)
-        data = json.loads(bench.read_text())  # valid: load_kernel_timings read it
         side.machine = data.get("machine_info") or {}
         extras = {b.get("fullname", b.get("name", "")): b.get("extra_info") or {} for b in data["benchmarks"]}
         side.kernels["ratio_to_nope"] = [_float(extras.get(n, {}).get("ratio_to_nope")) for n in side.kernels["fullname"]]
