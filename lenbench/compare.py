@@ -689,7 +689,7 @@ def machine_difference(b: Side, h: Side, *, named: tuple[str, ...] = ()) -> tupl
 
     differ = [f"{k} {shown(k, fb, ib)} → {shown(k, fh, ih)}" for k in MACHINE_FACTS
               if k in fb and k in fh and fb[k] != fh[k] and k not in named]
-    numerics = fb.get("numerics", set()) | fh.get("numerics", set())
+    numerics = fb.get("numerics", {""}) | fh.get("numerics", {""})  # both sides must record it
     pinned = len(numerics) == 1 and next(iter(numerics)).startswith("pinned") and not (ib | ih) & {"numerics"}
     return differ, pinned
 
