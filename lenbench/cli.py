@@ -5,7 +5,7 @@
     lenbench report RESULTS [--out DIR]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
-                     [--force-speed] [--top N | --all]
+                     [--force-speed] [--top N | --all] [--statistical [--margin [METRIC=]X ...]]
 """
 
 from __future__ import annotations
@@ -121,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="compare kernel timings measured on different machines (refused otherwise)")
     p_cmp.add_argument("--fail-missing", action="store_true",
                        help="no-op, kept for old scripts: anything missing in HEAD fails unless --allow-missing")
+    p_cmp.add_argument("--statistical", action="store_true",
+                       help="for results from different machines: a regression is a paired-bootstrap difference over "
+                       "seeds x samples whose 95%% interval excludes 0 and that is worse than a practical margin")
+    p_cmp.add_argument("--margin", action="append", metavar="[METRIC=]X", default=None,
+                       help="with --statistical: the practical margin, every metric's or one metric's (repeatable; "
+                       "default 0.02 absolute for accuracies, 1%% of base for perplexity; see README)")
     p_cmp.add_argument("--top", type=int, default=10, help="show the N largest changes per table (default 10)")
     p_cmp.add_argument("--all", "--verbose", dest="show_all", action="store_true", help="show every change")
     return parser
@@ -153,7 +159,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
                      fail_missing=args.fail_missing, allow_missing=args.allow_missing,
-                     allow_no_overlap=args.allow_no_overlap, force_speed=args.force_speed, top=args.top)
+                     allow_no_overlap=args.allow_no_overlap, force_speed=args.force_speed, top=args.top,
+                     statistical=args.statistical, margins=args.margin)
     for warning in result.warnings:
         print(f"lenbench: warning: {warning}", file=sys.stderr)
     print(result.format(show_all=args.show_all))

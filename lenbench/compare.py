@@ -33,7 +33,13 @@ the raw median times are compared, with a note. Timings from two different machi
 (``machine_info``: CPU brand, device name, CPU count) are refused unless ``force_speed``.
 
 Provenance: differing torch / Python versions, devices or thread counts between the sides are
-printed as WARNING lines; rows of a task whose data fingerprint (``data_fingerprint``, e.g. the
+printed as WARNING lines, and so are differing machine facts (`MACHINE_FACTS`: CPU model, vector
+capability, BLAS, numpy / pandas versions, numerics mode, from rows and cells; for old results
+without them, cpu_model and cpu_capability inferred from the benchmark JSON's ``machine_info.cpu``
+brand and flags, and numerics "native", each marked inferred). Across machines the exact comparison
+is expected to differ, and the warning says to pass ``statistical`` (`lenbench.compare_stats`:
+paired bootstrap over seeds × samples against per-metric practical margins) unless both sides
+pinned the same numerics; rows of a task whose data fingerprint (``data_fingerprint``, e.g. the
 ``lm`` corpus sha256; for a results directory also its cells' ``task_fingerprint``) differs
 between the sides are refused (a one-line error): their values measure different data. An unknown
 fingerprint (empty or absent) is allowed, with a note.
@@ -48,13 +54,13 @@ comparison.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from lenbench.compare_inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.evaluate import METRICS
 from lenbench.results import (
     ResultsError,
@@ -85,6 +91,8 @@ TITLE = re.compile(r"(?P<task>[^-]+)-(?P<encoding>.+)-L(?P<train_len>\d+)-s(?P<s
 MACHINE_KEYS = ("cpu", "device_name", "cpu_count")
 #: Provenance compared between the sides (row columns / machine_info.lenbench keys).
 PROVENANCE_KEYS = ("torch_version", "python_version", "device", "threads")
+#: What decides a CPU cell's float rounding, recorded in rows and cells (absent in old results).
+MACHINE_FACTS = ("cpu_model", "cpu_capability", "blas", "numpy_version", "pandas_version", "numerics")
 
 
 @dataclasses.dataclass
@@ -98,6 +106,7 @@ class Side:
     cells: pd.DataFrame | None = None  # CELL_KEY + status, error (one row per cell)
     machine: dict = dataclasses.field(default_factory=dict)  # benchmark JSON machine_info
     fingerprints: dict = dataclasses.field(default_factory=dict)  # task → set of data fingerprints ("" unknown)
+    facts: dict = dataclasses.field(default_factory=dict)  # MACHINE_FACTS recorded in rows / cells → set of values
 
     def leaderboard_long(self) -> pd.DataFrame:
         if self.board is not None:
@@ -109,14 +118,25 @@ class Side:
 
 
 def load_side(source: str | Path) -> Side:
-    """Read one side of a comparison (see the module docstring for what it may be)."""
+    """Read one side of a comparison (see the module docstring for what it may be).
+
+    Raises:
+        ResultsError: one line naming the file and what is wrong with it, whatever is malformed
+            (`lenbench.compare_inputs`).
+    """
+    with guard(source):
+        return _load_side(source)
+
+
+def _load_side(source: str | Path) -> Side:
     path = resolve_source(source)
     side = Side(str(source))
     bench = None
     cell_records: list[dict] = []
     if path.is_dir():  # a results directory with cells/
+        check_cells_directory(path)
         side.rows = load_results(path)
-        cell_records = _cells_of_directory(path)
+        cell_records = _cells_of_directory(path, side.facts)
         if (path / "bench.json").is_file():
             bench = path / "bench.json"
     elif path.suffix.lower() == ".csv":
@@ -128,13 +148,21 @@ def load_side(source: str | Path) -> Side:
         if Path(source).is_dir() and sibling.is_file():
             bench = sibling
     else:
+        if path.suffix.lower() == ".json":  # checked before load_results reads it
+            check_benchmark_json(path, read_json(path))
         side.rows = load_results(path)  # a one-line error for anything but a benchmark JSON
         bench = path
     if bench is not None:
+        data = read_json(bench)
+        if bench != path:
+            check_benchmark_json(bench, data)
         side.kernels = load_kernel_timings(bench)
-        data = json.loads(bench.read_text())  # valid: load_kernel_timings read it
         side.machine = data.get("machine_info") or {}
         extras = {b.get("fullname", b.get("name", "")): b.get("extra_info") or {} for b in data["benchmarks"]}
+        _collect_facts([side.machine.get("lenbench") or {}], side.facts)
+        if bench == path:
+            _collect_facts([c for e in extras.values() for c in [e.get("lenbench_cell") or {}, *e.get("lenbench_rows", [])]],
+                           side.facts)
         side.kernels["ratio_to_nope"] = [_float(extras.get(n, {}).get("ratio_to_nope")) for n in side.kernels["fullname"]]
         if bench == path:
             cell_records = [_cell_of_benchmark(e) for e in extras.values() if isinstance(e.get("lenbench_cell"), dict)]
@@ -151,10 +179,20 @@ def _float(v) -> float:
         return math.nan
 
 
-def _cells_of_directory(directory: Path) -> list[dict]:
-    """One record per cells/*.json: CELL_KEY, status, error, timestamp, data fingerprint."""
+def _collect_facts(records, facts: dict) -> None:
+    """Add the MACHINE_FACTS of `records` (rows, cell results, their provenance) to `facts` (fact → set)."""
+    for record in records:
+        for fact in MACHINE_FACTS:
+            if record.get(fact) not in (None, ""):
+                facts.setdefault(fact, set()).add(str(record[fact]))
+
+
+def _cells_of_directory(directory: Path, facts: dict) -> list[dict]:
+    """One record per cells/*.json: CELL_KEY, status, error, timestamp, data fingerprint; the
+    machine facts of the cells, their provenance and rows go into `facts`."""
     records = []
     for result in readable_cell_results(directory):  # unreadable files: load_results reports them
+        _collect_facts([result, result.get("provenance") or {}, *result.get("rows", [])], facts)
         config = result.get("config") or {}
         if not {"task", "train_len", "seed"} <= set(config):
             continue  # a hand-written cell file: its rows speak for it
@@ -356,6 +394,8 @@ class Comparison:
     allow_no_overlap: bool = False
     warnings: list[str] = dataclasses.field(default_factory=list)
     top: int = 10
+    margins: dict | None = None  # statistical comparison (lenbench.compare_stats) when set, else exact
+    machines: str = ""  # the machine difference between the sides, "" when none is recorded
 
     def _count(self, frame: pd.DataFrame | None, status: str) -> int:
         return 0 if frame is None or frame.empty else int((frame["status"] == status).sum())
@@ -399,7 +439,8 @@ class Comparison:
         """Why the gate fails, one reason per entry (empty: it passes)."""
         out = []
         if n := self._count(self.quality, REGRESSION):
-            out.append(f"{n} measurement(s) worse than base")
+            out.append(f"{n} measurement(s) worse than base" if self.margins is None else
+                       f"{n} measurement(s) worse than base beyond the margin with support, or ok in base and failed in head")
         if n := self.failed_cells:
             out.append(f"{n} cell(s) ok in base failed in head")
         if not self.allow_missing and (self._missing_ok_in_base() or self.missing_cells):
@@ -441,6 +482,8 @@ class Comparison:
         q = self.quality
         if self.level == "none":
             lines.append("Quality: no extrapolation results on either side.")
+        elif self.margins is not None:
+            lines += self._statistical_section(limit)
         else:
             counts = {s: self._count(q, s) for s in (REGRESSION, FAILED, IMPROVED, WITHIN, UNCHANGED, MISSING, NEW)}
             what = "measurements" if self.level == "rows" else "leaderboard statistics"
@@ -473,6 +516,26 @@ class Comparison:
         else:
             lines.append("OK: no regression.")
         return "\n".join(lines)
+
+    def _statistical_section(self, limit: int | None) -> list[str]:
+        """The quality section of a statistical comparison: units over seeds, then the measurements
+        not ok on both sides, compared exactly."""
+        from lenbench import compare_stats
+
+        q = self.quality
+        lines = [compare_stats.summary_line(q, self.margins, self.machines)]
+        if table := compare_stats.units_table(q, limit):
+            lines += ["", table]
+        exact = q[q["seed"].astype(str) != "all"]
+        if len(exact):
+            counts = {s: self._count(exact, s) for s in (REGRESSION, FAILED, IMPROVED, MISSING, NEW)}
+            lines += ["", f"Measurements not ok on both sides (compared exactly, per seed): {counts[REGRESSION]} ok in base "
+                      f"and failed in head, {counts[FAILED]} in cells failed in head, {counts[IMPROVED]} failed in base "
+                      f"and ok in head, {counts[MISSING]} missing in head, {counts[NEW]} new in head."]
+            changed = exact[exact["status"] != UNCHANGED]
+            if len(changed):
+                lines += ["", self._quality_table(changed, limit)]
+        return lines
 
     @staticmethod
     def _largest_first(frame: pd.DataFrame, order: dict, change: pd.Series, limit: int | None) -> tuple[pd.DataFrame, int]:
@@ -581,6 +644,56 @@ def _provenance(side: Side) -> dict:
     return out
 
 
+def cpu_capability_from_flags(flags: list[str]) -> str:
+    """The top vector capability as `torch.backends.cpu.get_cpu_capability()` names it, from CPU flags
+    (py-cpuinfo's ``machine_info.cpu.flags``): AVX512 needs avx512f, bw, dq and vl."""
+    have = set(flags)
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= have:
+        return "AVX512"
+    return "AVX2" if "avx2" in have else "DEFAULT"
+
+
+def _machine_facts(side: Side) -> tuple[dict[str, set], set[str]]:
+    """(fact → values, the facts inferred): recorded MACHINE_FACTS, else what the benchmark JSON's
+    machine_info implies (cpu_model from cpu.brand_raw, cpu_capability from cpu.flags)."""
+    facts = {k: set(v) for k, v in side.facts.items()}
+    if side.rows is not None:
+        for fact in MACHINE_FACTS:  # row columns, when the tidy schema carries them
+            if fact in side.rows.columns:
+                facts.setdefault(fact, set()).update(set(side.rows[fact].astype(str)) - {"", "nan"})
+    facts = {k: v for k, v in facts.items() if v}
+    inferred = set()
+    cpu = (side.machine or {}).get("cpu") or {}
+    if "cpu_model" not in facts and cpu.get("brand_raw"):
+        facts["cpu_model"], inferred = {cpu["brand_raw"]}, inferred | {"cpu_model"}
+    if "cpu_capability" not in facts and cpu.get("flags"):
+        facts["cpu_capability"], inferred = {cpu_capability_from_flags(cpu["flags"])}, inferred | {"cpu_capability"}
+    return facts, inferred
+
+
+def machine_difference(b: Side, h: Side, *, named: tuple[str, ...] = ()) -> tuple[list[str], bool]:
+    """The machine facts that differ between the sides ("fact base → head", inferred values marked)
+    and whether both sides pinned the same numerics (then exact values should still match).
+
+    Args:
+        named: facts another warning already names (left out here).
+    """
+    (fb, ib), (fh, ih) = _machine_facts(b), _machine_facts(h)
+    for facts, inferred, other in ((fb, ib, fh), (fh, ih, fb)):  # rows from before the numerics record ran native
+        if "numerics" in other and "numerics" not in facts and facts:
+            facts["numerics"] = {"native"}
+            inferred.add("numerics")
+
+    def shown(fact: str, facts: dict, inferred: set) -> str:
+        return _describe(facts[fact]) + (" (inferred)" if fact in inferred else "")
+
+    differ = [f"{k} {shown(k, fb, ib)} → {shown(k, fh, ih)}" for k in MACHINE_FACTS
+              if k in fb and k in fh and fb[k] != fh[k] and k not in named]
+    numerics = fb.get("numerics", {""}) | fh.get("numerics", {""})  # both sides must record it
+    pinned = len(numerics) == 1 and next(iter(numerics)).startswith("pinned") and not (ib | ih) & {"numerics"}
+    return differ, pinned
+
+
 def _describe(values: set) -> str:
     return ", ".join(sorted(values))
 
@@ -603,7 +716,8 @@ def check_fingerprints(b: Side, h: Side) -> list[str]:
 
 def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed_threshold: float = 0.10,
             fail_missing: bool = False, allow_missing: bool = False, allow_no_overlap: bool = False,
-            force_speed: bool = False, top: int = 10) -> Comparison:
+            force_speed: bool = False, top: int = 10, statistical: bool = False,
+            margins: list[str] | None = None) -> Comparison:
     """Compare two runs (see the module docstring).
 
     Args:
@@ -615,11 +729,21 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
         allow_no_overlap: two sides without a measurement or kernel in common do not fail.
         force_speed: compare kernel timings from two different machines (otherwise refused).
         top: the report shows this many of the largest changes per table.
+        statistical: compare quality by paired bootstrap over seeds × samples against practical
+            margins (`lenbench.compare_stats`), for results from different machines.
+        margins: ``--margin`` overrides of the statistical margins (``X`` or ``METRIC=X``).
 
     Raises:
         ResultsError: unreadable input, negative thresholds, a task measured on different data, or
             timings from different machines without `force_speed` (one line each).
     """
+    from lenbench import compare_stats
+
+    if margins and not statistical:
+        raise ResultsError("--margin applies to the statistical comparison: add --statistical")
+    if statistical and tolerance:
+        raise ResultsError("--tolerance applies to the exact comparison; --statistical uses --margin instead")
+    margin_of = compare_stats.parse_margins(margins) if statistical else {}
     if tolerance < 0 or speed_threshold < 0 or math.isnan(tolerance) or math.isnan(speed_threshold):
         raise ResultsError(f"--tolerance and --speed-threshold must be ≥ 0, got {tolerance} and {speed_threshold}")
     if top < 1:
@@ -637,6 +761,16 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
     other = [f"{k} {mb[k]} vs {mh[k]}" for k in shared if str(mb[k]) != str(mh[k])]
     if other:
         warnings.append(f"base and head ran on different machines ({'; '.join(other)})")
+    cpu_named = "cpu" in shared and str(mb["cpu"]) != str(mh["cpu"])  # the warning above names the CPU model
+    facts, pinned = machine_difference(b, h, named=("cpu_model",) if cpu_named else ())
+    if facts:
+        why = ""
+        if any("(inferred)" in f for f in facts):
+            why = " (inferred: read from a benchmark JSON's machine_info where rows record no machine facts"
+            why += "; results from before the numerics record ran native)" if any(
+                f.startswith("numerics") and "(inferred)" in f for f in facts) else ")"
+        warnings.append(f"base and head ran on different machines: {'; '.join(facts)}{why}")
+    machines = "; ".join(other + facts)
     cells = None
     if b.board is not None or h.board is not None:
         level = "leaderboard"
@@ -649,6 +783,14 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
         level = "rows"
         notes += check_fingerprints(b, h)
         quality = compare_rows(b.rows, h.rows, tolerance, (b.source, h.source))
+        if statistical:
+            quality = compare_stats.statistical_quality(b.rows, h.rows, quality, margin_of, (b.source, h.source))
+        elif machines and not pinned:
+            warnings.append("the exact comparison is expected to differ across machines (float rounding of another "
+                            "vector ISA or BLAS): compare with --statistical (paired bootstrap over seeds × samples, "
+                            "regressions beyond a practical margin)")
+        elif machines:
+            notes.append("both sides pinned the same numerics: exact values should match across these machines")
         cells = compare_cells(b.cells, h.cells)
         failed = cells.loc[cells["status"] == FAILED, list(CELL_KEY)]
         if len(failed) and len(quality):
@@ -666,9 +808,12 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
             notes.append("speed: the machines of the timings are unknown (no machine_info); compared as if one machine")
         speed, speed_notes = compare_kernels(b.kernels, h.kernels, speed_threshold)
         notes += speed_notes
+    if statistical and level != "rows":
+        raise ResultsError(f"--statistical needs measurement rows with sample scores on both sides (a results "
+                           f"directory, results CSV or benchmark JSON), not {'a leaderboard CSV' if level == 'leaderboard' else 'kernel timings only'}")
     if level == "none" and speed is None:
         raise ResultsError(f"nothing to compare: neither {base} nor {head} holds extrapolation rows, and they do not "
                            "both hold kernel timings")
     return Comparison(str(base), str(head), level, quality, speed, tolerance, speed_threshold, fail_missing, notes,
                       cells=cells, allow_missing=allow_missing, allow_no_overlap=allow_no_overlap, warnings=warnings,
-                      top=top)
+                      top=top, margins=margin_of if statistical else None, machines=machines)
