@@ -61,6 +61,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.compare_inputs import check_benchmark_json, check_cells_directory, guard, read_json
+from lenbench import numerics
 from lenbench.evaluate import METRICS
 from lenbench.results import (
     ResultsError,
@@ -92,7 +93,7 @@ MACHINE_KEYS = ("cpu", "device_name", "cpu_count")
 #: Provenance compared between the sides (row columns / machine_info.lenbench keys).
 PROVENANCE_KEYS = ("torch_version", "python_version", "device", "threads")
 #: What decides a CPU cell's float rounding, recorded in rows and cells (absent in old results).
-MACHINE_FACTS = ("cpu_model", "cpu_capability", "blas", "numpy_version", "pandas_version", "numerics")
+MACHINE_FACTS = numerics.MACHINE_KEYS
 
 
 @dataclasses.dataclass

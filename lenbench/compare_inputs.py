@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lenbench.numerics import MACHINE_KEYS
 from lenbench.results import REQUIRED, ResultsError, _read_json
 
 #: Row fields that are integers (lengths, seeds, counts): finite and within 64 bits.
@@ -29,7 +30,7 @@ INT_FIELDS = ("train_len", "eval_len", "seed", "n_samples", "schema_version")
 #: Integer fields that must be present and at least 1 (a ratio divides by train_len).
 POSITIVE_FIELDS = ("train_len", "eval_len")
 #: Row / cell / machine fields that are text when present (the machine provenance of issue 19 among them).
-TEXT_FIELDS = ("cpu_model", "cpu_capability", "blas", "numpy_version", "pandas_version", "numerics")
+TEXT_FIELDS = MACHINE_KEYS
 #: Kernel extra_info fields compare reads as numbers, and the stats it reads.
 KERNEL_NUMBERS = ("T", "bytes", "gbps", "copy_ratio", "copy_seconds", "ratio_to_nope")
 KERNEL_TEXT = ("encoding", "kind", "impl", "dtype")
