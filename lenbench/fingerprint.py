@@ -3,20 +3,31 @@
 A cell's id hashes its config (suite YAML → `Cell.config`). Its *result* also depends on code and
 environment, which the id does not see; the fingerprint covers them:
 
-- **sources** (sha256 of each file, relative to the `lenbench` package):
-    - the cell's encoding module and the `lenbench.encodings` modules it imports, transitively
-      (e.g. `encodings/rope.py` → `encodings/rope_scaling.py`, `encodings/base.py`); an encoding
-      that wraps another (`randomized`'s `base` parameter) adds the wrapped one's modules;
-    - the cell's task module and the `lenbench.tasks` modules it imports (`tasks/base.py`,
-      `tasks/_common.py`);
-    - the shared core: `model.py`, `train.py`, `evaluate.py`, the compute half of `engine.py`
-      (everything above its "the driver" marker) and the `lenbench` modules these import,
-      transitively (e.g. `kernels.py` once training uses it).
-  Deliberately *not* included: `suite.py` (what it contributes to a cell reaches the engine as
-  the cell's config, i.e. its id), `registry.py` (names and error messages), `device.py`
-  (the device is recorded itself), `atomic.py`, `executors.py`, `ray_executor.py`, `cli.py`,
-  `results.py`, `plots.py`, `compare.py`, this module, and the packages' `__init__.py` (they only
-  import every encoding / task: following them would make every cell depend on every encoding).
+- **sources** (sha256 of each file, relative to the `lenbench` package): the import closure of the
+  cell's compute path (`lenbench.closure.import_closure`: every `lenbench` import anywhere in a
+  file, transitively, read from the source), from these roots:
+    - the compute half of `engine.py` (everything above its "the driver" marker: the driver below
+      it only reads and writes files, and its imports are not followed), `model.py`, `train.py`,
+      `evaluate.py`;
+    - the cell's encoding module, and the wrapped encoding's module for an encoding that wraps
+      another (`randomized`'s `base` parameter);
+    - the cell's task module.
+  Nothing reached is left out by name: `suite.py` (`VariantSpec.factor_at` computes the RoPE
+  factor), `registry.py`, `device.py`, `memory.py`, `atomic.py`, `executors.py` (the workers'
+  entry point, which names `ray_executor` for a dynamic import), this module and the others the
+  compute half imports are all hashed. The one structural exception is how a package's
+  `__init__.py` is treated: it imports every encoding / task to register it, so it is not followed
+  into its members (that would make every cell depend on every encoding); a name imported from
+  a package is followed to the module that defines it, and the `__init__` itself is hashed iff it
+  holds code of its own (the top package does: `__version__`, which rows record). Code loaded by
+  file path is not an import: the only such load (`kernels.py` running `bench/kernel_plans.py`)
+  sits under `if __name__ == "__main__":`, which the compute path never runs, and
+  tests/test_trust_fingerprint.py keeps every other path load out of the closure.
+  Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `closure.py`,
+  `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `engine.py`, `evaluate.py`,
+  `executors.py`, `fingerprint.py`, `memory.py`, `model.py`, `numerics.py`, `ray_executor.py`, `registry.py`,
+  `suite.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
+  cell), plus its encoding's and task's modules.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
 
@@ -29,9 +40,7 @@ whose encoding is `alibi` (or wraps it).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
 import hashlib
 import json
 import platform
@@ -41,16 +50,11 @@ from typing import Any
 import torch
 
 import lenbench
+from lenbench.closure import import_closure
 
 PACKAGE = Path(lenbench.__file__).resolve().parent
-#: The shared core every cell depends on (files relative to the package).
+#: The roots of every cell's compute path (files relative to the package); the cell adds its own.
 CORE = ("model.py", "train.py", "evaluate.py", "engine.py")
-#: Modules never followed or included (see the module docstring for why).
-EXCLUDED = {
-    "__init__.py", "suite.py", "registry.py", "device.py", "atomic.py", "executors.py", "ray_executor.py",
-    "cli.py", "results.py", "plots.py", "compare.py", "fingerprint.py", "memory.py",
-    "encodings/__init__.py", "tasks/__init__.py",
-}
 #: engine.py is fingerprinted up to this line: the driver below it only reads and writes files.
 ENGINE_DRIVER_MARKER = "# --- the driver:"
 DTYPE = "float32"
@@ -58,17 +62,6 @@ DTYPE = "float32"
 
 def python_version() -> str:
     return platform.python_version()
-
-
-def _module_file(module: str) -> str | None:
-    """'lenbench.encodings.rope' → 'encodings/rope.py' when that file exists in the package."""
-    if not module.startswith("lenbench."):
-        return None
-    rel = module.removeprefix("lenbench.").replace(".", "/")
-    for candidate in (f"{rel}.py", f"{rel}/__init__.py"):
-        if (PACKAGE / candidate).is_file():
-            return candidate
-    return None
 
 
 def _source(rel: str) -> bytes:
@@ -80,39 +73,10 @@ def _source(rel: str) -> bytes:
     return data
 
 
-def _imports(rel: str) -> frozenset[str]:
-    """Package files imported by `rel` (`from lenbench.x import y` and `from lenbench.x.y import z`)."""
-    return _parsed_imports(_source(rel))
-
-
-@functools.lru_cache(maxsize=256)
-def _parsed_imports(source: bytes) -> frozenset[str]:
-    """Parsed once per distinct source text (an edited file is parsed again)."""
-    found = set()
-    for node in ast.walk(ast.parse(source)):
-        names: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        for name in names:
-            path = _module_file(name)
-            if path is not None and path not in EXCLUDED:
-                found.add(path)
-    return frozenset(found)
-
-
 def closure(roots: list[str]) -> list[str]:
-    """`roots` and every package file they import, transitively (minus `EXCLUDED`), sorted."""
-    seen: set[str] = set()
-    todo = [r for r in roots if r not in EXCLUDED]
-    while todo:
-        rel = todo.pop()
-        if rel in seen:
-            continue
-        seen.add(rel)
-        todo += [m for m in _imports(rel) if m not in seen]
-    return sorted(seen)
+    """`roots` and every package file they import, transitively (`lenbench.closure`), sorted;
+    `engine.py` is read up to its driver marker."""
+    return import_closure(roots, PACKAGE, read=_source)
 
 
 def _class_file(cls: type) -> str:
@@ -121,25 +85,34 @@ def _class_file(cls: type) -> str:
 
 def encoding_files(name: str, params: dict) -> list[str]:
     """Source files of encoding `name` (with `params`; follows a wrapped `base` encoding)."""
+    return closure(encoding_roots(name, params))
+
+
+def encoding_roots(name: str, params: dict) -> list[str]:
+    """The module of encoding `name`, and those of the encodings it wraps (`base`, transitively)."""
     from lenbench.encodings import ENCODINGS
 
     roots = [_class_file(ENCODINGS.get(name))]
     inner = params.get("base")
     if isinstance(inner, str) and inner in ENCODINGS and inner != name:
-        roots += encoding_files(inner, params.get("base_params") or {})
-    return closure(roots)
+        roots += encoding_roots(inner, params.get("base_params") or {})
+    return roots
 
 
 def task_files(name: str) -> list[str]:
+    return closure([task_root(name)])
+
+
+def task_root(name: str) -> str:
     from lenbench.tasks import TASKS
 
-    return closure([_class_file(TASKS.get(name))])
+    return _class_file(TASKS.get(name))
 
 
 def source_files(cell) -> list[str]:
-    """Every source file a cell's result depends on (see the module docstring)."""
-    return sorted({*closure(list(CORE)), *encoding_files(cell.encoding.name, cell.encoding.params),
-                   *task_files(cell.task.name)})
+    """Every source file a cell's result depends on: the import closure of its compute path (see
+    the module docstring)."""
+    return closure([*CORE, *encoding_roots(cell.encoding.name, cell.encoding.params), task_root(cell.task.name)])
 
 
 def file_sha(rel: str) -> str:
