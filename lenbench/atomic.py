@@ -180,10 +180,12 @@ def check_writable(directory: str | Path, what: str = "results directory") -> Pa
     """
     directory = Path(directory)
     blocker = _file_in_the_way(directory)
-    if blocker is not None:
-        where = "" if blocker == directory else f" ({str(blocker)!r} is a file)"
-        raise ValueError(f"{what} {str(directory)!r} is a file, not a directory{where}; "
+    if blocker == directory:
+        raise ValueError(f"{what} {str(directory)!r} is a file, not a directory; "
                          "give a directory (--out DIR), new or existing")
+    if blocker is not None:
+        raise ValueError(f"{what} {str(directory)!r} is not writable ({str(blocker)!r} is a file, not a directory); "
+                         "choose another output directory (--out)")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory, prefix=".write-check-") as f:

@@ -98,8 +98,6 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
             directory, equals or contains `run_dir`, or is not writable).
         DiskFullError: not enough space beside `to` (one line; the old publication is unchanged).
     """
-    from lenbench.page import write_report
-
     run_dir, shown = Path(run_dir), Path(to)
     cells = run_dir / "cells"
     if not cells.is_dir() or not any(cells.glob("*.json")):
@@ -120,14 +118,7 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     os.chmod(stage, 0o777 & ~_umask())
     old = parent / f".{to.name}.replaced-{os.getpid()}"
     try:
-        write_marker(stage, "staging")
-        (stage / "cells").mkdir()
-        for path in files:
-            shutil.copy2(path, stage / "cells" / path.name)
-        if benchmark_json is not None:
-            shutil.copy2(benchmark_json, stage / "bench.json")
-        write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
-        write_marker(stage, "complete")
+        _fill_stage(stage, files, benchmark_json, plots)
         if to.exists():
             if kind == "older publication":
                 write_marker(to, "complete")  # its leftover, if killed from here on, is provably ours
@@ -147,6 +138,28 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
         log(f"lenbench: warning: published {shown}, but could not remove the previous publication {old} "
             f"({err.strerror or err}); the next publish removes it")
     return sorted(p for p in to.rglob("*") if p.is_file())
+
+
+def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plots: bool) -> None:
+    """Write a complete publication into `stage`: marker (staging), cells, benchmark JSON, report,
+    then the marker again (complete).
+
+    Args:
+        stage: the new, empty staging directory beside the target.
+        cells: the run's finished cell files.
+        benchmark_json: the run's benchmark JSON, or None.
+        plots: also write the figures.
+    """
+    from lenbench.page import write_report
+
+    write_marker(stage, "staging")
+    (stage / "cells").mkdir()
+    for path in cells:
+        shutil.copy2(path, stage / "cells" / path.name)
+    if benchmark_json is not None:
+        shutil.copy2(benchmark_json, stage / "bench.json")
+    write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
+    write_marker(stage, "complete")
 
 
 def _same_rows(run_dir: Path, benchmark_json: Path) -> Path:
@@ -199,7 +212,8 @@ def _check_space(parent: Path, needed: int, run_dir: Path, shown: Path) -> None:
 
 def _staging_disk_full(parent: Path, staged: int, needed: int, run_dir: Path, shown: Path) -> DiskFullError:
     free = free_bytes(parent)
+    need = f"about {format_bytes(needed)}" if needed > staged else "more than that"
     return DiskFullError(f"disk full: ran out of space in {str(parent)!r} while publishing {run_dir} to {shown} "
-                         f"({format_bytes(staged)} staged when the disk filled; it needs about "
-                         f"{format_bytes(max(needed, staged))}, {'?' if free is None else format_bytes(free)} free now "
-                         f"that the stage is removed); {shown} is unchanged: free space there and rerun", parent)
+                         f"({format_bytes(staged)} staged when the disk filled; it needs {need}, "
+                         f"{'unknown space' if free is None else format_bytes(free)} free now that the stage is "
+                         f"removed); {shown} is unchanged: free space there and rerun", parent)
