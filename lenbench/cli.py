@@ -135,15 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
     from lenbench.page import write_report
+    from lenbench.publication import recover
 
     source = Path(args.results)
+    _note(recover(source if source.is_dir() or not source.exists() else source.parent))  # after a killed publish
     out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
+    if args.out:
+        _note(recover(out))
     check_writable(out, "report directory")  # before reading or plotting anything
     written = write_report(source, out, plots=not args.no_plots)
     print(f"wrote {len(written)} file(s) to {out}:")
     for path in written:
         print(f"  {path}")
     return 0
+
+
+def _note(line: str | None) -> None:
+    if line:
+        print(line, file=sys.stderr)
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -233,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
             return _compare(args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk is one line (lenbench.atomic.DiskFullError), other OS errors stay loud
+        from lenbench.atomic import disk_full_message, is_disk_full
+
+        if not is_disk_full(err):
+            raise
+        print(f"lenbench: error: {disk_full_message(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # the executor has cancelled its outstanding cells on the way out
         print("lenbench: interrupted; finished cells are kept, rerun the same command to resume", file=sys.stderr)

@@ -33,7 +33,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
-from lenbench.atomic import atomic_path  # noqa: E402
+from lenbench.atomic import atomic_path, is_disk_full  # noqa: E402
 from lenbench.encodings import ENCODINGS, EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
 from lenbench.results import (  # noqa: E402
     BASE_VARIANT,
@@ -181,8 +181,10 @@ def safe_encoding_heatmap(encoding: str, path: str | Path, **kwargs) -> Path | N
     """`encoding_heatmap`, or None (with nothing written) when the encoding cannot be drawn."""
     try:
         return encoding_heatmap(encoding, path, **kwargs)
-    except Exception:  # an encoding without a position matrix of its own (e.g. contextual) is skipped
+    except Exception as err:  # an encoding without a position matrix of its own (e.g. contextual) is skipped
         plt.close("all")
+        if is_disk_full(err):  # not the encoding's fault: the report cannot be written
+            raise
         return None
 
 

@@ -7,22 +7,65 @@ publish a finished run explicitly:
     lenbench publish runs/quick --benchmark-json runs/bench.json --to results
 
 which stages a new directory beside the target (the run's finished cell files ``cells/*.json``,
-the benchmark JSON as ``bench.json``, and the report rebuilt from them by
-`lenbench.page.write_report`), then swaps it in place of the target with renames: a reader (or
-a kill at any moment) sees the old published directory or the complete new one, never a mix. The
-target is replaced as a whole, so a stale plot or cell of an older publication never survives.
+the benchmark JSON as ``bench.json``, the report rebuilt from them by
+`lenbench.page.write_report`, and the marker file ``.lenbench-publication``), then swaps it in
+place of the target with renames: a reader (or a kill at any moment) sees the old published
+directory or the complete new one, never a mix. The target is replaced as a whole, so a stale plot
+or cell of an older publication never survives.
+
+What it replaces. Publishing deletes the old target, so it only ever replaces its own work. The
+target (``--to``, symlinks resolved) must be
+
+- absent, or an empty directory; or
+- a publication: a directory holding the marker ``.lenbench-publication`` (a JSON object with the
+  key ``lenbench_publication``) that every publication carries; or
+- an *older publication*, written before the marker existed (the published ``results/`` of
+  earlier versions): a directory holding ``cells/`` with at least one cell file, and
+  ``bench.json`` or ``summary.md``, and nothing a publication would not contain: no hidden or
+  linked entry; top-level files only among the report's names (`lenbench.page.REPORT_FILES`,
+  `COST_FILES`, ``bench.json``, ``index.html``, the figures ``{PLOT_STEMS}.{png,svg}``);
+  ``cells/`` only cell files (``<cell_id>.json`` holding a JSON object with that ``cell_id`` and
+  its ``rows``); ``encodings/`` only ``*.png`` / ``*.svg``. Publishing over it writes the marker
+  into it first, so the next publish (and any leftover of this one) is recognised by the marker.
+
+Anything else (a user's directory with a ``thesis.txt`` in it, say) is refused in one line, as is
+a target that is the working directory or one of its parents (``--to .``), that equals or contains
+the run directory, or that is a file.
+
+Kills. The stage is ``.<name>.publish-<pid>-<random>`` and the moved-aside old publication
+``.<name>.replaced-<pid>``, both beside the target; the stage's marker says ``"state": "staging"``
+until it is complete (then ``"complete"``), and a publication is deleted marker last. A kill can
+leave such directories; the next `publish` to that target, and `lenbench report` on it, first
+recover (`recover`): when the target is missing (a kill between the two renames) they finish the
+new publication if its stage is complete, else restore the old one; then they remove the
+leftovers they can prove are their own (that name pattern, a writer pid that is no longer alive on
+this machine, and a marker, the older-publication form above, or nothing at all inside), and say
+so in one line. Leftovers they cannot prove are left alone and named in that line.
+
+A full disk is refused before staging when the free space beside the target is below what the
+publication needs (the run's cells and benchmark JSON plus the old report's size), and otherwise
+ends the staging with one line; either way the old publication is left as it was.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from lenbench.atomic import check_writable
+from lenbench.atomic import DiskFullError, check_writable, format_bytes, free_bytes, is_disk_full
+from lenbench.publication import check_target_path, recover, remove_publication, target_kind, write_marker
 
 DEFAULT_TARGET = Path("results")
+
+Log = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def _umask() -> int:
@@ -32,62 +75,145 @@ def _umask() -> int:
 
 
 def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_json: str | Path | None = None,
-            plots: bool = True) -> list[Path]:
+            plots: bool = True, log: Log = _stderr) -> list[Path]:
     """Copy a run's cells (and benchmark JSON) into `to` and rebuild the report there, atomically.
 
     Args:
         run_dir: a results directory of `lenbench run` / `pytest bench` (with ``cells/*.json``).
-        to: the published directory (default ``results``); replaced as a whole.
+        to: the published directory (default ``results``); replaced as a whole, so it must be
+            absent, empty or a publication (module docstring).
         benchmark_json: the run's pytest-benchmark JSON (``--benchmark-json``); its extrapolation
             rows must be the rows of ``run_dir/cells`` (the published tests check that), and its
             kernel timings become the published speed baseline. None: cells only, and the report
             is built from them.
         plots: also write the figures (`write_report`'s `plots`).
+        log: where the one-line note of a recovery from a killed publish goes (default stderr).
 
     Returns:
         The published paths, under `to`.
 
     Raises:
         ValueError: one line naming the problem and the fix (no cells, rows that differ between
-            the benchmark JSON and the cells, `to` equal to `run_dir`, an unwritable target).
+            the benchmark JSON and the cells, a target that is not a publication, is the working
+            directory, equals or contains `run_dir`, or is not writable).
+        DiskFullError: not enough space beside `to` (one line; the old publication is unchanged).
     """
-    from lenbench.page import write_report
-    from lenbench.results import load_results
-
-    run_dir, to = Path(run_dir), Path(to)
+    run_dir, shown = Path(run_dir), Path(to)
     cells = run_dir / "cells"
     if not cells.is_dir() or not any(cells.glob("*.json")):
         raise ValueError(f"{run_dir} has no cells/*.json; give the results directory of a finished run "
                          "(e.g. runs/quick after `pytest bench --benchmark-json runs/bench.json`)")
-    if to.resolve() == run_dir.resolve():
-        raise ValueError(f"--to {to} is the run directory itself; publish into another directory (default results)")
+    to = check_target_path(shown, run_dir)
     if benchmark_json is not None:
-        benchmark_json = Path(benchmark_json)
-        if not benchmark_json.is_file():
-            raise ValueError(f"--benchmark-json {benchmark_json}: no such file; give the file written by "
-                             "`pytest bench --benchmark-json FILE`")
-        from_cells, from_json = load_results(run_dir), load_results(benchmark_json)
-        if not from_cells.equals(from_json):
-            raise ValueError(f"{benchmark_json} and {cells} hold different rows ({len(from_json)} vs {len(from_cells)}); "
-                             "publish the benchmark JSON of the same run (same --suite and --results-dir, no -k)")
-    parent = check_writable(to.resolve().parent, "publish target's parent directory")
-    stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{to.name}.publish-"))
+        benchmark_json = _same_rows(run_dir, Path(benchmark_json))
+    parent = check_writable(to.parent, "publish target's parent directory")
+    note = recover(to)
+    if note:
+        log(note)
+    kind = target_kind(to, shown)
+    files = sorted(cells.glob("*.json"))  # finished cells only: no locks, checkpoints, *.corrupt
+    needed = _space_needed([*files, *([benchmark_json] if benchmark_json is not None else [])], to)
+    _check_space(parent, needed, run_dir, shown)
+    stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{to.name}.publish-{os.getpid()}-"))
     os.chmod(stage, 0o777 & ~_umask())
     old = parent / f".{to.name}.replaced-{os.getpid()}"
     try:
-        (stage / "cells").mkdir()
-        for path in sorted(cells.glob("*.json")):  # finished cells only: no locks, checkpoints, *.corrupt
-            shutil.copy2(path, stage / "cells" / path.name)
-        if benchmark_json is not None:
-            shutil.copy2(benchmark_json, stage / "bench.json")
-        write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
+        _fill_stage(stage, files, benchmark_json, plots)
         if to.exists():
+            if kind == "older publication":
+                write_marker(to, "complete")  # its leftover, if killed from here on, is provably ours
             os.replace(to, old)
         os.replace(stage, to)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+    except BaseException as err:
+        staged = _tree_size(stage) if is_disk_full(err) else 0
+        _discard(stage)
         if old.exists() and not to.exists():
             os.replace(old, to)  # put the previous publication back
+        if is_disk_full(err):
+            raise _staging_disk_full(parent, staged, needed, run_dir, shown) from None
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    try:
+        remove_publication(old)
+    except OSError as err:
+        log(f"lenbench: warning: published {shown}, but could not remove the previous publication {old} "
+            f"({err.strerror or err}); the next publish removes it")
     return sorted(p for p in to.rglob("*") if p.is_file())
+
+
+def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plots: bool) -> None:
+    """Write a complete publication into `stage`: marker (staging), cells, benchmark JSON, report,
+    then the marker again (complete).
+
+    Args:
+        stage: the new, empty staging directory beside the target.
+        cells: the run's finished cell files.
+        benchmark_json: the run's benchmark JSON, or None.
+        plots: also write the figures.
+    """
+    from lenbench.page import write_report
+
+    write_marker(stage, "staging")
+    (stage / "cells").mkdir()
+    for path in cells:
+        shutil.copy2(path, stage / "cells" / path.name)
+    if benchmark_json is not None:
+        shutil.copy2(benchmark_json, stage / "bench.json")
+    write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
+    write_marker(stage, "complete")
+
+
+def _same_rows(run_dir: Path, benchmark_json: Path) -> Path:
+    """`benchmark_json`, once it is shown to be a file holding the rows of `run_dir`'s cells."""
+    from lenbench.results import load_results
+
+    if not benchmark_json.is_file():
+        raise ValueError(f"--benchmark-json {benchmark_json}: no such file; give the file written by "
+                         "`pytest bench --benchmark-json FILE`")
+    from_cells, from_json = load_results(run_dir), load_results(benchmark_json)
+    if not from_cells.equals(from_json):
+        raise ValueError(f"{benchmark_json} and {run_dir / 'cells'} hold different rows ({len(from_json)} vs "
+                         f"{len(from_cells)}); publish the benchmark JSON of the same run (same --suite and "
+                         "--results-dir, no -k)")
+    return benchmark_json
+
+
+def _discard(stage: Path) -> None:
+    try:
+        remove_publication(stage)
+    except OSError:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+# --- a full disk ---------------------------------------------------------------------------------
+
+
+def _tree_size(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink()) \
+        if directory.is_dir() else 0
+
+
+def _space_needed(files: list[Path], target: Path) -> int:
+    """Bytes a publication of `files` needs beside `target`: the files, plus the report, estimated
+    by the old publication's report (its files outside cells/ and bench.json)."""
+    report = 0
+    if target.is_dir():
+        report = sum(p.stat().st_size for p in target.rglob("*") if p.is_file() and not p.is_symlink()
+                     and p.relative_to(target).parts[0] not in ("cells", "bench.json"))
+    return sum(p.stat().st_size for p in files) + report
+
+
+def _check_space(parent: Path, needed: int, run_dir: Path, shown: Path) -> None:
+    free = free_bytes(parent)
+    if free is not None and free < needed:
+        raise DiskFullError(f"disk full: not enough space in {str(parent)!r} to publish {run_dir} to {shown}: it needs "
+                            f"about {format_bytes(needed)} (cells, benchmark JSON and report), {format_bytes(free)} free "
+                            f"there; free space there and rerun ({shown} is unchanged)", parent)
+
+
+def _staging_disk_full(parent: Path, staged: int, needed: int, run_dir: Path, shown: Path) -> DiskFullError:
+    free = free_bytes(parent)
+    need = f"about {format_bytes(needed)}" if needed > staged else "more than that"
+    return DiskFullError(f"disk full: ran out of space in {str(parent)!r} while publishing {run_dir} to {shown} "
+                         f"({format_bytes(staged)} staged when the disk filled; it needs {need}, "
+                         f"{'unknown space' if free is None else format_bytes(free)} free now that the stage is "
+                         f"removed); {shown} is unchanged: free space there and rerun", parent)

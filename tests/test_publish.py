@@ -14,6 +14,7 @@ from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
 from lenbench.page import REPORT_FILES, write_report
+from lenbench.publication import MARKER
 from lenbench.publish import publish
 from lenbench.results import load_results
 
@@ -60,6 +61,7 @@ def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run,
     run = main_command_run / "runs"
     target = tmp_path / "published"
     target.mkdir()
+    (target / MARKER).write_text('{"lenbench_publication": 1, "state": "complete"}')  # an earlier publication
     (target / "stale.png").write_text("from an older publication")
     assert main(["publish", str(run / "tiny"), "--benchmark-json", str(run / "bench.json"),
                  "--to", str(target), "--no-plots"]) == 0

@@ -1,0 +1,244 @@
+"""What a publication is, and recovering what a killed `lenbench publish` left (the rules are in
+`lenbench.publish`'s docstring: which targets may be replaced, the marker, the older-publication
+form, the leftovers' names and when they are provably a publish's own)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+from lenbench.atomic import atomic_write_json
+
+#: The marker every publication carries (written first into a stage, removed last from a deleted one).
+MARKER = ".lenbench-publication"
+MARKER_FORMAT = 1
+#: The figures `lenbench.page.write_report` writes at the top of a report (each as .png and .svg).
+PLOT_STEMS = ("extrapolation", "leaderboard_heatmap", "position_loss", "needle_depth", "cost", "quality_cost")
+
+
+# --- the target: what publishing may replace ----------------------------------------------------
+
+
+def check_target_path(to: str | Path, run_dir: str | Path) -> Path:
+    """The resolved target, once it is shown not to be the working directory (or a parent of it),
+    the run directory or a parent of it, or a file; else a one-line ValueError.
+
+    Args:
+        to: the target as given (``--to``).
+        run_dir: the run being published.
+    """
+    shown, target = Path(to), Path(to).resolve()
+    cwd, run = Path.cwd().resolve(), Path(run_dir).resolve()
+    if target == cwd or target in cwd.parents:
+        where = "the working directory" if target == cwd else f"a parent of the working directory {str(cwd)!r}"
+        raise ValueError(f"--to {shown} is {where}; publishing replaces the target as a whole, so give a "
+                         "directory of its own (default results)")
+    if target == run:
+        raise ValueError(f"--to {shown} is the run directory itself; publish into another directory (default results)")
+    if target in run.parents:
+        raise ValueError(f"--to {shown} contains the run directory {run_dir}; publishing replaces {shown} as a whole "
+                         "and would delete the run: publish into a directory outside it (default results)")
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"--to {shown} is a file, not a directory; give a directory (new, empty or a previous "
+                         "publication)")
+    return target
+
+
+def target_kind(target: Path, shown: str | Path | None = None) -> str:
+    """What `target` is: "absent", "empty", "publication" (it has the marker) or "older publication"
+    (module docstring); anything else is refused with a one-line ValueError naming what is in it."""
+    if not target.exists():
+        return "absent"
+    if not any(target.iterdir()):
+        return "empty"
+    if read_marker(target) is not None:
+        return "publication"
+    foreign = foreign_entries(target)
+    if not foreign and _has_report_and_cells(target):
+        return "older publication"
+    shown = shown if shown is not None else target
+    held = f"it holds {', '.join(foreign[:3])}{', …' if len(foreign) > 3 else ''}" if foreign else \
+        "it has no cells/ with bench.json or summary.md"
+    raise ValueError(f"--to {shown} is not a lenbench publication (no {MARKER} file, and {held}); publishing replaces "
+                     "the target as a whole and never deletes what it did not make: give a new or empty directory, "
+                     "or a previous publication")
+
+
+def read_marker(directory: Path) -> dict | None:
+    """The publication marker in `directory` (a dict with key ``lenbench_publication``), or None."""
+    try:
+        data = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "lenbench_publication" in data else None
+
+
+def write_marker(directory: Path, state: str) -> None:
+    """Write (atomically) the marker of a publication in `directory`, in `state` ("staging" or "complete")."""
+    atomic_write_json(directory / MARKER, {
+        "lenbench_publication": MARKER_FORMAT, "state": state,
+        "note": "written by `lenbench publish`, which replaces this directory as a whole; "
+                "without this file it refuses to"})
+
+
+def published_names() -> frozenset[str]:
+    """The names of the top-level files a report (and so a publication) may hold."""
+    from lenbench.page import COST_FILES, REPORT_FILES
+
+    figures = {f"{stem}.{ext}" for stem in PLOT_STEMS for ext in ("png", "svg")}
+    return frozenset({"bench.json", "index.html", *REPORT_FILES, *COST_FILES, *figures})
+
+
+def foreign_entries(directory: Path) -> list[str]:
+    """The entries of `directory` a publication would not contain (relative names, sorted); the
+    marker aside."""
+    names = published_names()
+    foreign = []
+    for entry in sorted(directory.iterdir()):
+        if entry.name == MARKER and entry.is_file() and not entry.is_symlink():
+            continue
+        if entry.is_symlink() or entry.name.startswith("."):
+            foreign.append(entry.name)
+        elif entry.name in ("cells", "encodings") and entry.is_dir():
+            suffixes = (".json",) if entry.name == "cells" else (".png", ".svg")
+            foreign += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
+                        if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
+                        or (entry.name == "cells" and not _is_cell_file(p))]
+        elif not (entry.is_file() and entry.name in names):
+            foreign.append(entry.name + ("/" if entry.is_dir() else ""))
+    return foreign
+
+
+def _is_cell_file(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("cell_id") == path.stem and isinstance(data.get("rows"), list)
+
+
+def is_older_publication(directory: Path) -> bool:
+    """Whether `directory` is an unmarked publication of an earlier version (module docstring)."""
+    return _has_report_and_cells(directory) and not foreign_entries(directory)
+
+
+def _has_report_and_cells(directory: Path) -> bool:
+    cells = directory / "cells"
+    return (cells.is_dir() and any(cells.glob("*.json"))
+            and ((directory / "bench.json").is_file() or (directory / "summary.md").is_file()))
+
+
+# --- kills: recovering what a killed publish left -----------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftover:
+    """A directory a publish writes beside its target: its stage or the moved-aside old publication."""
+
+    path: Path
+    kind: str  # "stage" or "replaced"
+    pid: int
+    state: str | None  # "staging", "complete", "empty", or None: not provably a publication
+
+
+def leftovers(target: Path) -> list[Leftover]:
+    """The stages (``.<name>.publish-<pid>-*``) and moved-aside publications (``.<name>.replaced-<pid>``)
+    beside `target`, with their state (`Leftover.state`)."""
+    prefixes = (("stage", f".{target.name}.publish-"), ("replaced", f".{target.name}.replaced-"))
+    found = []
+    try:
+        entries = sorted(target.parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        for kind, prefix in prefixes:
+            if not entry.name.startswith(prefix) or entry.is_symlink() or not entry.is_dir():
+                continue
+            rest = entry.name[len(prefix):]
+            pid = rest.split("-", 1)[0] if kind == "stage" else rest
+            if pid.isdigit() and (kind == "replaced" or "-" in rest):
+                found.append(Leftover(entry, kind, int(pid), _state(entry)))
+    return found
+
+
+def _state(directory: Path) -> str | None:
+    marker = read_marker(directory)
+    if marker is not None:
+        return "staging" if marker.get("state") == "staging" else "complete"
+    if not any(directory.iterdir()):
+        return "empty"
+    return "complete" if is_older_publication(directory) else None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` may still be running on this machine (this very process counts as not:
+    its own leftovers cannot exist before it made any, so they are an earlier process's)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError, OSError):
+        return False
+    return True
+
+
+def recover(target: str | Path) -> str | None:
+    """Recover what killed publishes left beside `target` (module docstring, "Kills").
+
+    Args:
+        target: the published directory (present or, after a kill between the renames, absent).
+
+    Returns:
+        One line saying what was restored, finished, removed and left, or None when there was nothing.
+    """
+    target = Path(target).absolute()
+    dead = [x for x in leftovers(target) if not pid_alive(x.pid)]
+    if not dead:
+        return None
+    ours = [x for x in dead if x.state is not None]
+    done = []
+    if not target.exists() and not target.is_symlink():
+        finished = _newest([x for x in ours if x.kind == "stage" and x.state == "complete"])
+        previous = _newest([x for x in ours if x.kind == "replaced" and x.state == "complete"])
+        pick = finished or previous
+        if pick is not None:
+            os.replace(pick.path, target)
+            ours.remove(pick)
+            done.append(f"{'finished the new publication' if pick is finished else 'restored the previous one'} "
+                        f"({pick.path.name} → {target.name})")
+    for x in ours:
+        remove_publication(x.path)
+    pids = ", ".join(sorted({str(x.pid) for x in dead}))
+    if ours:
+        done.append(f"removed {len(ours)} leftover(s): {', '.join(x.path.name for x in ours)}")
+    foreign = [x.path.name for x in dead if x.state is None]
+    if foreign:
+        done.append(f"left {', '.join(foreign)} (no {MARKER}: not provably a publication; remove it by hand)")
+    return f"lenbench: recovered {target} after a killed publish (pid {pids}): {'; '.join(done)}"
+
+
+def _newest(candidates: list[Leftover]) -> Leftover | None:
+    return max(candidates, key=lambda x: x.path.stat().st_mtime, default=None)
+
+
+def remove_publication(directory: Path) -> None:
+    """Delete a publication (or stage) directory, its marker last, so a kill midway leaves one the
+    next publish can still prove is its own. A missing directory is fine."""
+    if not directory.exists():
+        return
+    for entry in directory.iterdir():
+        if entry.name == MARKER:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    (directory / MARKER).unlink(missing_ok=True)
+    directory.rmdir()
