@@ -9,6 +9,7 @@ mechanisms of `lenbench.parent_watch` are tested one at a time on a plain child 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -78,31 +79,42 @@ def kill_all(pids) -> None:
             pass
 
 
-def training_workers(marker: str) -> dict[int, str] | None:
-    """The marked pool workers once both have torch loaded (they are in a cell), else None."""
+def has_torch(pid: int) -> bool:
+    """Whether process `pid` has loaded torch (a worker that got its first cell)."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def pool_workers_training(marker: str) -> dict[int, str] | None:
+    """The process executor's two marked workers once both have torch loaded, else None."""
     workers = {pid: cmd for pid, cmd in marked(marker).items() if "spawn_main" in cmd}
-
-    def has_torch(pid: int) -> bool:
-        try:
-            return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            return False
-
     return workers if len(workers) == 2 and all(map(has_torch, workers)) else None
 
 
-def assert_killed_driver_leaves_nothing(cmd: list[str]) -> None:
-    """Start `cmd` (a driver with the process executor, 2 workers), SIGKILL it alone mid-cell,
-    and check that its workers and resource tracker exit and its output pipes reach EOF."""
+def ray_tasks_running(marker: str) -> dict[int, str] | None:
+    """The marked Ray workers running a cell (`ray::run_on_worker`) with torch loaded, else None."""
+    workers = {pid: cmd for pid, cmd in marked(marker).items() if cmd.startswith("ray::run_on_worker")}
+    return workers if workers and all(map(has_torch, workers)) else None
+
+
+def kill_driver_mid_cell(cmd: list[str], ready) -> dict[int, str]:
+    """Start `cmd` (a driver) in its own session, SIGKILL it alone once `ready(marker)` finds its
+    workers in a cell, and check that every process it started exits and that its output pipes
+    reach end-of-file (no survivor holds them). Returns what ran beside the driver before the kill.
+
+    Args:
+        cmd: the driver's command line (run from the checkout, with it on PYTHONPATH).
+        ready: marker → the processes running cells, or None while they are not there yet.
+    """
     marker = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(ROOT), MARKER: marker}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
-        workers = wait_for(lambda: training_workers(marker), 300, "two training workers")
+        workers = wait_for(lambda: ready(marker), 300, "the workers to start a cell")
         children = {pid: cmd for pid, cmd in marked(marker).items() if pid != proc.pid}
-        assert sorted("tracker" if "resource_tracker" in c else "worker" for c in children.values()) == [
-            "tracker", "worker", "worker"], children
         assert set(workers) <= set(children)
 
         proc.kill()  # the driver only, not its process group
@@ -113,26 +125,47 @@ def assert_killed_driver_leaves_nothing(cmd: list[str]) -> None:
         if err is None:
             pytest.fail(f"the driver's output pipes stayed open after its SIGKILL; alive: {marked(marker)}")
         assert proc.returncode == -signal.SIGKILL
-        assert wait_for(lambda: not marked(marker), GRACE_S, "the workers and resource tracker to exit")
+        assert wait_for(lambda: not marked(marker), GRACE_S, "every process of the driver to exit")
         assert b"Traceback" not in err, err.decode()[-2000:]
+        return children
     finally:
         kill_all([proc.pid, *marked(marker)])
         proc.wait()
 
 
+def kinds(children: dict[int, str]) -> list[str]:
+    """The process executor's children by kind: ["tracker", "worker", "worker"] for two workers."""
+    return sorted("tracker" if "resource_tracker" in c else "worker" if "spawn_main" in c else c
+                  for c in children.values())
+
+
 def test_sigkilled_lenbench_run_leaves_no_process(tmp_path):
     suite = write_suite(tmp_path, SLOW)
-    assert_killed_driver_leaves_nothing(
+    children = kill_driver_mid_cell(
         [sys.executable, "-m", "lenbench.cli", "run", "--suite", str(suite), "--out", str(tmp_path / "out"),
-         "--device", "cpu", "--executor", "process", "--workers", "2", "--quiet"])
+         "--device", "cpu", "--executor", "process", "--workers", "2", "--quiet"], pool_workers_training)
+    assert kinds(children) == ["tracker", "worker", "worker"]
 
 
 def test_sigkilled_pytest_bench_leaves_no_process(tmp_path):
     suite = write_suite(tmp_path, SLOW)
-    assert_killed_driver_leaves_nothing(
+    children = kill_driver_mid_cell(
         [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cpu",
          "--results-dir", str(tmp_path / "results"), "--executor", "process", "--workers", "2",
-         "-q", "-p", "no:cacheprovider"])
+         "-q", "-p", "no:cacheprovider"], pool_workers_training)
+    assert kinds(children) == ["tracker", "worker", "worker"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason='Ray is not installed (pip install -e ".[ray]")')
+def test_sigkilled_lenbench_run_on_a_local_ray_leaves_no_process(tmp_path):
+    """Ray's own fate sharing: the node processes a driver's `ray.init` starts (gcs_server, raylet,
+    dashboard, monitors) die with it, and its workers with the raylet."""
+    suite = write_suite(tmp_path, {**SLOW, "resources": {"num_cpus": 1}})
+    children = kill_driver_mid_cell(
+        [sys.executable, "-m", "lenbench.cli", "run", "--suite", str(suite), "--out", str(tmp_path / "out"),
+         "--device", "cpu", "--executor", "ray", "--quiet"], ray_tasks_running)
+    started = " ".join(children.values())
+    assert all(name in started for name in ("gcs_server", "raylet", "ray::run_on_worker")), children
 
 
 # --- the mechanisms, one at a time ------------------------------------------------------------
