@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
+from lenbench.parent_watch import watch_parent
 from lenbench.registry import Registry
 from lenbench.suite import Cell
 
@@ -116,7 +117,14 @@ class SerialExecutor(Executor):
 
 @EXECUTORS.register("process", set_name=True)
 class ProcessExecutor(Executor):
-    """A local pool of `workers` spawned processes; each cell keeps its job's thread count."""
+    """A local pool of `workers` spawned processes; each cell keeps its job's thread count.
+
+    The workers die with this process even when it is SIGKILLed (`lenbench.parent_watch`): on
+    Linux by the kernel's parent-death signal, which follows the thread that started them (the
+    one iterating `run`, which starts them all while submitting), and everywhere by a watchdog
+    thread on multiprocessing's parent sentinel. With them goes multiprocessing's resource
+    tracker (it exits when the last process holding its pipe does).
+    """
 
     def __init__(self, workers: int = 2, **_: Any) -> None:
         if workers < 1:
@@ -126,7 +134,8 @@ class ProcessExecutor(Executor):
 
     def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
         ctx = multiprocessing.get_context("spawn")
-        self._pool = futures.ProcessPoolExecutor(self.workers, mp_context=ctx)
+        self._pool = futures.ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=watch_parent,
+                                                 initargs=(os.getpid(),))
         pending = {self._pool.submit(compute_cell, job) for job in jobs}
         for done in futures.as_completed(pending):
             yield done.result()

@@ -21,7 +21,12 @@ Faults:
     * Ctrl-C or any error in the driver stops every outstanding task: when the executor started
       or joined Ray itself (the CLI, `pytest bench`), by disconnecting the driver, which ends the
       job so that Ray kills the workers running its tasks (a cluster it only joined keeps
-      running); inside a Ray session the caller opened, by `ray.cancel` of each task.
+      running); inside a Ray session the caller opened, by `ray.cancel` of each task;
+    * a SIGKILLed driver runs none of that, and needs not: the local Ray its `ray.init` started
+      (gcs_server, raylet, dashboard, monitors) shares its fate (Ray's own: the kernel's
+      parent-death signal on Linux, a reaper process elsewhere), and the workers exit with the
+      raylet, all within seconds (`tests/test_trust_orphans.py`). A cluster it only joined is not
+      its to end and keeps running.
 
 Code on the workers: the tasks get this checkout on their PYTHONPATH, so a local Ray (or a cluster
 whose nodes share this path) imports the driver's lenbench; on a multi-machine cluster install
