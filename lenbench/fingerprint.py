@@ -25,7 +25,7 @@ environment, which the id does not see; the fingerprint covers them:
   tests/test_trust_fingerprint.py keeps every other path load out of the closure.
   Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `closure.py`,
   `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `engine.py`, `evaluate.py`,
-  `executors.py`, `fingerprint.py`, `memory.py`, `model.py`, `numerics.py`, `ray_executor.py`, `registry.py`,
+  `executors.py`, `fingerprint.py`, `memory.py`, `model.py`, `numerics.py`, `parent_watch.py`, `ray_executor.py`, `registry.py`,
   `suite.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
   cell), plus its encoding's and task's modules.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU

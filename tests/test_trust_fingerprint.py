@@ -139,7 +139,7 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     assert source_files(cells["alibi/copy"]) == [
         "__init__.py", "atomic.py", "baselines.py", "closure.py", "device.py", "encodings/alibi.py",
         "encodings/base.py", "encodings/rope_scaling.py", "engine.py", "evaluate.py", "executors.py",
-        "fingerprint.py", "memory.py", "model.py", "numerics.py", "ray_executor.py", "registry.py", "suite.py",
+        "fingerprint.py", "memory.py", "model.py", "numerics.py", "parent_watch.py", "ray_executor.py", "registry.py", "suite.py",
         "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
         "encodings/rope.py", "tasks/lm.py"}

@@ -29,7 +29,7 @@ MARKER = "LENBENCH_TEST_ORPHAN_MARKER"
 #: Cells that train far longer than the test waits: the driver is killed mid-cell.
 SLOW = {**TINY_SUITE, "train": {**TINY_SUITE["train"], "steps": 100_000}}
 #: How long the survivors get to exit after the kill (they take milliseconds; the machine may be busy).
-GRACE_S = 15.0
+GRACE_S = 30.0
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(),
                                 reason="finds the processes through /proc (Linux)")
