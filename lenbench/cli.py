@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
-from lenbench.device import DEVICES
+# Nothing heavy at module level (torch, pandas): `main` imports them inside its handling of
+# Ctrl-C, so an interrupt while they load ends in one line, not a traceback.
 
 
 def _list(what: str) -> int:
@@ -64,6 +66,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     import lenbench
+    from lenbench.device import DEVICES
 
     parser = argparse.ArgumentParser(prog="lenbench", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"lenbench {lenbench.__version__}")
@@ -223,7 +226,26 @@ def summary_table(out: Path) -> str:
         float_format=lambda v: f"{v:.3f}", na_rep="fail")
 
 
+INTERRUPTED = "lenbench: interrupted; finished cells are kept, rerun the same command to resume"
+
+
+def _interrupted() -> int:
+    """Say once that the command was interrupted (a second Ctrl-C now is ignored); exit status 130."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(INTERRUPTED, file=sys.stderr)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line. Exit status: 0 done, 1 a regression (`compare`), 2 bad input (one line),
+    130 interrupted by Ctrl-C at any point, imports included (one line)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # the executor has cancelled its outstanding cells on the way out
+        return _interrupted()
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "list":
@@ -250,9 +272,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"lenbench: error: {disk_full_message(err)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # the executor has cancelled its outstanding cells on the way out
-        print("lenbench: interrupted; finished cells are kept, rerun the same command to resume", file=sys.stderr)
-        return 130
     return 0
 
 

@@ -30,6 +30,8 @@ import io
 import json
 import math
 import os
+import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -156,8 +158,23 @@ def checkpoint_bytes(state_dict: dict, meta: dict) -> bytes:
 
 
 def load_checkpoint_bytes(data: bytes, device: torch.device) -> tuple[dict, dict]:
-    """(state_dict, meta) of a checkpoint file's bytes."""
-    obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    """(state_dict, meta) of a checkpoint file's bytes.
+
+    Raises:
+        ValueError: not a lenbench checkpoint; one line (torch's several-paragraph refusal of a
+            file holding pickled objects becomes "not a weights-only file …").
+    """
+    try:
+        obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        found = re.search(r"GLOBAL (\S+)", text)
+        if found:
+            raise ValueError(f"not a weights-only file: it holds pickled objects such as {found.group(1)}, which are "
+                             "never loaded") from None
+        advice = ("Weights only load failed", "Check the documentation", "Please file an issue", "(1)", "(2)")
+        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(advice)]
+        raise ValueError(f"unreadable checkpoint ({lines[0] if lines else 'UnpicklingError'})") from None
     if not isinstance(obj, dict) or obj.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"not a lenbench checkpoint of format {CHECKPOINT_FORMAT}")
     return obj["state_dict"], obj["meta"]
@@ -287,6 +304,7 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
         result["fingerprint"] = fingerprint.to_json()
         provenance.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
         base.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
+        task.check_train_len(cell.train_len)  # e.g. an lm corpus too short: one line, nothing trained
         metrics = task_metrics(task)
         model, train_seconds = _trained_model(cell, task, cache, device, progress)
         train_tokens = task.seq_len(cell.train_len)
@@ -330,6 +348,9 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
         # a task and seed; results.normalize keeps one copy).
         rows += baseline_rows(task, cell.train_len, cell.eval.ratios, samples=cell.eval.samples,
                               tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed, base=base)
+        nothing = every_measurement_failed(rows, cell.encoding.key)
+        if nothing:
+            result.update(status="failed", error=nothing)
     except Exception as err:
         result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
         if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint
@@ -340,6 +361,20 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
         row.update(timestamp=timestamp, train_seconds=train_seconds)
     result.update(seconds=time.perf_counter() - start, train_seconds=train_seconds, timestamp=timestamp)
     return result
+
+
+def every_measurement_failed(rows: list[dict], label: str) -> str:
+    """The reason a cell failed although it ran to the end: every whole-length measurement of its
+    own model (encoding `label`, any variant) failed; "" when at least one succeeded (or none exists).
+
+    Args:
+        rows: the cell's rows (baseline rows carry other encoding labels and do not count).
+        label: the cell's encoding label.
+    """
+    own = [r for r in rows if r["encoding"] == label and not r.get("bucket")]
+    if not own or any(r["status"] != "failed" for r in own):
+        return ""
+    return f"every measurement failed ({len(own)} of {len(own)}); the first: {own[0]['error']}"
 
 
 def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio: float, row_base: dict,

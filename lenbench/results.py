@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lenbench.escape import uncsv_frame
 from lenbench.evaluate import METRICS, PRIMARY_METRIC
 
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
@@ -304,8 +305,10 @@ def csv_kind(columns: Iterable[str]) -> str:
 
 
 def _read_csv_strings(path: Path) -> pd.DataFrame:
+    """Every cell of a CSV as a string, with the writer's formula quoting undone
+    (`lenbench.escape.csv_uncell`)."""
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+        return uncsv_frame(pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as err:
         raise ResultsError(f"{path}: unreadable CSV ({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
                            f"expected {EXPECTED_SOURCES}") from None

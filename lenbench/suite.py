@@ -1,15 +1,17 @@
 """Suite presets (YAML) → validated `Suite` → grid cells with stable ids.
 
 A suite names the tasks, encodings, seeds, model and training settings, evaluation ratios and
-inference-time variants. It is read with `yaml.safe_load`; every unknown key, task, encoding or
-variant is an error naming the file, the key and the closest valid name.
+inference-time variants. It is read as safe YAML that rejects a key given twice
+(`lenbench.suite_checks.read_yaml`); every unknown key, task, encoding or variant is an error naming
+the file, the key and the closest valid name.
 
     >>> suite = load_suite("smoke")
     >>> cells = suite.cells()               # task × encoding × train_len × seed
     >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
 
-Every number is range-checked at load time (`RANGES`): a value out of range is a one-line
-`SuiteError` naming the file, the key, the value and the valid range. Float fields also accept
+Every number is range-checked at load time (`RANGES`; seeds and encoding parameters:
+`lenbench.suite_checks`, each encoding built once for the suite's model): a value out of range is
+a one-line `SuiteError` naming the file, the key, the value and the valid range. Float fields also accept
 numeric strings, since PyYAML reads an exponent without a sign or dot (``1e-3``, ``1.0e9``) as a
 string. A grid entry listed twice (same task and length, same encoding label, same seed, same
 variant) runs once, with a `SuiteWarning`. The suite `name` becomes a directory (``runs/<name>``):
@@ -37,6 +39,7 @@ import lenbench
 from lenbench.encodings import ENCODINGS
 from lenbench.encodings.rope_scaling import ADAPTIVE_FACTOR, LENGTH_ADAPTIVE, ROPE_TYPES
 from lenbench.registry import check_keywords, did_you_mean
+from lenbench.suite_checks import DuplicateKeyError, check_seed, probe_encoding, read_yaml
 from lenbench.tasks import TASKS
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "bench" / "suites"
@@ -361,7 +364,10 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if not path.is_file():
         raise SuiteError(f"suite file {str(path)!r} does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path)
+    except DuplicateKeyError as err:
+        raise SuiteError(f"{path}: line {err.line}: duplicate key {err.key!r} (first given on line {err.first}); "
+                         "YAML would keep only the last value: keep one") from None
     except UnicodeDecodeError as err:
         raise SuiteError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason}); a suite is a YAML file") from None
     except yaml.YAMLError as err:
@@ -451,6 +457,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.grad_clip": (lambda v: v > 0, "> 0 (.inf: no clipping)"),
     "eval.samples": (lambda v: v >= 1, ">= 1"),
     "eval.tokens_per_batch": (lambda v: v >= 1, ">= 1"),
+    "eval.memory_budget_gb": (lambda v: 0 <= v < math.inf, "0 for automatic, or a positive finite number of GiB"),
     "variants.finetune_steps": (lambda v: v >= 0, ">= 0"),
     "variants.finetune_ratio": (lambda v: 1 <= v < math.inf, ">= 1 and finite, with finetune_steps > 0"),
     "variants.finetune_lr": (lambda v: 0 < v < math.inf, "> 0 and finite, with finetune_steps > 0"),
@@ -565,6 +572,11 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         if lens:
             tasks.append(TaskSpec(name=name, train_len=tuple(lens), params=params))
 
+    model = _typed(ModelSpec, data.get("model") or {}, "model", source)
+    _check_ranges(model, "model", source)
+    if model.d_model % model.n_heads:
+        raise SuiteError(f"{source}: model.d_model = {model.d_model} is out of range (valid: a multiple of "
+                         f"model.n_heads = {model.n_heads})")
     encodings = []
     for i, e in enumerate(_entries(data["encodings"], "encodings", source)):
         where = f"encodings[{i}]"
@@ -572,6 +584,9 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         name = _name("encoding", e.get("name"), ENCODINGS, where, source)
         params = _params(e, where, source,
                          lambda p, n=name: check_keywords(f"encoding {n!r}", ENCODINGS.get(n).__init__, p, skip=("dims",)))
+        reason = probe_encoding(name, params, model.d_model, model.n_heads)  # every parameter in range, now
+        if reason:
+            raise SuiteError(f"{source}: {where}: {reason}")
         encodings.append(EncodingSpec(name=name, params=params, label=str(e.get("label", ""))))
     encodings = _dedupe(encodings, key=lambda e: (e.name, _canon(e.params), e.key),
                         what=lambda e: f"encoding {e.key!r}", source=source)
@@ -612,14 +627,11 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
     seeds = (seeds,) if isinstance(seeds, int) else tuple(seeds) if isinstance(seeds, list) else ()
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise SuiteError(f"{source}: seeds must be an integer or a list of integers (not true/false), got {data.get('seeds')!r}")
-    if any(s < 0 for s in seeds):
-        raise SuiteError(f"{source}: seeds = {min(seeds)} is out of range (valid: >= 0)")
+    for s in seeds:
+        valid = check_seed(s)
+        if valid:
+            raise SuiteError(f"{source}: seeds = {s} is out of range (valid: {valid})")
     seeds = tuple(_dedupe(list(seeds), key=lambda s: s, what=lambda s: f"seed {s}", source=source))
-    model = _typed(ModelSpec, data.get("model") or {}, "model", source)
-    _check_ranges(model, "model", source)
-    if model.d_model % model.n_heads:
-        raise SuiteError(f"{source}: model.d_model = {model.d_model} is out of range (valid: a multiple of "
-                         f"model.n_heads = {model.n_heads})")
     train = _typed(TrainSpec, data.get("train") or {}, "train", source)
     _check_ranges(train, "train", source)
     if train.length_sampling not in ("fixed", "uniform"):

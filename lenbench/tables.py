@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from lenbench import stats
+from lenbench.escape import csv_text, md_cell, md_text
 from lenbench.evaluate import METRICS
 from lenbench.results import (
     COLUMNS,
@@ -231,8 +232,9 @@ def read_leaderboard_csv(path: str | Path) -> pd.DataFrame:
 
 
 def to_csv_text(df: pd.DataFrame) -> str:
-    """CSV text with floats written by repr (exact round trip), NaN as empty, inf as "inf"."""
-    return df.to_csv(index=False, lineterminator="\n", na_rep="")
+    """CSV text with floats written by repr (exact round trip), NaN as empty, inf as "inf"; string
+    cells a spreadsheet would run as formulas are quoted (`lenbench.escape.csv_text`)."""
+    return csv_text(df)
 
 
 def _fmt(value: float, metric: str = "") -> str:
@@ -262,11 +264,10 @@ def _fmt_ratio(mean: float, lo: float, hi: float) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
-    """A GitHub markdown table (no tabulate needed); `align` per column: "l" or "r"."""
+    """A GitHub markdown table (no tabulate needed); `align` per column: "l" or "r". Every cell
+    is escaped (`lenbench.escape.md_cell`)."""
     align = align or ["l"] * len(header)
-
-    def esc(cell: str) -> str:
-        return str(cell).replace("|", "\\|")
+    esc = md_cell
 
     widths = [max(len(esc(h)), *(len(esc(r[i])) for r in rows)) if rows else len(esc(h)) for i, h in enumerate(header)]
     line = lambda cells: "| " + " | ".join(  # noqa: E731
@@ -325,10 +326,10 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     arrow = {True: "↑", False: "↓"}
     metric = rows["metric"].iloc[0]
     hib = bool(rows["higher_is_better"].iloc[0])
-    parts = [f"## {task} (train length {train_len}, {metric} {arrow[hib]})", ""]
+    parts = [f"## {md_text(task)} (train length {train_len}, {md_text(metric)} {arrow[hib]})", ""]
     methods = sorted(set(rows.loc[rows["kind"] != "baseline", "ci_method"]))
     if methods:
-        parts += [f"Intervals: {'; '.join(methods)}.", ""]
+        parts += [f"Intervals: {md_text('; '.join(methods))}.", ""]
     header = board_header(metric, hib)
 
     def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
@@ -341,14 +342,14 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
                       & (board.wide["kind"] != "variant")]
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
     if ratio_cols:
-        parts += [f"{metric} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
+        parts += [f"{md_text(metric)} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
         lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
                   *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
                  for r in wide.to_dict("records")]
         parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
     for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
         table = variant_table(rows, encoding)
-        parts += [f"### {task}: {encoding} and its inference-time variants (ranked among themselves)", ""]
+        parts += [f"### {md_text(task)}: {md_text(encoding)} and its inference-time variants (ranked among themselves)", ""]
         parts += [markdown_table(header, body(table, "variant_rank"), align), ""]
     return parts
 
@@ -359,12 +360,13 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
     then the overall ranking. Values are ``mean ± 95 % half-width``; shared ranks show as "=3"."""
     parts = ["# lenbench leaderboard", ""]
     if df is not None and len(df):
-        suites = ", ".join(sorted(set(df["suite"]) - {""})) or "?"
+        suites = md_text(", ".join(sorted(set(df["suite"]) - {""})) or "?")
         seeds = sorted(set(df["seed"]))
         prov = {c: ", ".join(sorted(set(df[c]) - {""})) or "?" for c in ("lenbench_version", "torch_version", "device", "git_sha")}
+        prov = {c: md_text(v[:12] if c == "git_sha" else v) for c, v in prov.items()}
         one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
         parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
-                  f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha'][:12]}.", ""]
+                  f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha']}.", ""]
     parts += ["↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its 95 % "
               "hierarchical bootstrap interval (seeds, then evaluation samples). *In-dist*: score at the training "
               "length; *mean past train*: mean over ratios > 1 (a failed length scores 0 accuracy / infinite "
@@ -416,7 +418,7 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIO
         cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
         header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
         align = ["r", "l", *["r"] * (len(cols) + 1)]
-        parts += [f"**{task}** (train length {train_len}, {metric} {arrow[hib]})", "",
+        parts += [f"**{md_text(task)}** (train length {train_len}, {md_text(metric)} {arrow[hib]})", "",
                   markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
                                                        metric), align), ""]
         for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
@@ -424,7 +426,7 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIO
             table = table.iloc[sorted(range(len(table)), key=lambda i: (
                 math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
                 variant_sort_key(table["variant"].iloc[i])))]
-            parts += [f"**{task}**: {encoding} and its inference-time variants, ranked among themselves", "",
+            parts += [f"**{md_text(task)}**: {md_text(encoding)} and its inference-time variants, ranked among themselves", "",
                       markdown_table(header, _summary_body(table, "variant_rank", wide, cols, metric), align), ""]
     ranks = list(board.overall["rank"])
     body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series, "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}",
@@ -507,7 +509,7 @@ def cost_markdown(cost: pd.DataFrame) -> str:
     fused / eager time per length, and the copy and SDPA ratios at the longest length."""
     parts = ["# What it costs", ""]
     device = ", ".join(sorted(set(cost["device_name"]) - {""}) or sorted(set(cost["device"]) - {""})) or "?"
-    parts += [f"Device: {device}. Times are medians of `bench/test_kernels.py`; *fused* is the fastest non-reference "
+    parts += [f"Device: {md_text(device)}. Times are medians of `bench/test_kernels.py`; *fused* is the fastest non-reference "
               "implementation (named in the *fused* column, at the longest length); *copy ×*: fused time over a plain copy of the same bytes "
               "(1 = memory-bandwidth floor); *SDPA ×*: fused time over unbiased causal SDPA at the same length.", ""]
     steps = cost.drop_duplicates("encoding")[["encoding", "train_step_ratio_to_nope"]]
@@ -532,7 +534,7 @@ def cost_markdown(cost: pd.DataFrame) -> str:
                          *(f"{_fmt_seconds(by_t[t]['fused_s'])} / {_fmt_seconds(by_t[t]['eager_s'])}" if t in by_t else "–"
                            for t in lengths),
                          _fmt_x(last["copy_ratio"]) if last else "–", _fmt_x(last["ratio_to_sdpa"]) if last else "–"])
-        parts += [f"## {dtype}", "", markdown_table(header, body, ["l", "l", *["r"] * (len(lengths) + 2)]), ""]
+        parts += [f"## {md_text(dtype)}", "", markdown_table(header, body, ["l", "l", *["r"] * (len(lengths) + 2)]), ""]
     return "\n".join(parts)
 
 

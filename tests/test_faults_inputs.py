@@ -101,7 +101,7 @@ def test_range_errors_are_one_line_on_the_command_line(tmp_path):
 
 def test_numeric_strings_are_accepted_for_float_fields(tmp_path):
     """PyYAML reads `1.0e9` and `1e-3` (no sign, or no dot) as strings; float fields accept them."""
-    text = yaml.safe_dump({k: v for k, v in TINY.items() if k not in ("train", "variants")})
+    text = yaml.safe_dump({k: v for k, v in TINY.items() if k not in ("train", "eval", "variants")})
     text += ("train: {steps: 6, batch_size: 4, lr: 1e-3, warmup: 2, weight_decay: 1.0e-2, grad_clip: 1.0e9}\n"
              "eval: {ratios: [1, 2e0, 4], samples: 4}\n"
              "variants: [{rope_type: linear, finetune_steps: 2, finetune_ratio: 2e0, finetune_lr: 1e-4}]\n")

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, int_param, register_encoding
 
 
 @register_encoding("cope")
@@ -50,9 +50,7 @@ class CoPE(PositionalEncoding):
 
     def __init__(self, dims: EncodingDims, *, npos_max: int = 64):
         super().__init__(dims)
-        if npos_max < 2:
-            raise ValueError(f"cope needs npos_max >= 2, got {npos_max}")
-        self.npos_max = int(npos_max)
+        self.npos_max = int_param(self.name, "npos_max", npos_max, low=2)
         self.pos_emb = nn.Parameter(torch.zeros(self.npos_max, dims.head_dim))  # (P, Dh)
 
     def contextual_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding, shared_rows
+from lenbench.encodings.base import (
+    EncodingDims,
+    PositionalEncoding,
+    int_param,
+    number_param,
+    register_encoding,
+    shared_rows,
+)
 
 #: FIRE's threshold when the training length is unknown (the paper's initial value).
 PAPER_THRESHOLD = 512.0
@@ -55,8 +62,9 @@ class Fire(PositionalEncoding):
     def __init__(self, dims: EncodingDims, *, hidden: int = 32, c: float = 1.0, threshold: float | None = None):
         super().__init__(dims)
         threshold = default_threshold(dims.train_len) if threshold is None else threshold
-        if hidden < 1 or c <= 0 or threshold <= 0:
-            raise ValueError(f"fire needs hidden >= 1, c > 0 and threshold > 0, got {hidden}, {c}, {threshold}")
+        int_param(self.name, "hidden", hidden)
+        number_param(self.name, "c", c)
+        number_param(self.name, "threshold", threshold)
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, dims.n_heads))
         self.c = nn.Parameter(torch.tensor(float(c)))
         self.threshold = nn.Parameter(torch.tensor(float(threshold)))

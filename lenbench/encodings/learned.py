@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, int_param, register_encoding
 
 
 @register_encoding("learned")
@@ -26,7 +26,7 @@ class Learned(PositionalEncoding):
 
     def __init__(self, dims: EncodingDims, *, max_len: int | None = None):
         super().__init__(dims)
-        self.max_len = int(max_len or dims.max_len)
+        self.max_len = int(dims.max_len if max_len is None else int_param(self.name, "max_len", max_len))
         self.table = nn.Embedding(self.max_len, dims.d_model)  # (L, D)
         nn.init.normal_(self.table.weight, mean=0.0, std=0.02)
 

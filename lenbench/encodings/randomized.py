@@ -6,7 +6,13 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, build_encoding, register_encoding
+from lenbench.encodings.base import (
+    EncodingDims,
+    PositionalEncoding,
+    build_encoding,
+    int_param,
+    register_encoding,
+)
 
 
 def sample_sorted_positions(batch: int, n: int, max_position: int, device: torch.device | str) -> torch.Tensor:
@@ -80,10 +86,12 @@ class Randomized(PositionalEncoding):
             raise ValueError(f"randomized eval_positions must be 'sampled' or 'plain', got {eval_positions!r}")
         if sampling not in ("batch", "row"):
             raise ValueError(f"randomized sampling must be 'batch' or 'row', got {sampling!r}")
+        if base_params is not None and not isinstance(base_params, dict):
+            raise ValueError(f"encoding {self.name!r}: base_params = {base_params!r} is out of range (valid: a mapping of "
+                             f"the {base!r} encoding's parameters)")
         self.sampling = sampling
-        self.max_position = int(max_position) if max_position is not None else max(2048, dims.max_len)
-        if self.max_position < 1:
-            raise ValueError(f"randomized max_position must be positive, got {self.max_position}")
+        self.max_position = (int_param(self.name, "max_position", max_position) if max_position is not None
+                             else max(2048, dims.max_len))
         if eval_positions == "sampled" and self.max_position < dims.max_len:
             raise ValueError(
                 f"randomized max_position={self.max_position} is below the longest length "

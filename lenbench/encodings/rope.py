@@ -7,7 +7,13 @@ from typing import Literal
 import torch
 from torch.autograd.function import once_differentiable
 
-from lenbench.encodings.base import TABLE_CACHE_SIZE, EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import (
+    TABLE_CACHE_SIZE,
+    EncodingDims,
+    PositionalEncoding,
+    number_param,
+    register_encoding,
+)
 from lenbench.encodings.rope_scaling import ROPE_TYPES, complete_scaling, rope_parameters, uses_seq_len
 
 
@@ -208,6 +214,9 @@ class RoPE(PositionalEncoding):
         scaling: dict | None = None,
     ):
         super().__init__(dims)
+        if scaling is not None and not isinstance(scaling, dict):
+            raise ValueError(f"encoding {self.name!r}: scaling = {scaling!r} is out of range (valid: a rope_scaling "
+                             "mapping such as {rope_type: linear, factor: 4}, or null)")
         _, dict_partial = complete_scaling(scaling, train_len=None)
         if dict_partial is not None:
             if partial != 1.0 and partial != dict_partial:
@@ -216,6 +225,9 @@ class RoPE(PositionalEncoding):
             partial = dict_partial
         if layout not in ("half", "interleaved"):
             raise ValueError(f"rope layout must be 'half' or 'interleaved', got {layout!r}")
+        if isinstance(partial, bool) or not isinstance(partial, (int, float)):
+            raise ValueError(f"encoding {self.name!r}: partial = {partial!r} is out of range (valid: a number in "
+                             "(0, 1] with partial * head_dim even)")
         rot = dims.head_dim * partial
         if not (0 < partial <= 1) or rot != int(rot) or int(rot) % 2:
             raise ValueError(
@@ -223,7 +235,7 @@ class RoPE(PositionalEncoding):
                 f"the rotated dimension must be a positive even integer (choose partial so that "
                 f"partial * head_dim is even)"
             )
-        self.theta = float(theta)
+        self.theta = number_param(self.name, "theta", theta)
         self.layout = layout
         self.partial = partial
         self.rot_dim = int(rot)

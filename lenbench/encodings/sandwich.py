@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import (
+    EncodingDims,
+    PositionalEncoding,
+    int_param,
+    number_param,
+    register_encoding,
+)
 
 
 def sandwich_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -49,10 +55,10 @@ class Sandwich(PositionalEncoding):
 
     def __init__(self, dims: EncodingDims, *, dim: int = 128, base: float = 10000.0):
         super().__init__(dims)
-        if dim < 2 or dim % 2:
-            raise ValueError(f"sandwich needs an even dim >= 2, got {dim}")
+        if int_param(self.name, "dim", dim, low=2) % 2:
+            raise ValueError(f"encoding {self.name!r}: dim = {dim!r} is out of range (valid: an even integer >= 2)")
         self.dim = int(dim)
-        self.base = float(base)
+        self.base = number_param(self.name, "base", base)
 
     def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         out = torch.float64 if q_pos.dtype == torch.float64 else torch.float32

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, number_param, register_encoding
 
 
 def sinusoidal_table(pos: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -62,8 +62,10 @@ class Sinusoidal(PositionalEncoding):
         if mode not in ("add", "concat"):
             raise ValueError(f"sinusoidal mode must be 'add' or 'concat', got {mode!r}")
         self.mode = mode
+        number_param(self.name, "base", base)
         self.base = base
-        self.embed_scale = math.sqrt(dims.d_model) if embed_scale is None else float(embed_scale)
+        self.embed_scale = math.sqrt(dims.d_model) if embed_scale is None else number_param(
+            self.name, "embed_scale", embed_scale)
         self.proj = nn.Linear(2 * dims.d_model, dims.d_model, bias=False) if mode == "concat" else None
 
     def embed(self, h: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, int_param, register_encoding
 
 
 def t5_bucket(rel: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
@@ -86,6 +86,12 @@ class T5Bias(PositionalEncoding):
         bidirectional: bool | None = None,
     ):
         super().__init__(dims)
+        int_param(self.name, "num_buckets", num_buckets, low=2)
+        if max_distance is not None:
+            int_param(self.name, "max_distance", max_distance)
+        if bidirectional is not None and not isinstance(bidirectional, bool):
+            raise ValueError(f"encoding {self.name!r}: bidirectional = {bidirectional!r} is out of range (valid: "
+                             "true, false or null)")
         self.num_buckets = num_buckets
         self.bidirectional = (not dims.causal) if bidirectional is None else bidirectional
         if max_distance is None:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, number_param, register_encoding
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_scaling import default_inv_freq
 
@@ -70,11 +70,9 @@ class XPos(PositionalEncoding):
             raise ValueError(f"xpos layout must be 'half' or 'interleaved', got {layout!r}")
         if dims.head_dim % 2:
             raise ValueError(f"xpos needs an even head dimension, got head_dim={dims.head_dim}")
-        if gamma <= 0 or scale_base <= 0:
-            raise ValueError(f"xpos needs gamma > 0 and scale_base > 0, got gamma={gamma}, scale_base={scale_base}")
-        self.gamma = float(gamma)
-        self.scale_base = float(scale_base)
-        self.theta = float(theta)
+        self.gamma = number_param(self.name, "gamma", gamma)
+        self.scale_base = number_param(self.name, "scale_base", scale_base)
+        self.theta = number_param(self.name, "theta", theta)
         self.layout = layout
 
     def cos_sin_scale(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

@@ -82,6 +82,16 @@ class Task:
         2·digits + 1)."""
         return 1
 
+    def check_train_len(self, length: int) -> None:
+        """Raise a one-line ValueError when the task cannot train and evaluate at `length` (task
+        units) at all, before anything is trained; the engine calls it once per cell. Synthetic
+        tasks accept every length `seq_len` accepts; `lm` checks that its corpus is long enough.
+
+        Args:
+            length: the cell's training length.
+        """
+        self.seq_len(length)
+
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         """Draw `batch_size` examples of `length` using only `generator` for randomness.
 

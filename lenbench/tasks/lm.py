@@ -68,6 +68,20 @@ def _load(paths: tuple[str, ...]) -> _Corpus:
     return _Corpus(data=data, sha256=hashlib.sha256(raw).hexdigest())
 
 
+def _fits(size: int, n: int) -> bool:
+    """Whether a corpus of `size` bytes trains at `n` bytes and evaluates at `n` (held-out window + span)."""
+    train = int(size * TRAIN_FRACTION)
+    return train >= n + 1 and size - train >= 2 * n + 1
+
+
+def _bytes_needed(n: int) -> int:
+    """The smallest corpus size (bytes) that `_fits` length `n`."""
+    size = max(1, int((2 * n + 1) / (1 - TRAIN_FRACTION)) - 16, int((n + 1) / TRAIN_FRACTION) - 16)
+    while not _fits(size, n):
+        size += 1
+    return size
+
+
 @register_task("lm")
 class ByteLMTask(Task):
     """Next-byte prediction on windows of ``length`` bytes of a text corpus.
@@ -135,6 +149,25 @@ class ByteLMTask(Task):
 
     def fingerprint(self) -> dict:
         return {"corpus": self._description, "corpus_sha256": self.corpus.sha256}
+
+    def check_train_len(self, length: int) -> None:
+        """Reject a corpus too short to train and evaluate at `length`: training needs ``length + 1``
+        bytes in the first 90 %, evaluation at the training length ``2·length + 1`` held out (the
+        window and the span its ends are drawn from, see `_eval_ends`).
+
+        Args:
+            length: the cell's training length in bytes.
+
+        Raises:
+            ValueError: one line with the corpus size and the size it needs.
+        """
+        n = check_length(self, length)
+        size = self.corpus.size
+        if not _fits(size, n):
+            raise ValueError(
+                f"task {self.name!r}: the corpus has {size} bytes but train_len {n} needs at least "
+                f"{_bytes_needed(n)} ({n + 1} to train on in the first {TRAIN_FRACTION:.0%}, {2 * n + 1} held out to "
+                f"evaluate at the training length: {self._description}); pass a larger path= or a shorter train_len")
 
     def _eval_ends(self, batch_size: int, n: int, lo: int, hi: int, generator: torch.Generator) -> torch.Tensor:
         """Window ends (B, 1) for evaluation, drawn from the last half of the held-out split.
