@@ -60,8 +60,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lenbench.compare_inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench import numerics
+from lenbench.compare_inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.evaluate import METRICS
 from lenbench.results import (
     ResultsError,

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from lenbench.numerics import MACHINE_KEYS
-
 from lenbench.page import write_report
 from lenbench.results import load_results
 
