@@ -56,7 +56,7 @@ def results_path(config: pytest.Config) -> Path:
     chosen = config.getoption("--results-dir")
     if chosen:
         return Path(chosen)
-    from lenbench.suite import load_suite
+    from lenbench.config.suite import load_suite
 
     return Path("runs") / load_suite(config.getoption("--suite")).name
 
@@ -80,7 +80,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not (out / "cells").is_dir():
         return
     try:
-        from lenbench.page import write_report
+        from lenbench.report.page import write_report
     except ImportError:
         return
     written = write_report(out, out)
@@ -102,7 +102,7 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 def lenbench_machine_info(dev: torch.device) -> dict:
     """Machine facts recorded in the benchmark JSON so timings compare across machines."""
     import lenbench
-    from lenbench.engine import git_sha
+    from lenbench.run.engine import git_sha
 
     info = {
         "lenbench_version": lenbench.__version__,
@@ -157,7 +157,7 @@ class SyncedTimer:
     each round ends with a device synchronise, after warm-up rounds (compilation and autotuning
     happen there, never inside a timed round).
 
-    On the CPU a round is one call. On an accelerator it is `lenbench.kernels.calls_per_round`
+    On the CPU a round is one call. On an accelerator it is `lenbench.kernels.core.calls_per_round`
     calls (pytest-benchmark's `iterations`; its statistics are per call) with one synchronise
     after the last: one launch and synchronise per µs-scale kernel would time mostly latency.
     """
@@ -167,7 +167,7 @@ class SyncedTimer:
         self.device = device
 
     def __call__(self, fn, *args, rounds: int = 20, warmup_rounds: int = 3):
-        from lenbench.kernels import synced_every
+        from lenbench.kernels.core import synced_every
 
         for _ in range(warmup_rounds):
             fn(*args)

@@ -43,8 +43,8 @@ from kernel_plans import quick_training_step  # bench/ is this script's director
 from lenbench.atomic import atomic_write_text
 from lenbench.device import resolve_device, synchronize
 from lenbench.flops import matmul_rate, mfu
-from lenbench.kernels import time_fn
-from lenbench.suite import load_suite
+from lenbench.kernels.core import time_fn
+from lenbench.config.suite import load_suite
 
 COMPILED = ("compile", "cudagraphs")  # the variants that compile (slow first call)
 

@@ -1,6 +1,6 @@
 """Benchmark plans of `bench/test_kernels.py`: what to time, how to measure it, the targets.
 
-The fused ops themselves are the library's (`lenbench.kernels`); this module, beside the
+The fused ops themselves are the library's (`lenbench.kernels.core`); this module, beside the
 benchmarks that use it, holds:
 
 - `kernel_settings`: the suite's `kernels:` section overridden by `LENBENCH_KERNEL_*` variables;
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from lenbench.device import keep_freed_memory
-from lenbench.kernels import call_seconds, calls_per_round, time_fn
+from lenbench.kernels.core import call_seconds, calls_per_round, time_fn
 
 # --------------------------------------------------------------------------------------------
 # What to time: the suite's `kernels:` section, overridden by environment variables
@@ -53,12 +53,12 @@ def kernel_settings(suite: Any, environ: dict[str, str] | None = None):
         environ: the environment (default `os.environ`).
 
     Returns:
-        A validated `lenbench.suite.KernelSpec`; a malformed variable raises `SuiteError` naming it.
+        A validated `lenbench.config.suite.KernelSpec`; a malformed variable raises `SuiteError` naming it.
     """
     import dataclasses
     import os
 
-    from lenbench.suite import SuiteError, load_suite, parse_kernels
+    from lenbench.config.suite import SuiteError, load_suite, parse_kernels
 
     if not hasattr(suite, "kernels"):
         suite = load_suite(suite)
@@ -197,11 +197,11 @@ class TrainingStep:
 @contextlib.contextmanager
 def cell_threads(device: torch.device) -> Iterator[int]:
     """On the CPU, run as a suite cell trains: with its intra-op thread count
-    (`lenbench.engine.default_threads`, one; restored afterwards) and with freed memory kept for
+    (`lenbench.run.engine.default_threads`, one; restored afterwards) and with freed memory kept for
     reuse (`keep_freed_memory`, as every cell process does; process-wide, not undone). The
     training-step and MFU benchmarks thus time what the cells run. Elsewhere nothing changes.
     Yields the thread count in effect."""
-    from lenbench.engine import default_threads
+    from lenbench.run.engine import default_threads
 
     before = torch.get_num_threads()
     if device.type == "cpu":
@@ -231,7 +231,7 @@ def quick_training_step(
 
     from lenbench.flops import model_step_flops
     from lenbench.model import ModelConfig, Transformer
-    from lenbench.suite import load_suite
+    from lenbench.config.suite import load_suite
     from lenbench.tasks import build_task
     from lenbench.train import TrainStep
 

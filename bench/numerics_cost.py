@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = r"""
 import hashlib, json, sys, time, torch
 import lenbench
-from lenbench.engine import model_config
+from lenbench.run.engine import model_config
 from lenbench.model import Transformer
 from lenbench.numerics import machine_facts
-from lenbench.suite import load_suite
+from lenbench.config.suite import load_suite
 from lenbench.tasks import build_task
 from lenbench.train import train_model
 torch.set_num_threads(1)

@@ -20,7 +20,7 @@ cell fails its test after its rows are recorded. The other cells are never affec
 
 By default (`--executor auto`: CPU cells on a machine with several cores) and with `--executor
 process` or `ray`, a session fixture first runs every pending cell that the session selected
-(`-k` included) through that executor (`lenbench.engine.run_suite`: one process per core, or
+(`-k` included) through that executor (`lenbench.run.engine.run_suite`: one process per core, or
 across a Ray cluster with `--ray-address`); each test then reads its cell's file, so there is
 still one benchmark per cell, but its timed round is the read, and
 `extra_info["lenbench_cell"]["train_seconds"]` holds the training time measured on the worker.
@@ -34,10 +34,10 @@ import time
 
 import pytest
 
-from lenbench.engine import ensure_cell, run_suite
+from lenbench.run.engine import ensure_cell, run_suite
 from lenbench.evaluate import PRIMARY_METRIC
-from lenbench.executors import plan_execution
-from lenbench.suite import load_suite
+from lenbench.run.executors.base import plan_execution
+from lenbench.config.suite import load_suite
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -76,7 +76,7 @@ def headline(result: dict) -> str:
 @pytest.fixture(scope="session")
 def cells_run_by_executor(request, results_dir, device) -> tuple[str, dict[str, float]]:
     """Runs the session's selected pending cells through the executor first unless it resolves to
-    serial (`lenbench.executors.plan_execution`), with a progress bar on the terminal; returns the
+    serial (`lenbench.run.executors.base.plan_execution`), with a progress bar on the terminal; returns the
     executor's name and the cells it computed (cell id → seconds it took on its worker)."""
     executor = request.config.getoption("--executor")
     address = request.config.getoption("--ray-address")

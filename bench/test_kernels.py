@@ -4,7 +4,7 @@
 
 One test per (encoding, implementation, length T, dtype), over `lenbench.encodings.ENCODINGS`
 (new encodings are picked up automatically; one without a hook of its own is skipped with the
-reason). Implementations come from `lenbench.kernels.implementations`:
+reason). Implementations come from `lenbench.kernels.core.implementations`:
 
     rotary    eager (apply_rotary on q, then k), hf (transformers' rotate_half), fused (compiled)
     bias      eager (hook + SDPA), cached (bias materialised once per length), flex (score_mod),
@@ -25,7 +25,7 @@ Rounds adapt to the kernel's duration (about `seconds` of timing, 3 … 50 round
 Shapes (fixed across T, so one dynamic-shape compilation serves every length): rotary
 (B=8, H=8, T, Dh=64), absolute (8, T, 512), attention (B=1, 8, T, 64).
 
-What is timed comes from the `--suite`'s `kernels:` section (`lenbench.suite.KernelSpec`: enabled,
+What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.suite.KernelSpec`: enabled,
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
 handful of kernels in seconds and quick / standard / paper time more. Each environment variable
 that is set replaces its field (environment > suite file > KernelSpec defaults;
@@ -76,10 +76,10 @@ import kernel_plans as P
 import pytest
 import torch
 
-from lenbench import kernels as K
+from lenbench.kernels.core import core as K
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
-from lenbench.suite import KernelSpec, load_suite
+from lenbench.config.suite import KernelSpec, load_suite
 
 S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

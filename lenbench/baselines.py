@@ -4,7 +4,7 @@ Every baseline is a predictor that needs no training; it is scored on the batche
 `lenbench.evaluate.eval_batches` (same task, length and seed, so the same examples as every
 encoding) and reported as tidy rows of its own, with encoding ``baseline:<name>`` and variant
 ``none``, the task's metrics and per-sample scores. The leaderboard shows them next to the models
-and never ranks them; the not-learned rule of `lenbench.stats` compares an lm against ``unigram``.
+and never ranks them; the not-learned rule of `lenbench.report.stats` compares an lm against ``unigram``.
 
 Baselines (`BASELINES`):
 

@@ -34,9 +34,9 @@ def _list(what: str) -> int:
         for name, cls in TASKS.items():
             print(f"{name:<10} [{cls.length_unit}] {cls.description}")
     else:
-        from lenbench.estimate import estimate_suite, format_seconds, wall_seconds
-        from lenbench.executors import plan_execution
-        from lenbench.suite import list_suites, load_suite
+        from lenbench.run.estimate import estimate_suite, format_seconds, wall_seconds
+        from lenbench.run.executors.base import plan_execution
+        from lenbench.config.suite import list_suites, load_suite
 
         print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
               "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.page import write_report
+    from lenbench.report.page import write_report
     from lenbench.publication import recover
 
     source = Path(args.results)
@@ -167,7 +167,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from lenbench.compare import compare
+    from lenbench.compare.core import compare
 
     result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
                      fail_missing=args.fail_missing, allow_missing=args.allow_missing,
@@ -180,8 +180,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lenbench.engine import load_rows, run_suite
-    from lenbench.suite import load_suite
+    from lenbench.run.engine import load_rows, run_suite
+    from lenbench.config.suite import load_suite
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
@@ -213,8 +213,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def summary_table(out: Path) -> str:
     """The leaderboard's wide view of a results directory: primary metric by length ratio, as text."""
-    from lenbench.results import load_results
-    from lenbench.tables import leaderboard
+    from lenbench.report.rows import load_results
+    from lenbench.report.tables import leaderboard
 
     df = load_results(out)
     if df.empty:

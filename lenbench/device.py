@@ -71,7 +71,7 @@ def keep_freed_memory(threshold: int = KEEP_FREED_BELOW) -> bool:
     keeps up to `threshold` bytes of freed memory instead of returning it.
 
     Process-wide and idempotent. The executors call it in every process that computes cells
-    (`lenbench.executors.compute_cell`), and `bench/test_kernels.py` in the benchmark session, so
+    (`lenbench.run.executors.base.compute_cell`), and `bench/test_kernels.py` in the benchmark session, so
     the benchmarks time what the cells run. Returns False where it does not apply (not glibc).
     """
     import ctypes

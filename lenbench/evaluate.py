@@ -38,7 +38,7 @@ def task_metrics(task: Task) -> list[str]:
 # Every metric is f(sum of per-sample numerators / sum of per-sample denominators): exact match
 # (hit 0/1 over 1), token accuracy (correct over scored tokens), nll / bits per byte / perplexity
 # (summed nll over scored tokens, then identity, / ln 2 or exp). A row stores its samples in that
-# form, so a bootstrap over samples (lenbench.stats) reproduces the metric exactly without a rerun.
+# form, so a bootstrap over samples (lenbench.report.stats) reproduces the metric exactly without a rerun.
 # Stored form (compact, the same string in cell JSON, benchmark JSON and results.csv): entries
 # separated by spaces in generator order, each "num" (denominator 1) or "num/den"; nll sums are
 # written with 7 significant digits.

@@ -6,9 +6,9 @@ import json
 import pytest
 
 import lenbench
-from lenbench import estimate
+from lenbench.run import estimate
 from lenbench.cli import build_parser, main
-from lenbench.suite import SuiteError, list_suites, load_suite, parse_suite
+from lenbench.config.suite import SuiteError, list_suites, load_suite, parse_suite
 
 
 def test_version(capsys):

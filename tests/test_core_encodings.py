@@ -41,7 +41,7 @@ def test_sinusoidal_add_and_concat_modes():
 
 
 def test_encoding_heatmap_renders_png(tmp_path):
-    from lenbench.plots import encoding_heatmap
+    from lenbench.report.plots import encoding_heatmap
 
     out = encoding_heatmap("sinusoidal", tmp_path / "pe.png", length=128, d_model=64)
     data = out.read_bytes()

@@ -17,7 +17,7 @@ import pytest
 import torch
 from lenbench_testing import TINY_SUITE, write_suite
 
-from lenbench.engine import (
+from lenbench.run.engine import (
     checkpoint_bytes,
     checkpoint_path,
     claim_cell,
@@ -32,10 +32,10 @@ from lenbench.engine import (
     run_cell,
     run_suite,
 )
-from lenbench.executors import WORKER_MEMORY_BYTES, plan_execution, usable_cores
-from lenbench.memory import ENV_VAR, GIB, estimate, memory_budget
+from lenbench.run.executors.base import WORKER_MEMORY_BYTES, plan_execution, usable_cores
+from lenbench.run.memory import ENV_VAR, GIB, estimate, memory_budget
 from lenbench.model import Transformer
-from lenbench.suite import parse_suite
+from lenbench.config.suite import parse_suite
 from lenbench.tasks import build_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,17 +105,17 @@ def test_editing_an_encoding_reruns_exactly_its_cells(tmp_path):
 
 
 def test_fingerprint_covers_the_cells_code_and_nothing_else():
-    from lenbench.fingerprint import source_files
+    from lenbench.run.fingerprint import source_files
 
     data = {**TINY, "encodings": ["rope", {"name": "randomized", "params": {"base": "alibi"}}]}
     rope, randomized = parse_suite(data).cells()
-    core = {"model.py", "train.py", "evaluate.py", "engine.py", "tasks/base.py", "tasks/_common.py",
+    core = {"model.py", "train.py", "evaluate.py", "run/engine.py", "tasks/base.py", "tasks/_common.py",
             "tasks/copying.py", "encodings/base.py"}
     assert core | {"encodings/rope.py", "encodings/rope_scaling.py"} <= set(source_files(rope))
     assert "encodings/alibi.py" not in source_files(rope)
     assert {"encodings/randomized.py", "encodings/alibi.py"} <= set(source_files(randomized))
-    assert "suite.py" in source_files(rope)  # VariantSpec.factor_at computes the RoPE factor (issue 19)
-    for unrelated in ("cli.py", "results.py", "plots.py", "compare.py",
+    assert "config/suite.py" in source_files(rope)  # VariantSpec.factor_at computes the RoPE factor (issue 19)
+    for unrelated in ("cli.py", "report/rows.py", "report/plots.py", "compare/core.py",
                       "encodings/__init__.py", "tasks/lm.py", "encodings/t5.py"):
         assert unrelated not in source_files(rope) + source_files(randomized)
 
@@ -161,8 +161,7 @@ def test_pytest_bench_marks_reused_cells_and_passes_threads(tmp_path, executor):
 def test_plan_execution_defaults(monkeypatch):
     """auto: CPU cells one process per core (capped by pending cells and memory), accelerators and
     one-core machines serial; explicit choices are kept; the default thread count is 1."""
-    from lenbench import executors
-
+    from lenbench.run.executors import base as executors
     monkeypatch.setattr(executors, "usable_cores", lambda: 8)
     assert plan_execution("auto", None, "cpu") == executors.ExecutionPlan("process", 8, "auto: CPU cells, one process per core")
     assert plan_execution("process", None, "cpu") == executors.ExecutionPlan("process", 8)
@@ -216,7 +215,7 @@ def test_thread_count_is_part_of_the_fingerprint(tmp_path):
 
 
 def _no_training(monkeypatch):
-    import lenbench.engine as engine
+    import lenbench.run.engine as engine
 
     def refuse(*a, **kw):
         raise AssertionError("trained although the output directory is not writable")
@@ -389,7 +388,7 @@ def test_memory_budget_sources(monkeypatch):
 def test_available_accelerator_memory_counts_what_the_caching_allocator_holds_unused(monkeypatch):
     """The driver's free memory plus reserved − allocated of this process (no GPU needed: the
     backend's three counters are scripted)."""
-    from lenbench.memory import available_bytes
+    from lenbench.run.memory import available_bytes
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * GIB, 80 * GIB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 6 * GIB)

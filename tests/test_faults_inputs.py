@@ -15,7 +15,7 @@ import pytest
 import yaml
 from lenbench_testing import TINY_SUITE
 
-from lenbench.suite import SuiteError, SuiteWarning, load_suite, parse_suite
+from lenbench.config.suite import SuiteError, SuiteWarning, load_suite, parse_suite
 from lenbench.tasks import TASKS
 
 TINY = TINY_SUITE
@@ -204,7 +204,7 @@ def test_lm_rejects_a_binary_corpus(tmp_path):
 
 
 def test_a_binary_lm_corpus_fails_its_cell_with_the_reason(tmp_path):
-    from lenbench.engine import run_suite
+    from lenbench.run.engine import run_suite
 
     corpus = tmp_path / "corpus.bin"
     corpus.write_bytes(b"\x80\x81" * 4096)

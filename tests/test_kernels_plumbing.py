@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lenbench import kernels as K
+from lenbench.kernels.core import core as K
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
@@ -541,7 +541,7 @@ def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
         order.append(name)
         now[0] += cost[name] * (4.0 if position == 0 else 2.0)
 
-    monkeypatch.setattr(K.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.kernels
+    monkeypatch.setattr(K.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.kernels.core
     ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
     assert ratio == pytest.approx(1.5)
     assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from lenbench.encodings import ENCODINGS
-from lenbench.plots import (
+from lenbench.report.plots import (
     ENCODING_COLORS,
     encoding_color,
     encoding_heatmap,
@@ -16,7 +16,7 @@ from lenbench.plots import (
     task_chance,
     variant_dashes,
 )
-from lenbench.results import load_results, series_order
+from lenbench.report.rows import load_results, series_order
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -126,7 +126,7 @@ def test_plot_with_a_single_point_and_only_failures(tmp_path):
 def test_encoding_heatmaps_for_every_encoding_with_the_runs_geometry(tmp_path):
     import json
 
-    from lenbench.plots import encoding_geometries, safe_encoding_heatmap
+    from lenbench.report.plots import encoding_geometries, safe_encoding_heatmap
 
     rows = [row("copy", e, "none", r, "exact_match", 1.0) for e in ("nope", "rope", "alibi", "learned", "t5", "fire")
             for r in (1, 2)]
@@ -149,7 +149,7 @@ def test_rotary_heatmap_reads_cos_of_position_times_frequency():
     import torch
 
     from lenbench.encodings import EncodingDims, build_encoding
-    from lenbench.plots import encoding_matrix
+    from lenbench.report.plots import encoding_matrix
 
     for layout in ("half", "interleaved"):
         enc = build_encoding("rope", EncodingDims(d_model=32, n_heads=2, max_len=64), theta=100.0, layout=layout)

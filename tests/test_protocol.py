@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lenbench.model import ModelConfig, Transformer
-from lenbench.suite import TrainSpec, load_suite
+from lenbench.config.suite import TrainSpec, load_suite
 from lenbench.tasks import TASKS, build_task
 from lenbench.train import train_model
 
@@ -90,8 +90,8 @@ def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
 
 
 def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
-    from lenbench.engine import model_config
-    from lenbench.suite import parse_suite
+    from lenbench.run.engine import model_config
+    from lenbench.config.suite import parse_suite
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
                          "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})
@@ -194,14 +194,14 @@ def test_yarn_without_factor_derives_it_and_zero_betas_mean_default():
 
 
 def _variants(*entries):
-    from lenbench.suite import parse_suite
+    from lenbench.config.suite import parse_suite
 
     return parse_suite({"tasks": [{"name": "copy", "train_len": 16}], "encodings": ["rope"],
                         "variants": list(entries)}).variants
 
 
 def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x():
-    from lenbench.engine import scaling_for
+    from lenbench.run.engine import scaling_for
 
     dynamic, pinned = _variants("dynamic", {"rope_type": "dynamic", "factor": 2})
     L0 = 32
@@ -220,7 +220,7 @@ def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x
 
 
 def test_static_types_are_oracle_unless_a_factor_is_pinned():
-    from lenbench.engine import scaling_for
+    from lenbench.run.engine import scaling_for
 
     yarn, pinned, in_params, tuned, plain = _variants(
         "yarn", {"rope_type": "yarn", "factor": 16}, {"rope_type": "yarn", "params": {"factor": 4}},
@@ -235,7 +235,7 @@ def test_static_types_are_oracle_unless_a_factor_is_pinned():
     assert [scaling_for(pinned, r, 32)["factor"] for r in (1, 2, 8)] == [16, 16, 16]
     assert "factor" not in scaling_for(derived, 8, 32)  # yarn derives 128 / 32 itself
     assert scaling_for(tuned, 4, 32)["factor"] == 4.0
-    from lenbench.results import variant_rope_type, variant_sort_key
+    from lenbench.report.rows import variant_rope_type, variant_sort_key
 
     assert variant_rope_type("yarn@16") == "yarn" and variant_rope_type("finetune-yarn@16-x4") == "yarn"
     assert sorted(["yarn@16", "none", "finetune-yarn-x4", "yarn", "linear"], key=variant_sort_key) == \
@@ -243,7 +243,7 @@ def test_static_types_are_oracle_unless_a_factor_is_pinned():
 
 
 def test_a_transformers_rope_dict_pasted_as_a_variant_works_and_typos_name_the_key():
-    from lenbench.suite import SuiteError
+    from lenbench.config.suite import SuiteError
 
     (llama,) = _variants({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                           "original_max_position_embeddings": 8192})
@@ -389,9 +389,9 @@ def test_bucket_labels_parse_and_bad_ones_name_the_form():
 def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_apart():
     import pandas as pd
 
-    from lenbench.compare import compare_rows
-    from lenbench.results import load_results
-    from lenbench.tables import leaderboard
+    from lenbench.compare.core import compare_rows
+    from lenbench.report.rows import load_results
+    from lenbench.report.tables import leaderboard
 
     def row(ratio, metric, value, bucket=""):
         return {"cell_id": "c", "suite": "s", "task": "passkey", "encoding": "alibi", "variant": "none",
@@ -416,8 +416,8 @@ def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_a
 def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_them(tmp_path):
     import pandas as pd
 
-    from lenbench import plots
-    from lenbench.page import write_report
+    from lenbench.report import plots
+    from lenbench.report.page import write_report
 
     def row(task, ratio, metric, value, bucket="", variant="none", train_len=8):
         return {"cell_id": f"{task}{variant}", "suite": "s", "task": task, "encoding": "alibi", "variant": variant,

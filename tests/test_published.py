@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from lenbench.numerics import MACHINE_KEYS
-from lenbench.page import write_report
-from lenbench.results import load_results
+from lenbench.report.page import write_report
+from lenbench.report.rows import load_results
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 TABLES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from lenbench.engine import load_cell_results, load_rows, run_suite
-from lenbench.suite import ResourceSpec, SuiteError, parse_suite
+from lenbench.run.engine import load_cell_results, load_rows, run_suite
+from lenbench.config.suite import ResourceSpec, SuiteError, parse_suite
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason='Ray is not installed (pip install -e ".[ray]")')
@@ -150,7 +150,7 @@ def test_suite_resources_reach_the_tasks(ray_run):
 
 @needs_ray
 def test_worker_killed_mid_cell_is_retried_and_every_row_stored_once(cluster, serial_run, tmp_path, monkeypatch):
-    from lenbench.ray_executor import EXIT_ONCE_ENV
+    from lenbench.run.executors.ray import EXIT_ONCE_ENV
 
     (tmp_path / "markers").mkdir()
     monkeypatch.setenv(EXIT_ONCE_ENV, str(tmp_path / "markers"))  # each cell's first attempt: os._exit
@@ -166,7 +166,7 @@ def test_worker_killed_mid_cell_is_retried_and_every_row_stored_once(cluster, se
 
 @needs_ray
 def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_path, monkeypatch):
-    from lenbench.ray_executor import EXIT_ONCE_ENV
+    from lenbench.run.executors.ray import EXIT_ONCE_ENV
 
     (tmp_path / "markers").mkdir()
     monkeypatch.setenv(EXIT_ONCE_ENV, str(tmp_path / "markers"))
@@ -258,8 +258,8 @@ def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_r
 
 @needs_ray
 def test_gpu_cells_without_gpu_resources_are_a_one_line_error(cluster):
-    from lenbench.executors import CellJob
-    from lenbench.ray_executor import RayExecutor, RayExecutorError
+    from lenbench.run.executors.base import CellJob
+    from lenbench.run.executors.ray import RayExecutor, RayExecutorError
 
     suite = parse_suite(TINY)
     with RayExecutor(suite=suite) as executor, pytest.raises(RayExecutorError, match=(

@@ -10,10 +10,10 @@ import pytest
 from lenbench_testing import write_cells
 
 from lenbench.cli import main
-from lenbench.page import write_report
-from lenbench.results import COLUMNS, ResultsError, load_kernel_timings, load_results
-from lenbench.stats import mean_ci, t_quantile_975
-from lenbench.tables import leaderboard, leaderboard_markdown, read_leaderboard_csv, to_csv_text
+from lenbench.report.page import write_report
+from lenbench.report.rows import COLUMNS, ResultsError, load_kernel_timings, load_results
+from lenbench.report.stats import mean_ci, t_quantile_975
+from lenbench.report.tables import leaderboard, leaderboard_markdown, read_leaderboard_csv, to_csv_text
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
               "dtype": "float32", "timestamp": "2026-01-01T00:00:00+00:00"}

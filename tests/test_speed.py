@@ -19,7 +19,7 @@ from lenbench import train as train_mod
 from lenbench.encodings import ENCODINGS
 from lenbench.flops import matmul_rate, mfu, model_step_flops, transformer_flops
 from lenbench.model import ModelConfig, Transformer
-from lenbench.suite import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
+from lenbench.config.suite import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
 from lenbench.tasks import build_task
 from lenbench.train import TrainingDiverged, TrainStep, token_loss, train_model
 
@@ -408,8 +408,9 @@ def test_keep_freed_memory_stops_the_training_step_page_faulting():
 
 
 def test_every_executor_computes_its_cells_with_freed_memory_kept(monkeypatch):
-    from lenbench import device, engine, executors
-
+    from lenbench import device
+    from lenbench.run import engine
+    from lenbench.run.executors import base as executors
     calls = []
     monkeypatch.setattr(device, "keep_freed_memory", lambda: calls.append("keep") or True)
     monkeypatch.setattr(engine, "compute_cell", lambda job: calls.append(job) or "outcome")
@@ -417,7 +418,7 @@ def test_every_executor_computes_its_cells_with_freed_memory_kept(monkeypatch):
 
 
 def test_cell_threads_sets_the_cells_thread_count_on_the_cpu_and_restores():
-    from lenbench.engine import default_threads
+    from lenbench.run.engine import default_threads
 
     before = torch.get_num_threads()
     with P.cell_threads(torch.device("cpu")) as threads:

@@ -1,4 +1,4 @@
-"""The leaderboard's statistics (lenbench.stats) on synthetic result tables with per-sample scores,
+"""The leaderboard's statistics (lenbench.report.stats) on synthetic result tables with per-sample scores,
 the baselines, and the round trip of per-sample scores."""
 
 import math
@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from lenbench import stats
+from lenbench.report import stats
 from lenbench.baselines import baseline_rows
 from lenbench.evaluate import decode_samples, encode_samples, eval_batches, evaluate_length, metric_transform
 from lenbench.model import ModelConfig, Transformer
-from lenbench.page import write_report
-from lenbench.results import load_results
-from lenbench.tables import leaderboard, leaderboard_markdown, summary_markdown
+from lenbench.report.page import write_report
+from lenbench.report.rows import load_results
+from lenbench.report.tables import leaderboard, leaderboard_markdown, summary_markdown
 from lenbench.tasks import build_task
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
@@ -209,7 +209,7 @@ def test_baselines_are_scored_on_the_evaluation_samples():
 
 
 def test_leaderboard_suites_run_at_least_three_seeds():
-    from lenbench.suite import load_suite
+    from lenbench.config.suite import load_suite
 
     assert list(load_suite("quick").seeds) == [0, 1, 2]
     for name in ("standard", "paper"):

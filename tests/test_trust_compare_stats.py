@@ -16,8 +16,8 @@ import pytest
 from lenbench_testing import write_cells
 
 from lenbench.cli import main
-from lenbench.compare import compare, cpu_capability_from_flags
-from lenbench.compare_stats import (
+from lenbench.compare.core import compare, cpu_capability_from_flags
+from lenbench.compare.stats import (
     IMPROVED,
     NO_INTERVAL,
     NOT_SIGNIFICANT,
@@ -28,7 +28,7 @@ from lenbench.compare_stats import (
     parse_margins,
 )
 from lenbench.evaluate import encode_samples
-from lenbench.results import ResultsError
+from lenbench.report.rows import ResultsError
 
 N = 64  # evaluation samples per length
 SEEDS = (0, 1, 2)
@@ -240,7 +240,7 @@ def test_margins_and_their_errors(tmp_path, base, capsys):
 
 
 def test_statistical_refuses_a_leaderboard_and_unreadable_sample_scores(tmp_path, base, capsys):
-    from lenbench.page import write_report
+    from lenbench.report.page import write_report
 
     write_report(base, tmp_path / "report", plots=False)
     code, _, err = run_cli(capsys, tmp_path / "report" / "leaderboard.csv", base, "--statistical")

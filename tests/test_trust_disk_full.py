@@ -22,9 +22,9 @@ from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.atomic import DiskFullError, atomic_path, atomic_write_bytes, atomic_write_json, check_writable
 from lenbench.cli import main
-from lenbench.engine import load_rows, run_suite
+from lenbench.run.engine import load_rows, run_suite
 from lenbench.publish import publish
-from lenbench.suite import parse_suite
+from lenbench.config.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 

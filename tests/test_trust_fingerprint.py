@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
-from lenbench import fingerprint
-from lenbench.closure import dynamic_loads, import_closure
-from lenbench.executors import LAZY_EXECUTORS
-from lenbench.fingerprint import ENGINE_DRIVER_MARKER, cell_fingerprint, source_files, stale_reasons
-from lenbench.suite import parse_suite
+from lenbench.run import fingerprint
+from lenbench.run.closure import dynamic_loads, import_closure
+from lenbench.run.executors.base import LAZY_EXECUTORS
+from lenbench.run.fingerprint import ENGINE_DRIVER_MARKER, cell_fingerprint, source_files, stale_reasons
+from lenbench.config.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Representative cells: alibi, rope with a variant, randomized wrapping rope; a copy and an lm task.
 SUITE = {**TINY_SUITE, "encodings": ["alibi", "rope", {"name": "randomized", "params": {"base": "rope"}}],
          "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 8}]}
 #: Package modules no cell's compute path imports.
-OUTSIDE = ("plots.py", "compare.py", "cli.py", "results.py", "tables.py", "page.py", "publish.py", "kernels.py",
+OUTSIDE = ("report/plots.py", "compare/core.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/core.py",
            "encodings/t5.py", "tasks/parity.py", "encodings/__init__.py", "tasks/__init__.py")
 
 
@@ -62,7 +62,7 @@ def edit(package: Path, rel: str, line: str = "# edited by a test") -> bytes:
     path = package / rel
     original = path.read_bytes()
     text = original.decode()
-    if rel == "engine.py":
+    if rel == "run/engine.py":
         text = text.replace(ENGINE_DRIVER_MARKER, f"{line}\n{ENGINE_DRIVER_MARKER}", 1)
     else:
         text += f"\n{line}\n"
@@ -86,7 +86,7 @@ def test_editing_any_module_of_the_closure_marks_exactly_its_cells_stale(package
     assert {n: f.code for n, f in before.items()} == {n: f.code for n, f in fingerprints_of_real(cells).items()}
     closures = {name: set(source_files(cell)) for name, cell in cells.items()}
     modules = sorted(set().union(*closures.values()))
-    assert len(modules) > 15 and "suite.py" in modules
+    assert len(modules) > 15 and "config/suite.py" in modules
     for rel in modules:
         expected = {name for name, files in closures.items() if rel in files}
         assert stale_after_edit(package, cells, before, rel) == {n: [f"source changed: {rel}"] for n in expected}, rel
@@ -104,14 +104,14 @@ def fingerprints_of_real(cells: dict) -> dict:
 
 def test_editing_suite_factor_at_marks_the_rope_variant_cells_stale(package, cells):
     before = fingerprints(cells)
-    suite = package / "suite.py"
+    suite = package / "config/suite.py"
     needle = "            return max(1.0, float(ratio))\n"
     source = suite.read_text()
     assert source.count(needle) == 1 and source.split(needle)[0].rsplit("\n    def ", 1)[1].startswith("factor_at(")
     suite.write_text(source.replace(needle, "            return max(1.0, 2 * float(ratio))\n"))
     after = fingerprints(cells)
     for name in ("rope/copy", "rope/lm", "randomized/copy", "randomized/lm"):
-        assert stale_reasons(before[name].to_json(), after[name]) == ["source changed: suite.py"], name
+        assert stale_reasons(before[name].to_json(), after[name]) == ["source changed: config/suite.py"], name
 
 
 @pytest.mark.parametrize("rel", OUTSIDE)
@@ -123,7 +123,7 @@ def test_editing_a_module_outside_the_closure_changes_no_fingerprint(package, ce
 
 def test_editing_the_driver_half_of_the_engine_changes_no_fingerprint(package, cells):
     before = fingerprints(cells)
-    (package / "engine.py").write_text((package / "engine.py").read_text() + "\n# the driver, edited\n")
+    (package / "run/engine.py").write_text((package / "run/engine.py").read_text() + "\n# the driver, edited\n")
     assert fingerprints(cells) == before
 
 
@@ -137,9 +137,10 @@ def test_editing_alibi_marks_exactly_the_alibi_cells_stale(package, cells):
 def test_the_closure_of_an_alibi_copy_cell(cells):
     """What the compute path imports today, stated in full (a change here is a deliberate one)."""
     assert source_files(cells["alibi/copy"]) == [
-        "__init__.py", "atomic.py", "baselines.py", "closure.py", "device.py", "encodings/alibi.py",
-        "encodings/base.py", "encodings/rope_scaling.py", "engine.py", "evaluate.py", "executors.py",
-        "fingerprint.py", "memory.py", "model.py", "numerics.py", "parent_watch.py", "ray_executor.py", "registry.py", "suite.py",
+        "__init__.py", "atomic.py", "baselines.py", "config/checks.py", "config/suite.py", "device.py",
+        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "model.py",
+        "numerics.py", "registry.py", "run/closure.py", "run/engine.py", "run/executors/base.py",
+        "run/executors/parent_watch.py", "run/executors/ray.py", "run/fingerprint.py", "run/memory.py",
         "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
         "encodings/rope.py", "tasks/lm.py"}
@@ -159,11 +160,11 @@ def test_the_compute_closure_loads_no_code_by_path(cells):
     contains is executors' `import_module` of a `LAZY_EXECUTORS` name, which the closure follows."""
     files = sorted(set().union(*(source_files(c) for c in cells.values())))
     loads = [site for rel in files for site in dynamic_loads(rel, ROOT / "lenbench")]
-    assert [site.split(":")[0] + " " + site.split()[-1] for site in loads] == ["executors.py import_module"]
+    assert [site.split(":")[0] + " " + site.split()[-1] for site in loads] == ["run/executors/base.py import_module"]
     assert {f"{m.removeprefix('lenbench.').replace('.', '/')}.py" for m in LAZY_EXECUTORS.values()} <= set(files)
-    # kernels.py (outside the closure anyway) loads bench/kernel_plans.py only under `__main__`
-    assert "spec_from_file_location" in (ROOT / "lenbench" / "kernels.py").read_text()
-    assert not any("spec_from_file_location" in site for site in dynamic_loads("kernels.py", ROOT / "lenbench"))
+    # `python -m lenbench.kernels` (kernels/__main__.py, outside the closure) is the one load by path
+    assert "spec_from_file_location" in (ROOT / "lenbench" / "kernels/__main__.py").read_text()
+    assert not any("kernels/" in rel for rel in files)
 
 
 def test_import_closure_rules_on_a_small_package(tmp_path):
@@ -203,10 +204,10 @@ def test_import_closure_rules_on_a_small_package(tmp_path):
 ENGINE_SCRIPT = """
 import json, sys
 from pathlib import Path
-from lenbench import fingerprint
+from lenbench.run import fingerprint
 from lenbench.atomic import atomic_write_json
-from lenbench.engine import cell_path, expected_fingerprint, pending_cells
-from lenbench.suite import load_suite
+from lenbench.run.engine import cell_path, expected_fingerprint, pending_cells
+from lenbench.config.suite import load_suite
 suite, out = load_suite(sys.argv[1]), Path(sys.argv[2])
 if sys.argv[3] == "write":
     for cell in suite.cells():
@@ -235,9 +236,9 @@ def test_the_engine_recomputes_rope_variant_cells_after_factor_at_is_edited(tmp_
 
     stored = engine("write")
     assert stored == {"package": str(pkg / "lenbench"), "pending": [], "stale": {}}
-    suite_py = pkg / "lenbench" / "suite.py"
+    suite_py = pkg / "lenbench" / "config/suite.py"
     needle = "return max(1.0, float(ratio))"
     assert suite_py.read_text().count(needle) == 1
     suite_py.write_text(suite_py.read_text().replace(needle, "return max(1.0, 2 * float(ratio))"))
     assert engine("check") == {"package": str(pkg / "lenbench"), "pending": ["rope", "randomized"],
-                               "stale": {"source changed: suite.py": 2}}
+                               "stale": {"source changed: config/suite.py": 2}}

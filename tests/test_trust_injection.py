@@ -9,8 +9,8 @@ import re
 import pytest
 
 from lenbench.escape import csv_cell, csv_frame, csv_uncell, md_cell
-from lenbench.page import write_report
-from lenbench.results import load_results
+from lenbench.report.page import write_report
+from lenbench.report.rows import load_results
 
 HOSTILE = ['=HYPERLINK("http://x")', "+1", "-cmd", "@SUM(A1)", "<script>alert(1)</script>", "a|b", "\tTAB", "\rCR"]
 FORMULA = ("=", "+", "-", "@", "\t", "\r")

@@ -16,9 +16,9 @@ import torch
 import yaml
 from lenbench_testing import TINY_SUITE
 
-from lenbench import engine
-from lenbench.engine import compute_cell, load_checkpoint_bytes, make_job, read_checkpoints, run_suite
-from lenbench.suite import SuiteError, load_suite, parse_suite
+from lenbench.run import engine
+from lenbench.run.engine import compute_cell, load_checkpoint_bytes, make_job, read_checkpoints, run_suite
+from lenbench.config.suite import SuiteError, load_suite, parse_suite
 
 TINY = TINY_SUITE
 
@@ -52,7 +52,7 @@ def test_a_seed_past_2_to_the_32_is_rejected_at_load(tmp_path):
 def test_the_largest_seed_trains_and_its_fine_tune_seed_fits(tmp_path):
     """Everything a cell derives from its seed (torch.manual_seed, the batch generator, the
     fine-tune's seed + 1, the int64 seed column) holds the largest valid seed."""
-    from lenbench.results import load_results
+    from lenbench.report.rows import load_results
 
     suite = parse_suite({**TINY, "encodings": ["rope"], "seeds": [2**32 - 1],
                          "variants": [{"rope_type": "linear", "finetune_steps": 1}], "eval": {"ratios": [1], "samples": 2}})
@@ -153,7 +153,7 @@ def test_the_lm_corpus_check_accepts_exactly_the_size_it_names(tmp_path):
 
 def test_a_cell_whose_every_measurement_failed_is_failed_and_counted(tmp_path, monkeypatch, capsys):
     from lenbench.cli import main
-    from lenbench.engine import load_cell_results
+    from lenbench.run.engine import load_cell_results
 
     def fail(*args, **kwargs):
         raise ValueError("no length fits")

@@ -13,7 +13,7 @@ import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench import numerics
-from lenbench.fingerprint import Fingerprint, stale_reasons
+from lenbench.run.fingerprint import Fingerprint, stale_reasons
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_pin = pytest.mark.skipif(not numerics.pinnable(), reason=f"this CPU ({numerics.cpu_isa()}) cannot run the "

@@ -4,7 +4,7 @@
 with a marker in their environment (which every worker and multiprocessing's resource tracker
 inherit); once both workers are training, the driver alone is SIGKILLed, and every marked
 process must be gone, and the driver's output pipes closed, within a few seconds. The
-mechanisms of `lenbench.parent_watch` are tested one at a time on a plain child process.
+mechanisms of `lenbench.run.executors.parent_watch` are tested one at a time on a plain child process.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
-from lenbench.parent_watch import ORPHANED_EXIT_CODE
+from lenbench.run.executors.parent_watch import ORPHANED_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "LENBENCH_TEST_ORPHAN_MARKER"
@@ -170,13 +170,12 @@ def test_sigkilled_lenbench_run_on_a_local_ray_leaves_no_process(tmp_path):
 
 # --- the mechanisms, one at a time ------------------------------------------------------------
 
-#: A child that arms one mechanism of `lenbench.parent_watch`, says so on a file, then would
+#: A child that arms one mechanism of `lenbench.run.executors.parent_watch`, says so on a file, then would
 #: sleep for ten minutes. Arguments: the mechanism, the ready file, its parent's pid.
 CHILD = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from lenbench import parent_watch
-
+    from lenbench.run.executors import parent_watch
     def child(how, ready, parent_pid):
         if how == "signal":
             assert parent_watch.set_parent_death_signal()
@@ -231,14 +230,14 @@ def test_a_child_exits_when_its_parent_is_killed(tmp_path, how):
 
 
 def test_a_worker_whose_parent_died_before_it_armed_exits_at_once():
-    code = "from lenbench.parent_watch import watch_parent; import time; watch_parent(0); time.sleep(600)"
+    code = "from lenbench.run.executors.parent_watch import watch_parent; import time; watch_parent(0); time.sleep(600)"
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stderr) == (ORPHANED_EXIT_CODE, "")
 
 
 def test_a_watched_process_with_a_live_parent_runs_and_exits_normally():
-    code = "import os; from lenbench.parent_watch import watch_parent; watch_parent(os.getppid()); print('ran')"
+    code = "import os; from lenbench.run.executors.parent_watch import watch_parent; watch_parent(os.getppid()); print('ran')"
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ran\n", "")

@@ -18,11 +18,11 @@ import pytest
 from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.engine import run_suite
-from lenbench.page import write_report
+from lenbench.run.engine import run_suite
+from lenbench.report.page import write_report
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish
-from lenbench.suite import parse_suite
+from lenbench.config.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,7 +190,6 @@ KILLER = """
 import os, shutil, signal, sys
 from pathlib import Path
 from lenbench import publish as P
-
 moment, run, target = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 real_replace, real_copy, real_rmtree = os.replace, shutil.copy2, shutil.rmtree
 

@@ -90,7 +90,7 @@ def number_param(encoding: str, param: str, value: Any, *, low: float = 0.0, str
 
     Numeric strings count as numbers (PyYAML reads ``1e4`` as a string). Constructors call this
     on each numeric parameter, so a suite that sets one out of range fails at load time
-    (`lenbench.suite_checks.probe_encoding`) with the encoding, the parameter and the range.
+    (`lenbench.config.checks.probe_encoding`) with the encoding, the parameter and the range.
 
     Args:
         encoding: the encoding's name, for the message.

@@ -3,7 +3,7 @@
 An executor only *runs* cells: it never writes the results directory. Every job carries what a
 cell needs (its config, device, thread count and the cached checkpoints it may reuse, as bytes),
 and every outcome carries what it made (the cell result and any newly trained checkpoints, as
-bytes), so workers need no shared filesystem. The driver (`lenbench.engine.run_suite`) alone
+bytes), so workers need no shared filesystem. The driver (`lenbench.run.engine.run_suite`) alone
 writes results, atomically, whichever executor ran the cells.
 
 Adding an executor is one class and one registry line:
@@ -15,7 +15,7 @@ Adding an executor is one class and one registry line:
     ...             yield compute_cell(job)
 
 Executors shipped: ``serial`` (in this process), ``process`` (a local process pool, `--workers N`)
-and ``ray`` (a Ray cluster; `lenbench.ray_executor`, imported on first use).
+and ``ray`` (a Ray cluster; `lenbench.run.executors.ray`, imported on first use).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
-from lenbench.parent_watch import watch_parent
+from lenbench.run.executors.parent_watch import watch_parent
 from lenbench.registry import Registry
-from lenbench.suite import Cell
+from lenbench.config.suite import Cell
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ def compute_cell(job: CellJob) -> CellOutcome:
     same numbers).
     """
     from lenbench.device import keep_freed_memory
-    from lenbench.engine import compute_cell as _compute
+    from lenbench.run.engine import compute_cell as _compute
 
     keep_freed_memory()
     return _compute(job)
@@ -119,7 +119,7 @@ class SerialExecutor(Executor):
 class ProcessExecutor(Executor):
     """A local pool of `workers` spawned processes; each cell keeps its job's thread count.
 
-    The workers die with this process even when it is SIGKILLed (`lenbench.parent_watch`): on
+    The workers die with this process even when it is SIGKILLed (`lenbench.run.executors.parent_watch`): on
     Linux by the kernel's parent-death signal, which follows the thread that started them (the
     one iterating `run`, which starts them all while submitting), and everywhere by a watchdog
     thread on multiprocessing's parent sentinel. With them goes multiprocessing's resource
@@ -147,7 +147,7 @@ class ProcessExecutor(Executor):
 
 
 #: Executors living in modules with optional dependencies, imported when first asked for.
-LAZY_EXECUTORS = {"ray": "lenbench.ray_executor"}
+LAZY_EXECUTORS = {"ray": "lenbench.run.executors.ray"}
 
 
 def get_executor(name: str) -> type[Executor]:
@@ -196,7 +196,7 @@ def plan_execution(executor: str = "auto", workers: int | None = None, device_ty
     auto: on the CPU with more than one usable core, the process executor with one worker per
     core (at most one per pending cell, and no more than `WORKER_MEMORY_BYTES` each of the
     available memory); otherwise serial. The suites' models are small: one intra-op thread per
-    cell (the default, `lenbench.engine.default_threads`) and one cell per core use the cores far
+    cell (the default, `lenbench.run.engine.default_threads`) and one cell per core use the cores far
     better than several threads on one cell, and the rows do not depend on the machine's core
     count. An accelerator runs cells one after another (serial) unless `workers` > 1 asks for
     processes sharing it (the quick suite's models leave a GPU mostly idle; see the README's GPU

@@ -1,7 +1,7 @@
 """The leaderboard's statistics: intervals, paired tie-aware ranks, not-learned flags, retention.
 
-The report path is rows → statistics (this module) → tables (`lenbench.tables`) → figures
-(`lenbench.plots`) → page (`lenbench.page`). Everything here works on one *board*: the rows of one task, training
+The report path is rows → statistics (this module) → tables (`lenbench.report.tables`) → figures
+(`lenbench.report.plots`) → page (`lenbench.report.page`). Everything here works on one *board*: the rows of one task, training
 length and (primary) metric, every (encoding, variant) series of it, scored on the same evaluation
 samples (same generator seed, `lenbench.evaluate.eval_generator`).
 
@@ -272,7 +272,7 @@ def learned_threshold(task: str, metric: str) -> float | None:
 def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_boot: int = N_BOOT,
                      seed: int = BOOT_SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Statistics of one board (tidy rows of one task, train_len and metric; columns of
-    `lenbench.results.COLUMNS`).
+    `lenbench.report.rows.COLUMNS`).
 
     Returns:
         entries: one row per series: encoding, variant, kind ("model", "variant", "baseline"),

@@ -13,7 +13,7 @@ it, by seed and by sample index (both sides score the same evaluation samples:
 measurement ok on one side and failed or absent on the other keeps its exact status (a regression
 when it failed in head).
 
-**Interval**: the leaderboard's own bootstrap (`lenbench.stats`: `N_BOOT` resamples, `BOOT_SEED`,
+**Interval**: the leaderboard's own bootstrap (`lenbench.report.stats`: `N_BOOT` resamples, `BOOT_SEED`,
 95 %): one `Resampler` per board (task, train_len, metric) draws seeds with replacement, then
 samples within each drawn seed, the same draws for base and head, so ``head − base`` is a paired
 difference; without sample scores only seeds are resampled, and with one seed and no sample scores
@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 from lenbench.evaluate import METRICS
-from lenbench.results import ResultsError, whole_length
-from lenbench.stats import (
+from lenbench.report.rows import ResultsError, whole_length
+from lenbench.report.stats import (
     BOOT_SEED,
     LEVEL,
     N_BOOT,
@@ -54,9 +54,9 @@ from lenbench.stats import (
     interval,
     replicate_curves,
 )
-from lenbench.tables import markdown_table
+from lenbench.report.tables import markdown_table
 
-REGRESSION, IMPROVED, UNCHANGED = "REGRESSION", "improved", "unchanged"  # the same labels as lenbench.compare
+REGRESSION, IMPROVED, UNCHANGED = "REGRESSION", "improved", "unchanged"  # the same labels as lenbench.compare.core
 WITHIN_MARGIN = "changed (within margin)"
 NOT_SIGNIFICANT = "no significant change"
 NO_INTERVAL = "no interval"
@@ -189,8 +189,8 @@ def statistical_quality(base: pd.DataFrame, head: pd.DataFrame, exact: pd.DataFr
     """The statistical quality comparison (see the module docstring).
 
     Args:
-        base, head: the tidy rows of each side (`lenbench.results.load_results`).
-        exact: `lenbench.compare.compare_rows` of the same rows; its measurements that are not ok on
+        base, head: the tidy rows of each side (`lenbench.report.rows.load_results`).
+        exact: `lenbench.compare.core.compare_rows` of the same rows; its measurements that are not ok on
             both sides (failed in head, missing, new ...) are kept with their exact status.
         margins: per metric (`parse_margins`).
         sources: the sides' names, for error messages.

@@ -2,7 +2,7 @@
 
 A suite names the tasks, encodings, seeds, model and training settings, evaluation ratios and
 inference-time variants. It is read as safe YAML that rejects a key given twice
-(`lenbench.suite_checks.read_yaml`); every unknown key, task, encoding or variant is an error naming
+(`lenbench.config.checks.read_yaml`); every unknown key, task, encoding or variant is an error naming
 the file, the key and the closest valid name.
 
     >>> suite = load_suite("smoke")
@@ -10,7 +10,7 @@ the file, the key and the closest valid name.
     >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
 
 Every number is range-checked at load time (`RANGES`; seeds and encoding parameters:
-`lenbench.suite_checks`, each encoding built once for the suite's model): a value out of range is
+`lenbench.config.checks`, each encoding built once for the suite's model): a value out of range is
 a one-line `SuiteError` naming the file, the key, the value and the valid range. Float fields also accept
 numeric strings, since PyYAML reads an exponent without a sign or dot (``1e-3``, ``1.0e9``) as a
 string. A grid entry listed twice (same task and length, same encoding label, same seed, same
@@ -39,10 +39,10 @@ import lenbench
 from lenbench.encodings import ENCODINGS
 from lenbench.encodings.rope_scaling import ADAPTIVE_FACTOR, LENGTH_ADAPTIVE, ROPE_TYPES
 from lenbench.registry import check_keywords, did_you_mean
-from lenbench.suite_checks import DuplicateKeyError, check_seed, probe_encoding, read_yaml
+from lenbench.config.checks import DuplicateKeyError, check_seed, probe_encoding, read_yaml
 from lenbench.tasks import TASKS
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "bench" / "suites"
+SUITES_DIR = Path(__file__).resolve().parent / "suites"  # package data: a wheel install finds its presets
 
 
 class SuiteError(ValueError):
@@ -87,7 +87,7 @@ class EvalSpec:
 
     `tokens_per_batch` bounds the memory of one evaluation batch (batch = tokens // seq_len).
     `memory_budget_gb` caps an evaluation's estimated peak memory (0: half the memory available,
-    or env LENBENCH_MEMORY_BUDGET_GB; see `lenbench.memory`); batches shrink to fit it. It changes
+    or env LENBENCH_MEMORY_BUDGET_GB; see `lenbench.run.memory`); batches shrink to fit it. It changes
     how samples are batched, not results, so it is not part of the cell id.
     """
 
@@ -252,7 +252,7 @@ class ResourceSpec:
 
     Ray schedules each cell as a task with these resources, so fractional GPUs let several small
     models share one GPU (`num_gpus: 0.25` → four cells per GPU). They never change the rows: the
-    intra-op thread count is `--threads` (see `lenbench.engine.run_suite`).
+    intra-op thread count is `--threads` (see `lenbench.run.engine.run_suite`).
 
     Args:
         num_cpus: logical CPUs reserved per cell (> 0).
@@ -345,7 +345,7 @@ def digest(obj: Any) -> str:
 
 
 def list_suites() -> dict[str, Path]:
-    """Preset suite names → their YAML files in bench/suites/."""
+    """Preset suite names → their YAML files in lenbench/config/suites/."""
     return {p.stem: p for p in sorted(SUITES_DIR.glob("*.yaml"))}
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lenbench.suite import Cell, Suite
+from lenbench.config.suite import Cell, Suite
 
 # Fitted by least squares on results/cells (the published quick run, 72 cells: `seconds` against
 # training steps and FLOPs) on a 2-core x86 CPU, torch 2.13.0 CPU, one intra-op thread per cell (the
@@ -100,7 +100,7 @@ class Estimate:
 
 def measured_seconds(results_dir: Path) -> list[float]:
     """Wall seconds of the finished cells stored in a results directory."""
-    from lenbench.results import readable_cell_results  # pandas: only when a run exists
+    from lenbench.report.rows import readable_cell_results  # pandas: only when a run exists
 
     return [float(data["seconds"]) for data in readable_cell_results(results_dir)
             if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float))]

@@ -1,15 +1,15 @@
 """Results, step 1 of the report path: the tidy rows of DESIGN.md, loaded and normalised.
 
 The report path, one module per step, each importing only the steps before it:
-rows (this module) → statistics (`lenbench.stats`) → tables (`lenbench.tables`: the leaderboard
-frames, CSV and markdown) → figures (`lenbench.plots`) → page (`lenbench.page`: `write_report`,
+rows (this module) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`: the leaderboard
+frames, CSV and markdown) → figures (`lenbench.report.plots`) → page (`lenbench.report.page`: `write_report`,
 the files of a report directory).
 
 Sources `load_results` understands (the same rows whichever is given):
 
 - a results directory: ``OUT/cells/*.json`` (one file per cell, written by the engine); a directory
   without ``cells/`` but with a ``results.csv`` (a report directory) or a ``bench.json`` works too;
-- a tidy CSV: the ``results.csv`` that `lenbench.page.write_report` writes (one row per measurement);
+- a tidy CSV: the ``results.csv`` that `lenbench.report.page.write_report` writes (one row per measurement);
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
   benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``; its kernel timings are
   `load_kernel_timings`.
@@ -84,7 +84,7 @@ def encoding_sort_key(encoding: str) -> tuple:
 def variant_rope_type(variant: str) -> str | None:
     """The rope_type behind a variant key ("yarn", "yarn@4", "finetune-linear-x4" → "linear"), else None.
 
-    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.suite.VariantSpec`)."""
+    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.config.suite.VariantSpec`)."""
     _, rope_types = _registry_names()
     variant = variant.split("@", 1)[0] if not variant.startswith("finetune-") else variant
     if variant in rope_types:
@@ -269,7 +269,7 @@ def _rows_from_cells(directory: Path) -> list[dict]:
         result = _read_json(path)
         if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
             raise ResultsError(f"{path}: not a cell result (expected a JSON object with a 'rows' list, "
-                               "as written by lenbench.engine)")
+                               "as written by lenbench.run.engine)")
         rows += result["rows"]
     return rows
 

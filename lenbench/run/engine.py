@@ -11,7 +11,7 @@ Layout of a results directory:
 Two halves: `compute_cell` runs one cell from a `CellJob` and writes nothing (executors call it,
 in this process, in a process pool or on a Ray worker); the driver (`run_cell`, `ensure_cell`,
 `run_suite`) hands out jobs with the cached checkpoints and alone writes what comes back. A rerun
-skips every cell whose file is valid and whose fingerprint (`lenbench.fingerprint`: the source
+skips every cell whose file is valid and whose fingerprint (`lenbench.run.fingerprint`: the source
 it depends on, torch version, device, dtype, threads, task data) still matches; stale cells are
 recomputed and the run says why. A run killed at any moment resumes without losing or duplicating
 rows; a second run on the same directory skips the cells the first one has claimed (lock files).
@@ -50,18 +50,18 @@ from lenbench.baselines import baseline_rows
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.evaluate import METRICS, evaluate_depth, evaluate_length, evaluate_lm_context, task_metrics
-from lenbench.executors import CellJob, CellOutcome, get_executor, plan_execution
-from lenbench.fingerprint import (
+from lenbench.run.executors.base import CellJob, CellOutcome, get_executor, plan_execution
+from lenbench.run.fingerprint import (
     Fingerprint,
     cell_fingerprint,
     data_fingerprint,
     python_version,
     stale_reasons,
 )
-from lenbench.memory import available_bytes, fit_batch, memory_budget
+from lenbench.run.memory import available_bytes, fit_batch, memory_budget
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
-from lenbench.suite import Cell, Suite, VariantSpec, digest
+from lenbench.config.suite import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
 
@@ -268,7 +268,7 @@ def _intra_op_threads(threads: int) -> Iterator[None]:
 
 
 def compute_cell(job: CellJob) -> CellOutcome:
-    """Train and evaluate one cell; writes nothing (see `lenbench.executors`).
+    """Train and evaluate one cell; writes nothing (see `lenbench.run.executors.base`).
 
     Never raises for a failure inside the cell: a diverged loss, an unrepresentable length or any
     other exception is recorded (whole cell, or the one length / variant it concerns) with its reason.
@@ -411,13 +411,13 @@ def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio
 
 
 # --- the driver: the only code that writes a results directory ----------------------------------
-# (lenbench.fingerprint hashes engine.py only above this marker: the driver never changes a result)
+# (lenbench.run.fingerprint hashes engine.py only above this marker: the driver never changes a result)
 
 
 def compute_in_process(job: CellJob) -> CellOutcome:
-    """`compute_cell` in this process as the executors run it (`lenbench.executors.compute_cell`:
+    """`compute_cell` in this process as the executors run it (`lenbench.run.executors.base.compute_cell`:
     freed memory kept for reuse first)."""
-    from lenbench.executors import compute_cell as run_here
+    from lenbench.run.executors.base import compute_cell as run_here
 
     return run_here(job)
 
@@ -710,8 +710,8 @@ def run_suite(
     Args:
         executor: where cells run: "serial" (default, in this process), "auto" (the command line's
             default: one process per core for CPU cells, else serial;
-            `lenbench.executors.plan_execution`), "process" (a pool of `workers` processes) or "ray"
-            (see `lenbench.executors`); `workers` > 1 with "serial" means "process".
+            `lenbench.run.executors.base.plan_execution`), "process" (a pool of `workers` processes) or "ray"
+            (see `lenbench.run.executors.base`); `workers` > 1 with "serial" means "process".
         workers: processes of the process executor (default: one per usable core, see
             `plan_execution`).
         threads: intra-op threads per cell (default 1, `default_threads`); part of every row's

@@ -37,7 +37,7 @@ printed as WARNING lines, and so are differing machine facts (`MACHINE_FACTS`: C
 capability, BLAS, numpy / pandas versions, numerics mode, from rows and cells; for old results
 without them, cpu_model and cpu_capability inferred from the benchmark JSON's ``machine_info.cpu``
 brand and flags, and numerics "native", each marked inferred). Across machines the exact comparison
-is expected to differ, and the warning says to pass ``statistical`` (`lenbench.compare_stats`:
+is expected to differ, and the warning says to pass ``statistical`` (`lenbench.compare.stats`:
 paired bootstrap over seeds × samples against per-metric practical margins) unless both sides
 pinned the same numerics; rows of a task whose data fingerprint (``data_fingerprint``, e.g. the
 ``lm`` corpus sha256; for a results directory also its cells' ``task_fingerprint``) differs
@@ -61,9 +61,9 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench import numerics
-from lenbench.compare_inputs import check_benchmark_json, check_cells_directory, guard, read_json
+from lenbench.compare.inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.evaluate import METRICS
-from lenbench.results import (
+from lenbench.report.rows import (
     ResultsError,
     _read_csv_strings,
     csv_kind,
@@ -73,7 +73,7 @@ from lenbench.results import (
     resolve_source,
     whole_length,
 )
-from lenbench.tables import SCORE_STATS, leaderboard, markdown_table, read_leaderboard_csv
+from lenbench.report.tables import SCORE_STATS, leaderboard, markdown_table, read_leaderboard_csv
 
 ROW_JOIN = ("task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "seed")
 BOARD_JOIN = ("task", "train_len", "metric", "encoding", "variant", "statistic")
@@ -86,7 +86,7 @@ REGRESSION, IMPROVED, WITHIN, UNCHANGED, MISSING, NEW = (
 SLOWER, FASTER = "SLOWER", "faster"
 FAILED = "FAILED in head"  # the whole cell failed in head (diverged): it stored no rows
 CELL_OK = "ok"
-#: A cell title as `lenbench.suite.Cell.title` writes it: task-encoding-L<train_len>-s<seed>.
+#: A cell title as `lenbench.config.suite.Cell.title` writes it: task-encoding-L<train_len>-s<seed>.
 TITLE = re.compile(r"(?P<task>[^-]+)-(?P<encoding>.+)-L(?P<train_len>\d+)-s(?P<seed>\d+)")
 #: machine_info facts that identify the machine timings were measured on.
 MACHINE_KEYS = ("cpu", "device_name", "cpu_count")
@@ -123,7 +123,7 @@ def load_side(source: str | Path) -> Side:
 
     Raises:
         ResultsError: one line naming the file and what is wrong with it, whatever is malformed
-            (`lenbench.compare_inputs`).
+            (`lenbench.compare.inputs`).
     """
     with guard(source):
         return _load_side(source)
@@ -395,7 +395,7 @@ class Comparison:
     allow_no_overlap: bool = False
     warnings: list[str] = dataclasses.field(default_factory=list)
     top: int = 10
-    margins: dict | None = None  # statistical comparison (lenbench.compare_stats) when set, else exact
+    margins: dict | None = None  # statistical comparison (lenbench.compare.stats) when set, else exact
     machines: str = ""  # the machine difference between the sides, "" when none is recorded
 
     def _count(self, frame: pd.DataFrame | None, status: str) -> int:
@@ -521,8 +521,7 @@ class Comparison:
     def _statistical_section(self, limit: int | None) -> list[str]:
         """The quality section of a statistical comparison: units over seeds, then the measurements
         not ok on both sides, compared exactly."""
-        from lenbench import compare_stats
-
+        from lenbench.compare.core import stats as compare_stats
         q = self.quality
         lines = [compare_stats.summary_line(q, self.margins, self.machines)]
         if table := compare_stats.units_table(q, limit):
@@ -731,15 +730,14 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
         force_speed: compare kernel timings from two different machines (otherwise refused).
         top: the report shows this many of the largest changes per table.
         statistical: compare quality by paired bootstrap over seeds × samples against practical
-            margins (`lenbench.compare_stats`), for results from different machines.
+            margins (`lenbench.compare.stats`), for results from different machines.
         margins: ``--margin`` overrides of the statistical margins (``X`` or ``METRIC=X``).
 
     Raises:
         ResultsError: unreadable input, negative thresholds, a task measured on different data, or
             timings from different machines without `force_speed` (one line each).
     """
-    from lenbench import compare_stats
-
+    from lenbench.compare.core import stats as compare_stats
     if margins and not statistical:
         raise ResultsError("--margin applies to the statistical comparison: add --statistical")
     if statistical and tolerance:

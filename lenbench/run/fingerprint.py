@@ -4,29 +4,29 @@ A cell's id hashes its config (suite YAML → `Cell.config`). Its *result* also 
 environment, which the id does not see; the fingerprint covers them:
 
 - **sources** (sha256 of each file, relative to the `lenbench` package): the import closure of the
-  cell's compute path (`lenbench.closure.import_closure`: every `lenbench` import anywhere in a
+  cell's compute path (`lenbench.run.closure.import_closure`: every `lenbench` import anywhere in a
   file, transitively, read from the source), from these roots:
-    - the compute half of `engine.py` (everything above its "the driver" marker: the driver below
+    - the compute half of `run/engine.py` (everything above its "the driver" marker: the driver below
       it only reads and writes files, and its imports are not followed), `model.py`, `train.py`,
       `evaluate.py`;
     - the cell's encoding module, and the wrapped encoding's module for an encoding that wraps
       another (`randomized`'s `base` parameter);
     - the cell's task module.
-  Nothing reached is left out by name: `suite.py` (`VariantSpec.factor_at` computes the RoPE
-  factor), `registry.py`, `device.py`, `memory.py`, `atomic.py`, `executors.py` (the workers'
+  Nothing reached is left out by name: `config/suite.py` (`VariantSpec.factor_at` computes the RoPE
+  factor), `registry.py`, `device.py`, `run/memory.py`, `atomic.py`, `run/executors/base.py` (the workers'
   entry point, which names `ray_executor` for a dynamic import), this module and the others the
   compute half imports are all hashed. The one structural exception is how a package's
   `__init__.py` is treated: it imports every encoding / task to register it, so it is not followed
   into its members (that would make every cell depend on every encoding); a name imported from
   a package is followed to the module that defines it, and the `__init__` itself is hashed iff it
   holds code of its own (the top package does: `__version__`, which rows record). Code loaded by
-  file path is not an import: the only such load (`kernels.py` running `bench/kernel_plans.py`)
+  file path is not an import: the only such load (`kernels/core.py` running `bench/kernel_plans.py`)
   sits under `if __name__ == "__main__":`, which the compute path never runs, and
   tests/test_trust_fingerprint.py keeps every other path load out of the closure.
-  Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `closure.py`,
-  `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `engine.py`, `evaluate.py`,
-  `executors.py`, `fingerprint.py`, `memory.py`, `model.py`, `numerics.py`, `parent_watch.py`, `ray_executor.py`, `registry.py`,
-  `suite.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
+  Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `run/closure.py`,
+  `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `run/engine.py`, `evaluate.py`,
+  `run/executors/base.py`, `run/fingerprint.py`, `run/memory.py`, `model.py`, `numerics.py`, `run/executors/parent_watch.py`, `run/executors/ray.py`, `registry.py`,
+  `config/suite.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
   cell), plus its encoding's and task's modules.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
@@ -50,11 +50,11 @@ from typing import Any
 import torch
 
 import lenbench
-from lenbench.closure import import_closure
+from lenbench.run.closure import import_closure
 
 PACKAGE = Path(lenbench.__file__).resolve().parent
 #: The roots of every cell's compute path (files relative to the package); the cell adds its own.
-CORE = ("model.py", "train.py", "evaluate.py", "engine.py")
+CORE = ("model.py", "train.py", "evaluate.py", "run/engine.py")
 #: engine.py is fingerprinted up to this line: the driver below it only reads and writes files.
 ENGINE_DRIVER_MARKER = "# --- the driver:"
 DTYPE = "float32"
@@ -66,7 +66,7 @@ def python_version() -> str:
 
 def _source(rel: str) -> bytes:
     data = (PACKAGE / rel).read_bytes()
-    if rel == "engine.py":
+    if rel == "run/engine.py":
         text = data.decode()
         cut = text.find(ENGINE_DRIVER_MARKER)
         data = (text[:cut] if cut >= 0 else text).encode()
@@ -74,8 +74,8 @@ def _source(rel: str) -> bytes:
 
 
 def closure(roots: list[str]) -> list[str]:
-    """`roots` and every package file they import, transitively (`lenbench.closure`), sorted;
-    `engine.py` is read up to its driver marker."""
+    """`roots` and every package file they import, transitively (`lenbench.run.closure`), sorted;
+    `run/engine.py` is read up to its driver marker."""
     return import_closure(roots, PACKAGE, read=_source)
 
 

@@ -8,7 +8,7 @@ Every figure shares one style per line: the colour comes from the encoding's ind
 encoding registry (`ENCODING_COLORS`, 20 fixed colours; a label outside the registry gets a
 colour from a hash of its name), the dash pattern from the variant's rope_type index in the
 rope_type registry (solid for the plain encoding), the marker says whether the variant was
-fine-tuned; lines and legends follow `lenbench.results.series_order`. Adding results never
+fine-tuned; lines and legends follow `lenbench.report.rows.series_order`. Adding results never
 shuffles colours.
 """
 
@@ -35,7 +35,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: E402
 
 from lenbench.atomic import atomic_path, is_disk_full  # noqa: E402
 from lenbench.encodings import ENCODINGS, EncodingDims, PositionalEncoding, build_encoding  # noqa: E402
-from lenbench.results import (  # noqa: E402
+from lenbench.report.rows import (  # noqa: E402
     BASE_VARIANT,
     load_results,
     primary_metric,
@@ -45,7 +45,7 @@ from lenbench.results import (  # noqa: E402
     variant_rope_type,
     whole_length,
 )
-from lenbench.tables import Leaderboard, leaderboard, ratio_label  # noqa: E402
+from lenbench.report.tables import Leaderboard, leaderboard, ratio_label  # noqa: E402
 
 # --- saving -------------------------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
     evaluated sequence, at most `max_positions`. An encoding with trainable parameters but no
     checkpoint at hand is drawn at initialisation, and its note says so.
     """
-    from lenbench.stats import is_baseline
+    from lenbench.report.stats import is_baseline
 
     names = [e for e in dict.fromkeys(df["encoding"]) if not is_baseline(e) and e in ENCODINGS.names()]
     cells: dict[str, dict] = {}
@@ -217,7 +217,7 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
                 cells[enc] = data
     preset = None
     try:
-        from lenbench.suite import list_suites, load_suite
+        from lenbench.config.suite import list_suites, load_suite
 
         suites = sorted(set(df["suite"]) & set(list_suites()))
         preset = load_suite(suites[0]) if suites else None
@@ -236,7 +236,7 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
             note = f"{data.get('title', '')}: geometry of the run"
             if checkpoint.is_file():
                 try:
-                    from lenbench.engine import load_checkpoint_bytes
+                    from lenbench.run.engine import load_checkpoint_bytes
 
                     state, _ = load_checkpoint_bytes(checkpoint.read_bytes(), torch.device("cpu"))
                     kwargs["state"] = {k[len("pos_enc."):]: v for k, v in state.items() if k.startswith("pos_enc.")}
@@ -430,7 +430,7 @@ def extrapolation_plot(source, path: str | Path, *, board: Leaderboard | None = 
 
     log2 x axis at the evaluated lengths, a dashed vertical line at the training length, one line
     per (encoding, variant) in the shared style (see the module docstring): the mean over seeds
-    with its 95 % hierarchical bootstrap band (`lenbench.stats`); a model that did not learn the
+    with its 95 % hierarchical bootstrap band (`lenbench.report.stats`); a model that did not learn the
     task at 1× (`not_learned`) is drawn faded. Baselines (``baseline:<name>`` rows: chance,
     repeat-previous, unigram) are grey lines without markers; results without baseline rows get
     a dotted chance line for token accuracy. × marks at the bottom where every seed failed;
@@ -452,7 +452,7 @@ def extrapolation_plot(source, path: str | Path, *, board: Leaderboard | None = 
 
 
 def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: str | Path) -> Path:
-    from lenbench.stats import is_baseline
+    from lenbench.report.stats import is_baseline
 
     fig, axes = _grid(len(boards), PAPER_WIDTH / PANEL_COLUMNS, 2.5, ncols=PANEL_COLUMNS)
     all_pairs = series_order((e, v) for e, v in zip(df["encoding"], df["variant"], strict=True) if not is_baseline(e))
@@ -608,7 +608,7 @@ def leaderboard_heatmap(source, path: str | Path, *, board: Leaderboard | None =
 def cost_plot(cost: pd.DataFrame, path: str | Path) -> Path:
     """Kernel time against sequence length, log-log, one line per encoding, one panel per dtype.
 
-    Solid: the fused implementation (`lenbench.tables.cost_table`'s ``fused_s``); dashed, same
+    Solid: the fused implementation (`lenbench.report.tables.cost_table`'s ``fused_s``); dashed, same
     colour: the eager reference; black: unbiased causal SDPA (what `nope` attends with), recovered
     from ``ratio_to_sdpa``. Colours are the encodings' colours of every other figure.
     """
@@ -649,8 +649,8 @@ def cost_plot(cost: pd.DataFrame, path: str | Path) -> Path:
 def quality_cost_plot(points: pd.DataFrame, path: str | Path) -> Path:
     """Retention past the training length against training-step cost, one panel per task.
 
-    x: the encoding's training step relative to `nope` (`lenbench.tables.quality_cost_frame`);
-    y: retention (`lenbench.stats`) with its 95 % interval as error bars; the Pareto front (cheaper
+    x: the encoding's training step relative to `nope` (`lenbench.report.tables.quality_cost_frame`);
+    y: retention (`lenbench.report.stats`) with its 95 % interval as error bars; the Pareto front (cheaper
     and better than every other learned model it is not dominated by) joined by a line and ringed;
     not-learned models faded and never on the front.
     """

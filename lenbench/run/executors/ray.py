@@ -3,10 +3,10 @@
     lenbench run --suite paper --executor ray --ray-address auto
 
 Each cell runs as one task (`compute_cell` on a Ray worker) reserving the suite's `resources:`
-(`num_cpus`, `num_gpus`, `memory_gb`; see `lenbench.suite.ResourceSpec`), so several small models
+(`num_cpus`, `num_gpus`, `memory_gb`; see `lenbench.config.suite.ResourceSpec`), so several small models
 can share one GPU. A job carries the cached checkpoints it may reuse and an outcome the checkpoints
 it trained, as bytes through Ray's object store: workers need no shared filesystem, and the driver
-(`lenbench.engine.run_suite`) alone writes the results directory, exactly as for a local run.
+(`lenbench.run.engine.run_suite`) alone writes the results directory, exactly as for a local run.
 Outcomes are yielded as tasks finish (`ray.wait`), so a driver killed at any moment loses no
 finished cell, and rerunning the same command submits only the unfinished ones.
 
@@ -48,8 +48,8 @@ try:
 except ImportError:  # an optional extra: the error comes when the executor is asked for
     ray = None
 
-from lenbench.executors import EXECUTORS, CellJob, CellOutcome, Executor, compute_cell
-from lenbench.suite import ResourceSpec
+from lenbench.run.executors.base import EXECUTORS, CellJob, CellOutcome, Executor, compute_cell
+from lenbench.config.suite import ResourceSpec
 
 #: The checkout whose lenbench the workers import (prepended to their PYTHONPATH).
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -230,7 +230,7 @@ class RayExecutor(Executor):
     @staticmethod
     def _failed(entry: _Pending, reason: str) -> CellOutcome:
         """A failed cell that never produced a result (same shape as `compute_cell`'s failures)."""
-        from lenbench.engine import SCHEMA_VERSION
+        from lenbench.run.engine import SCHEMA_VERSION
 
         cell = entry.job.cell
         result = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,

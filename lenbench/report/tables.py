@@ -1,11 +1,11 @@
 """Tables, step 3 of the report path: the leaderboard frames, their CSV text and markdown.
 
-Reads rows (`lenbench.results`) and statistics (`lenbench.stats`); figures (`lenbench.plots`) and
-the page (`lenbench.page`) read these tables, never the other way round.
+Reads rows (`lenbench.report.rows`) and statistics (`lenbench.report.stats`); figures (`lenbench.report.plots`) and
+the page (`lenbench.report.page`) read these tables, never the other way round.
 
 The leaderboard (`leaderboard`) aggregates per task (and training length) and per (encoding,
 variant) on the task's primary metric (`lenbench.evaluate.PRIMARY_METRIC`: exact match for sequence
-tasks, perplexity for lm); the statistics themselves are `lenbench.stats` (hierarchical bootstrap
+tasks, perplexity for lm); the statistics themselves are `lenbench.report.stats` (hierarchical bootstrap
 intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
 defines them:
 
@@ -30,10 +30,10 @@ from typing import Any
 
 import pandas as pd
 
-from lenbench import stats
+from lenbench.report import stats
 from lenbench.escape import csv_text, md_cell, md_text
 from lenbench.evaluate import METRICS
-from lenbench.results import (
+from lenbench.report.rows import (
     COLUMNS,
     ResultsError,
     _read_csv_strings,
@@ -71,7 +71,7 @@ def _provenance(rows: pd.DataFrame) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class Leaderboard:
-    """The leaderboard of a results frame (statistics: `lenbench.stats`).
+    """The leaderboard of a results frame (statistics: `lenbench.report.stats`).
 
     Attributes:
         per_task: one row per (task, train_len, encoding, variant): task, train_len, metric,
@@ -136,7 +136,7 @@ def _series_key(encoding: str, variant: str) -> tuple:
 
 def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     """Aggregate a tidy results frame into the leaderboard (see the module docstring and
-    `lenbench.stats`). `n_boot` overrides the number of bootstrap resamples."""
+    `lenbench.report.stats`). `n_boot` overrides the number of bootstrap resamples."""
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
     df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
     per_task_parts, wide_rows = [], []
@@ -448,8 +448,8 @@ def cost_table(kernels: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     """What each encoding costs: one row per (encoding, T, dtype) of the kernel timings.
 
     Args:
-        kernels: `lenbench.results.load_kernel_timings` of a benchmark JSON.
-        steps: `lenbench.results.load_training_steps` of it (None or empty: no training-step ratio).
+        kernels: `lenbench.report.rows.load_kernel_timings` of a benchmark JSON.
+        steps: `lenbench.report.rows.load_training_steps` of it (None or empty: no training-step ratio).
 
     Returns:
         Columns `COST_COLUMNS`: ``eager_s`` (median seconds of the eager reference), ``fused_s``

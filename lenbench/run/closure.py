@@ -1,14 +1,14 @@
 """The import closure of package files: which `lenbench` sources a piece of code can run.
 
 `import_closure(roots, package)` starts from package files (paths relative to the package, such as
-"engine.py") and follows, transitively, every import of a `lenbench` module found anywhere in a
+"run/engine.py") and follows, transitively, every import of a `lenbench` module found anywhere in a
 file's source (module level, inside functions, under `if` / `try`, relative imports), read from
 the AST without importing anything. Three rules make it exact rather than a hand list:
 
 - A plain module imported (`import lenbench.x`, `from lenbench.x import y`, `from . import x`)
   is in the closure, and so is `lenbench.x.y` when `y` is itself a module.
 - A string constant that is exactly the dotted name of a package module (e.g. the
-  `"lenbench.ray_executor"` that `executors.LAZY_EXECUTORS` hands to `importlib.import_module`)
+  `"lenbench.run.executors.ray"` that `executors.LAZY_EXECUTORS` hands to `importlib.import_module`)
   counts as an import of it: dynamic imports by name are followed.
 - A package's `__init__.py` runs on every import of one of its members, and the packages'
   `__init__`s import every member to register it: following those would make everything depend
@@ -173,10 +173,10 @@ def import_closure(roots: Iterable[str], package: Path, read: Callable[[str], by
     """`roots` and every package file they import, transitively (see the module docstring), sorted.
 
     Args:
-        roots: files relative to `package`, e.g. ["engine.py", "encodings/alibi.py"].
+        roots: files relative to `package`, e.g. ["run/engine.py", "encodings/alibi.py"].
         package: the directory of the `lenbench` package to read.
         read: rel path → source bytes (default: the file's bytes); lets a caller hash and follow
-            only part of a file (the fingerprint reads `engine.py` up to its driver marker).
+            only part of a file (the fingerprint reads `run/engine.py` up to its driver marker).
     """
     roots = tuple(roots)
     key = (str(package), roots, read)

@@ -11,7 +11,7 @@ driver's output waits forever.
 
 * on Linux the kernel kills the worker when its parent dies (``prctl(PR_SET_PDEATHSIG,
   SIGKILL)``), immediately and even while the worker is busy in native code. The kernel counts
-  the *thread* that started the worker as its parent: `lenbench.executors.ProcessExecutor`
+  the *thread* that started the worker as its parent: `lenbench.run.executors.base.ProcessExecutor`
   starts its workers from the thread that runs the cells, which lives as long as the pool;
 * everywhere (macOS has no parent-death signal) a daemon thread waits on the sentinel that
   `multiprocessing` gives every child (`multiprocessing.parent_process().sentinel`: the read end
@@ -20,7 +20,7 @@ driver's output waits forever.
   `os.getppid()` instead (a dead parent's children are reparented).
 
 A worker killed this way loses nothing: workers never write the results directory (the driver
-alone does, `lenbench.executors`), so the rerun recomputes only the unfinished cells.
+alone does, `lenbench.run.executors.base`), so the rerun recomputes only the unfinished cells.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The page, step 5 of the report path: `write_report` writes a report directory, `index.html` included.
 
-rows (`lenbench.results`) → statistics (`lenbench.stats`) → tables (`lenbench.tables`) → figures
-(`lenbench.plots`) → page (this module). Nothing imports this module but the command line, the
+rows (`lenbench.report.rows`) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`) → figures
+(`lenbench.report.plots`) → page (this module). Nothing imports this module but the command line, the
 pytest plugin (`conftest.py`) and `lenbench.publish`.
 
 ``index.html`` is one self-contained file: inline CSS and JavaScript, the figures as ``data:``
@@ -10,7 +10,7 @@ URIs, no network access and no external URL. Per task (and training length): the
 one table per encoding with inference-time variants; every table sorts by a click on its header
 and filters by the text typed above it. Then the overall ranking, the figures, the cost view
 (when the source is a benchmark JSON with kernel timings) and a provenance footer. The cells are
-the strings of `leaderboard.md` (`lenbench.tables.board_table_rows`), so the two never disagree.
+the strings of `leaderboard.md` (`lenbench.report.tables.board_table_rows`), so the two never disagree.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.atomic import atomic_write_text
-from lenbench.results import (
+from lenbench.report.rows import (
     EXPECTED_SOURCES,
     ResultsError,
     is_benchmark_json,
@@ -31,7 +31,7 @@ from lenbench.results import (
     load_results,
     load_training_steps,
 )
-from lenbench.tables import (
+from lenbench.report.tables import (
     BOARD_ALIGN,
     Leaderboard,
     _fmt_ci,
@@ -73,7 +73,7 @@ def benchmark_json_of(source: str | Path | pd.DataFrame) -> Path | None:
 
 
 def load_cost(source: str | Path | pd.DataFrame) -> pd.DataFrame | None:
-    """`lenbench.tables.cost_table` of the source's benchmark JSON, or None without kernel timings."""
+    """`lenbench.report.tables.cost_table` of the source's benchmark JSON, or None without kernel timings."""
     bench = benchmark_json_of(source)
     if bench is None:
         return None
@@ -92,9 +92,9 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
     tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
     length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     heatmap of each registered encoding in the results whose pattern is fixed by its definition,
-    see `lenbench.plots.has_fixed_pattern`). From the kernel timings of a benchmark JSON (the
+    see `lenbench.report.plots.has_fixed_pattern`). From the kernel timings of a benchmark JSON (the
     source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
-    ``cost.csv`` / ``cost.md`` (`lenbench.tables.cost_table`), with `plots` ``cost.{png,svg}``,
+    ``cost.csv`` / ``cost.md`` (`lenbench.report.tables.cost_table`), with `plots` ``cost.{png,svg}``,
     and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
     measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
     (passkey depth × length). With `page`: ``index.html`` (module
@@ -126,8 +126,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
             atomic_write_text(out / "summary.md", summary_markdown(board)),
         ]
     if plots and board is not None:
-        from lenbench import plots as lplots
-
+        from lenbench.report import plots as lplots
         for suffix in ("png", "svg"):
             written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board))
         for suffix in ("png", "svg"):
@@ -157,8 +156,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
         written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
                     atomic_write_text(out / "cost.md", cost_markdown(cost))]
         if plots:
-            from lenbench import plots as lplots
-
+            from lenbench.report import plots as lplots
             for suffix in ("png", "svg"):
                 written.append(lplots.cost_plot(cost, out / f"cost.{suffix}"))
             figures["kernel time against sequence length"] = out / "cost.png"

@@ -1,0 +1,1 @@
+"""`lenbench compare`: quality and speed regressions of one run against another."""

@@ -1,0 +1,1 @@
+"""Fused forward kernels of the encodings, chosen by what an encoding declares."""

@@ -1,0 +1,1 @@
+"""The report path: rows, statistics, tables, figures and the HTML page."""

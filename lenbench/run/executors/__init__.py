@@ -1,0 +1,1 @@
+"""Where cells run: in this process, a local process pool, or Ray."""
