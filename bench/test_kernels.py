@@ -76,7 +76,7 @@ import kernel_plans as P
 import pytest
 import torch
 
-from lenbench.kernels.core import core as K
+from lenbench.kernels import core as K
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.config.suite import KernelSpec, load_suite

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lenbench.kernels.core import core as K
+from lenbench.kernels import core as K
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket

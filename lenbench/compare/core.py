@@ -521,7 +521,7 @@ class Comparison:
     def _statistical_section(self, limit: int | None) -> list[str]:
         """The quality section of a statistical comparison: units over seeds, then the measurements
         not ok on both sides, compared exactly."""
-        from lenbench.compare.core import stats as compare_stats
+        from lenbench.compare import stats as compare_stats
         q = self.quality
         lines = [compare_stats.summary_line(q, self.margins, self.machines)]
         if table := compare_stats.units_table(q, limit):
@@ -737,7 +737,7 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
         ResultsError: unreadable input, negative thresholds, a task measured on different data, or
             timings from different machines without `force_speed` (one line each).
     """
-    from lenbench.compare.core import stats as compare_stats
+    from lenbench.compare import stats as compare_stats
     if margins and not statistical:
         raise ResultsError("--margin applies to the statistical comparison: add --statistical")
     if statistical and tolerance:
