@@ -56,7 +56,7 @@ def results_path(config: pytest.Config) -> Path:
     chosen = config.getoption("--results-dir")
     if chosen:
         return Path(chosen)
-    from lenbench.config.suite import load_suite
+    from lenbench.config import load_suite
 
     return Path("runs") / load_suite(config.getoption("--suite")).name
 

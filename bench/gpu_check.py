@@ -44,7 +44,7 @@ from lenbench.atomic import atomic_write_text
 from lenbench.device import resolve_device, synchronize
 from lenbench.flops import matmul_rate, mfu
 from lenbench.kernels.core import time_fn
-from lenbench.config.suite import load_suite
+from lenbench.config import load_suite
 
 COMPILED = ("compile", "cudagraphs")  # the variants that compile (slow first call)
 

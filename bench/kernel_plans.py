@@ -53,12 +53,12 @@ def kernel_settings(suite: Any, environ: dict[str, str] | None = None):
         environ: the environment (default `os.environ`).
 
     Returns:
-        A validated `lenbench.config.suite.KernelSpec`; a malformed variable raises `SuiteError` naming it.
+        A validated `lenbench.config.kernels.KernelSpec`; a malformed variable raises `SuiteError` naming it.
     """
     import dataclasses
     import os
 
-    from lenbench.config.suite import SuiteError, load_suite, parse_kernels
+    from lenbench.config import SuiteError, load_suite, parse_kernels
 
     if not hasattr(suite, "kernels"):
         suite = load_suite(suite)
@@ -231,7 +231,7 @@ def quick_training_step(
 
     from lenbench.flops import model_step_flops
     from lenbench.model import ModelConfig, Transformer
-    from lenbench.config.suite import load_suite
+    from lenbench.config import load_suite
     from lenbench.tasks import build_task
     from lenbench.train import TrainStep
 

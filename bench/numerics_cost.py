@@ -28,7 +28,7 @@ import lenbench
 from lenbench.run.engine import model_config
 from lenbench.model import Transformer
 from lenbench.numerics import machine_facts
-from lenbench.config.suite import load_suite
+from lenbench.config import load_suite
 from lenbench.tasks import build_task
 from lenbench.train import train_model
 torch.set_num_threads(1)

@@ -37,7 +37,7 @@ import pytest
 from lenbench.run.engine import ensure_cell, run_suite
 from lenbench.evaluate import PRIMARY_METRIC
 from lenbench.run.executors.base import plan_execution
-from lenbench.config.suite import load_suite
+from lenbench.config import load_suite
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -25,7 +25,7 @@ Rounds adapt to the kernel's duration (about `seconds` of timing, 3 … 50 round
 Shapes (fixed across T, so one dynamic-shape compilation serves every length): rotary
 (B=8, H=8, T, Dh=64), absolute (8, T, 512), attention (B=1, 8, T, 64).
 
-What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.suite.KernelSpec`: enabled,
+What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.kernels.KernelSpec`: enabled,
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
 handful of kernels in seconds and quick / standard / paper time more. Each environment variable
 that is set replaces its field (environment > suite file > KernelSpec defaults;
@@ -79,7 +79,7 @@ import torch
 from lenbench.kernels import core as K
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
-from lenbench.config.suite import KernelSpec, load_suite
+from lenbench.config import KernelSpec, load_suite
 
 S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

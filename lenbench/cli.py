@@ -36,7 +36,7 @@ def _list(what: str) -> int:
     else:
         from lenbench.run.estimate import estimate_suite, format_seconds, wall_seconds
         from lenbench.run.executors.base import plan_execution
-        from lenbench.config.suite import list_suites, load_suite
+        from lenbench.config import list_suites, load_suite
 
         print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
               "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
@@ -181,7 +181,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from lenbench.run.engine import load_rows, run_suite
-    from lenbench.config.suite import load_suite
+    from lenbench.config import load_suite
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")

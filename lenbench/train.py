@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from lenbench.model import Transformer
-from lenbench.config.suite import TrainSpec
+from lenbench.config import TrainSpec
 from lenbench.tasks import Batch, Task
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from lenbench_testing import TINY_SUITE
 
-from lenbench.config.suite import parse_suite
+from lenbench.config import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 

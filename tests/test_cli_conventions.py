@@ -8,7 +8,7 @@ import pytest
 import lenbench
 from lenbench.run import estimate
 from lenbench.cli import build_parser, main
-from lenbench.config.suite import SuiteError, list_suites, load_suite, parse_suite
+from lenbench.config import SuiteError, list_suites, load_suite, parse_suite
 
 
 def test_version(capsys):

@@ -11,7 +11,7 @@ import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.run.engine import load_cell_results, load_rows, run_cell, run_suite
-from lenbench.config.suite import SuiteError, load_suite, parse_suite
+from lenbench.config import SuiteError, load_suite, parse_suite
 
 TINY = TINY_SUITE
 

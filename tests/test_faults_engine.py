@@ -35,7 +35,7 @@ from lenbench.run.engine import (
 from lenbench.run.executors.base import WORKER_MEMORY_BYTES, plan_execution, usable_cores
 from lenbench.run.memory import ENV_VAR, GIB, estimate, memory_budget
 from lenbench.model import Transformer
-from lenbench.config.suite import parse_suite
+from lenbench.config import parse_suite
 from lenbench.tasks import build_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,7 @@ def test_fingerprint_covers_the_cells_code_and_nothing_else():
     assert core | {"encodings/rope.py", "encodings/rope_scaling.py"} <= set(source_files(rope))
     assert "encodings/alibi.py" not in source_files(rope)
     assert {"encodings/randomized.py", "encodings/alibi.py"} <= set(source_files(randomized))
-    assert "config/suite.py" in source_files(rope)  # VariantSpec.factor_at computes the RoPE factor (issue 19)
+    assert "encodings/rope_scaling.py" in source_files(rope)  # factor_at computes the RoPE factor (issue 19)
     for unrelated in ("cli.py", "report/rows.py", "report/plots.py", "compare/core.py",
                       "encodings/__init__.py", "tasks/lm.py", "encodings/t5.py"):
         assert unrelated not in source_files(rope) + source_files(randomized)

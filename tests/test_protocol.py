@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lenbench.model import ModelConfig, Transformer
-from lenbench.config.suite import TrainSpec, load_suite
+from lenbench.config import TrainSpec, load_suite
 from lenbench.tasks import TASKS, build_task
 from lenbench.train import train_model
 
@@ -91,7 +91,7 @@ def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
 
 def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
     from lenbench.run.engine import model_config
-    from lenbench.config.suite import parse_suite
+    from lenbench.config import parse_suite
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
                          "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})
@@ -194,14 +194,14 @@ def test_yarn_without_factor_derives_it_and_zero_betas_mean_default():
 
 
 def _variants(*entries):
-    from lenbench.config.suite import parse_suite
+    from lenbench.config import parse_suite
 
     return parse_suite({"tasks": [{"name": "copy", "train_len": 16}], "encodings": ["rope"],
                         "variants": list(entries)}).variants
 
 
 def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x():
-    from lenbench.run.engine import scaling_for
+    from lenbench.encodings.rope_scaling import factor_mode, scaling_for
 
     dynamic, pinned = _variants("dynamic", {"rope_type": "dynamic", "factor": 2})
     L0 = 32
@@ -209,7 +209,7 @@ def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x
         assert scaling_for(dynamic, ratio, L0) == {"rope_type": "dynamic", "factor": 1.0,
                                                    "original_max_position_embeddings": L0}
         assert scaling_for(pinned, ratio, L0)["factor"] == 2
-    assert (dynamic.factor_mode, dynamic.key, pinned.factor_mode, pinned.key) == ("adaptive", "dynamic", "pinned", "dynamic@2")
+    assert (factor_mode(dynamic), dynamic.key, factor_mode(pinned), pinned.key) == ("adaptive", "dynamic", "pinned", "dynamic@2")
     enc = _rope(None, train_len=L0)
     enc.set_scaling(scaling_for(dynamic, 4, L0))
     dim, L = 64, 4 * L0
@@ -220,14 +220,14 @@ def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x
 
 
 def test_static_types_are_oracle_unless_a_factor_is_pinned():
-    from lenbench.run.engine import scaling_for
+    from lenbench.encodings.rope_scaling import factor_mode, scaling_for
 
     yarn, pinned, in_params, tuned, plain = _variants(
         "yarn", {"rope_type": "yarn", "factor": 16}, {"rope_type": "yarn", "params": {"factor": 4}},
         {"rope_type": "yarn", "finetune_steps": 100, "finetune_ratio": 4}, {"rope_type": "default", "theta": 500.0})
     # Its own suite: its key (yarn@4) equals in_params' and two variants of one suite may not share a key.
     (derived,) = _variants({"rope_type": "yarn", "max_position_embeddings": 128, "original_max_position_embeddings": 32})
-    assert [v.factor_mode for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
+    assert [factor_mode(v) for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
         ["oracle", "pinned", "pinned", "pinned", "fine-tuned", "none"]
     assert [v.key for v in (yarn, pinned, in_params, derived, tuned, plain)] == \
         ["yarn", "yarn@16", "yarn@4", "yarn@4", "finetune-yarn-x4", "default"]
@@ -243,7 +243,7 @@ def test_static_types_are_oracle_unless_a_factor_is_pinned():
 
 
 def test_a_transformers_rope_dict_pasted_as_a_variant_works_and_typos_name_the_key():
-    from lenbench.config.suite import SuiteError
+    from lenbench.config import SuiteError
 
     (llama,) = _variants({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                           "original_max_position_embeddings": 8192})

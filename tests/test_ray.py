@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from lenbench.run.engine import load_cell_results, load_rows, run_suite
-from lenbench.config.suite import ResourceSpec, SuiteError, parse_suite
+from lenbench.config import ResourceSpec, SuiteError, parse_suite
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason='Ray is not installed (pip install -e ".[ray]")')

@@ -19,7 +19,7 @@ from lenbench import train as train_mod
 from lenbench.encodings import ENCODINGS
 from lenbench.flops import matmul_rate, mfu, model_step_flops, transformer_flops
 from lenbench.model import ModelConfig, Transformer
-from lenbench.config.suite import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
+from lenbench.config import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
 from lenbench.tasks import build_task
 from lenbench.train import TrainingDiverged, TrainStep, token_loss, train_model
 

@@ -209,7 +209,7 @@ def test_baselines_are_scored_on_the_evaluation_samples():
 
 
 def test_leaderboard_suites_run_at_least_three_seeds():
-    from lenbench.config.suite import load_suite
+    from lenbench.config import load_suite
 
     assert list(load_suite("quick").seeds) == [0, 1, 2]
     for name in ("standard", "paper"):

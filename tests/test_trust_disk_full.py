@@ -24,7 +24,7 @@ from lenbench.atomic import DiskFullError, atomic_path, atomic_write_bytes, atom
 from lenbench.cli import main
 from lenbench.run.engine import load_rows, run_suite
 from lenbench.publish import publish
-from lenbench.config.suite import parse_suite
+from lenbench.config import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from lenbench.run import fingerprint
 from lenbench.run.closure import dynamic_loads, import_closure
 from lenbench.run.executors.base import LAZY_EXECUTORS
 from lenbench.run.fingerprint import ENGINE_DRIVER_MARKER, cell_fingerprint, source_files, stale_reasons
-from lenbench.config.suite import parse_suite
+from lenbench.config import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Representative cells: alibi, rope with a variant, randomized wrapping rope; a copy and an lm task.
@@ -86,7 +86,7 @@ def test_editing_any_module_of_the_closure_marks_exactly_its_cells_stale(package
     assert {n: f.code for n, f in before.items()} == {n: f.code for n, f in fingerprints_of_real(cells).items()}
     closures = {name: set(source_files(cell)) for name, cell in cells.items()}
     modules = sorted(set().union(*closures.values()))
-    assert len(modules) > 15 and "config/suite.py" in modules
+    assert len(modules) > 15 and "config/schema.py" in modules
     for rel in modules:
         expected = {name for name, files in closures.items() if rel in files}
         assert stale_after_edit(package, cells, before, rel) == {n: [f"source changed: {rel}"] for n in expected}, rel
@@ -102,16 +102,16 @@ def fingerprints_of_real(cells: dict) -> dict:
         fingerprint.PACKAGE = real
 
 
-def test_editing_suite_factor_at_marks_the_rope_variant_cells_stale(package, cells):
+def test_editing_factor_at_marks_the_rope_variant_cells_stale(package, cells):
     before = fingerprints(cells)
-    suite = package / "config/suite.py"
-    needle = "            return max(1.0, float(ratio))\n"
-    source = suite.read_text()
-    assert source.count(needle) == 1 and source.split(needle)[0].rsplit("\n    def ", 1)[1].startswith("factor_at(")
-    suite.write_text(source.replace(needle, "            return max(1.0, 2 * float(ratio))\n"))
+    scaling = package / "encodings/rope_scaling.py"
+    needle = "        return max(1.0, float(ratio))\n"
+    source = scaling.read_text()
+    assert source.count(needle) == 1 and source.split(needle)[0].rsplit("\ndef ", 1)[1].startswith("factor_at(")
+    scaling.write_text(source.replace(needle, "        return max(1.0, 2 * float(ratio))\n"))
     after = fingerprints(cells)
     for name in ("rope/copy", "rope/lm", "randomized/copy", "randomized/lm"):
-        assert stale_reasons(before[name].to_json(), after[name]) == ["source changed: config/suite.py"], name
+        assert stale_reasons(before[name].to_json(), after[name]) == ["source changed: encodings/rope_scaling.py"], name
 
 
 @pytest.mark.parametrize("rel", OUTSIDE)
@@ -137,7 +137,8 @@ def test_editing_alibi_marks_exactly_the_alibi_cells_stale(package, cells):
 def test_the_closure_of_an_alibi_copy_cell(cells):
     """What the compute path imports today, stated in full (a change here is a deliberate one)."""
     assert source_files(cells["alibi/copy"]) == [
-        "__init__.py", "atomic.py", "baselines.py", "config/checks.py", "config/suite.py", "device.py",
+        "__init__.py", "atomic.py", "baselines.py", "config/fields.py", "config/kernels.py", "config/resources.py",
+        "config/schema.py", "device.py",
         "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "model.py",
         "numerics.py", "registry.py", "run/closure.py", "run/engine.py", "run/executors/base.py",
         "run/executors/parent_watch.py", "run/executors/ray.py", "run/fingerprint.py", "run/memory.py",
@@ -207,7 +208,7 @@ from pathlib import Path
 from lenbench.run import fingerprint
 from lenbench.atomic import atomic_write_json
 from lenbench.run.engine import cell_path, expected_fingerprint, pending_cells
-from lenbench.config.suite import load_suite
+from lenbench.config import load_suite
 suite, out = load_suite(sys.argv[1]), Path(sys.argv[2])
 if sys.argv[3] == "write":
     for cell in suite.cells():
@@ -221,7 +222,7 @@ print(json.dumps({"package": str(fingerprint.PACKAGE), "pending": [c.encoding.ke
 
 def test_the_engine_recomputes_rope_variant_cells_after_factor_at_is_edited(tmp_path):
     """The issue's reproduction without training: cells stored under the copy's code, then
-    `VariantSpec.factor_at` edited in the copy; the engine (in its own process, reading the copy
+    `rope_scaling.factor_at` edited in the copy; the engine (in its own process, reading the copy
     as its installed package) must now call them stale and say why."""
     pkg = tmp_path / "pkg"
     shutil.copytree(ROOT / "lenbench", pkg / "lenbench", ignore=shutil.ignore_patterns("__pycache__"))
@@ -236,9 +237,9 @@ def test_the_engine_recomputes_rope_variant_cells_after_factor_at_is_edited(tmp_
 
     stored = engine("write")
     assert stored == {"package": str(pkg / "lenbench"), "pending": [], "stale": {}}
-    suite_py = pkg / "lenbench" / "config/suite.py"
+    suite_py = pkg / "lenbench" / "encodings/rope_scaling.py"
     needle = "return max(1.0, float(ratio))"
     assert suite_py.read_text().count(needle) == 1
     suite_py.write_text(suite_py.read_text().replace(needle, "return max(1.0, 2 * float(ratio))"))
     assert engine("check") == {"package": str(pkg / "lenbench"), "pending": ["rope", "randomized"],
-                               "stale": {"source changed: config/suite.py": 2}}
+                               "stale": {"source changed: encodings/rope_scaling.py": 2}}

@@ -22,7 +22,7 @@ from lenbench.run.engine import run_suite
 from lenbench.report.page import write_report
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish
-from lenbench.config.suite import parse_suite
+from lenbench.config import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 

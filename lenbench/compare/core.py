@@ -86,7 +86,7 @@ REGRESSION, IMPROVED, WITHIN, UNCHANGED, MISSING, NEW = (
 SLOWER, FASTER = "SLOWER", "faster"
 FAILED = "FAILED in head"  # the whole cell failed in head (diverged): it stored no rows
 CELL_OK = "ok"
-#: A cell title as `lenbench.config.suite.Cell.title` writes it: task-encoding-L<train_len>-s<seed>.
+#: A cell title as `lenbench.config.schema.Cell.title` writes it: task-encoding-L<train_len>-s<seed>.
 TITLE = re.compile(r"(?P<task>[^-]+)-(?P<encoding>.+)-L(?P<train_len>\d+)-s(?P<seed>\d+)")
 #: machine_info facts that identify the machine timings were measured on.
 MACHINE_KEYS = ("cpu", "device_name", "cpu_count")

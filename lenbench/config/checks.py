@@ -1,4 +1,4 @@
-"""Load-time checks of a suite file that `lenbench.config.suite` runs before any cell: duplicate YAML
+"""Load-time checks of a suite file that `lenbench.config.parse` runs before any cell: duplicate YAML
 keys, seeds the random number generators can hold, and encoding parameters.
 
 - `read_yaml`: safe YAML (`yaml.SafeLoader`: no Python objects) that rejects a key given twice in

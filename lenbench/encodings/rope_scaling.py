@@ -19,6 +19,11 @@ Differences from transformers: frequencies are computed in float64 (transformers
 (static NTK-aware scaling) is an extra type; `longrope` and `yarn` take `max_position_embeddings`
 to derive `factor` when it is absent (transformers reads it from the model config); inconsistent parameters
 (factor < 1, wrong list lengths, beta_fast < beta_slow, …) are errors rather than logged warnings.
+
+Factor modes (the end of this module): how a suite's inference-time variant
+(`lenbench.config.schema.VariantSpec`) chooses the `factor` at each evaluation length —
+pinned by the suite, the evaluation ratio (an oracle), 1 for a length-adaptive type, the
+fine-tuning ratio — and the scaling dict it hands the rope encoding (`scaling_for`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
@@ -400,3 +406,90 @@ def rope_parameters(scaling: dict | None, dim: int, base: float, seq_len: int | 
             hint = f" ({_HINTS[name]})" if name in _HINTS else ""
             raise ValueError(f"rope_type {rope_type!r} needs parameter {name!r}{hint}; add it to the scaling dict")
     return fn(dim=dim, base=base, seq_len=seq_len, **params)
+
+
+# --- factor modes of a suite variant --------------------------------------------------------------
+
+
+class RopeVariant(Protocol):
+    """What the factor modes read of a suite variant (`lenbench.config.schema.VariantSpec`)."""
+
+    rope_type: str
+    params: dict
+    finetune_steps: int
+
+
+def pinned_factor(variant: RopeVariant) -> float | None:
+    """The factor the suite fixes for every length, or None (see `factor_mode`).
+
+    Args:
+        variant: a suite variant; its `params` give `factor`, or (yarn) `max_position_embeddings`
+            with `original_max_position_embeddings`, whose ratio is the factor.
+    """
+    p = variant.params
+    if p.get("factor") is not None:
+        return float(p["factor"])
+    if p.get("max_position_embeddings") and p.get("original_max_position_embeddings") and variant.rope_type == "yarn":
+        return p["max_position_embeddings"] / p["original_max_position_embeddings"]
+    return None
+
+
+def factor_mode(variant: RopeVariant) -> str:
+    """How a suite variant's `factor` is chosen: "pinned", "adaptive", "oracle", "fine-tuned" or "none".
+
+    - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
+      original_max_position_embeddings), used at every evaluation length, the way models are
+      deployed; key "<rope_type>@<factor>", e.g. "yarn@4".
+    - "adaptive": length-adaptive types (`LENGTH_ADAPTIVE`: dynamic) without a pinned factor get
+      `ADAPTIVE_FACTOR` = 1, never the ratio; key "<rope_type>".
+    - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
+      length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".
+    - "fine-tuned": with `finetune_steps` > 0 and no pinned factor, factor = `finetune_ratio`
+      for fine-tuning and every evaluation; key "finetune-<rope_type>-x<ratio>".
+    - "none": the type takes no factor (`default`).
+
+    Args:
+        variant: a suite variant (`rope_type`, `params`, `finetune_steps`).
+    """
+    if "factor" not in inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters:
+        return "none"
+    if pinned_factor(variant) is not None:
+        return "pinned"
+    if variant.rope_type in LENGTH_ADAPTIVE:
+        return "adaptive"
+    return "fine-tuned" if variant.finetune_steps else "oracle"
+
+
+def factor_at(variant: RopeVariant, ratio: float) -> float | None:
+    """The `factor` to add to the scaling dict at evaluation (or fine-tuning) ratio `ratio`;
+    None when the dict needs none added (pinned in params, derived, or no factor).
+
+    Args:
+        variant: a suite variant (`factor_mode`).
+        ratio: the evaluation length over the training length (or the fine-tuning ratio).
+    """
+    mode = factor_mode(variant)
+    if mode == "adaptive":
+        return ADAPTIVE_FACTOR
+    if mode in ("oracle", "fine-tuned"):
+        return max(1.0, float(ratio))
+    return None
+
+
+def scaling_for(variant: RopeVariant, factor: float, train_tokens: int) -> dict:
+    """The transformers-style rope_scaling dict of a variant at evaluation (or fine-tuning) ratio `factor`.
+
+    `factor` follows the variant's factor mode (`factor_mode`): the ratio only in the
+    oracle and fine-tuned modes, 1 for length-adaptive types (dynamic), the suite's value when
+    pinned. `original_max_position_embeddings` defaults to the number of tokens at the training
+    length, where the rope_type takes it.
+
+    Args:
+        variant: a suite variant (`rope_type`, `params`, `finetune_steps`).
+        factor: the evaluation (or fine-tuning) ratio.
+        train_tokens: the number of tokens at the training length.
+    """
+    accepted = inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters
+    defaults = {"factor": factor_at(variant, factor), "original_max_position_embeddings": train_tokens}
+    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted and v is not None},
+            **variant.params}

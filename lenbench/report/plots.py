@@ -217,7 +217,7 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
                 cells[enc] = data
     preset = None
     try:
-        from lenbench.config.suite import list_suites, load_suite
+        from lenbench.config import list_suites, load_suite
 
         suites = sorted(set(df["suite"]) & set(list_suites()))
         preset = load_suite(suites[0]) if suites else None

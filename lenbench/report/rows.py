@@ -84,7 +84,7 @@ def encoding_sort_key(encoding: str) -> tuple:
 def variant_rope_type(variant: str) -> str | None:
     """The rope_type behind a variant key ("yarn", "yarn@4", "finetune-linear-x4" → "linear"), else None.
 
-    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.config.suite.VariantSpec`)."""
+    A key's "@<factor>" suffix marks a pinned factor (see `lenbench.config.schema.VariantSpec`)."""
     _, rope_types = _registry_names()
     variant = variant.split("@", 1)[0] if not variant.startswith("finetune-") else variant
     if variant in rope_types:

@@ -25,7 +25,6 @@ import copy
 import dataclasses
 import datetime as dt
 import functools
-import inspect
 import io
 import json
 import math
@@ -48,7 +47,7 @@ import lenbench
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
 from lenbench.baselines import baseline_rows
 from lenbench.device import resolve_device
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_scaling import scaling_for
 from lenbench.evaluate import METRICS, evaluate_depth, evaluate_length, evaluate_lm_context, task_metrics
 from lenbench.run.executors.base import CellJob, CellOutcome, get_executor, plan_execution
 from lenbench.run.fingerprint import (
@@ -61,7 +60,7 @@ from lenbench.run.fingerprint import (
 from lenbench.run.memory import available_bytes, fit_batch, memory_budget
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
-from lenbench.config.suite import Cell, Suite, VariantSpec, digest
+from lenbench.config import Cell, Suite, VariantSpec, digest
 from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
 
@@ -120,20 +119,6 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
     return ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
                        encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
                        max_len=task.seq_len(math.ceil(longest * cell.train_len)), train_len=task.seq_len(cell.train_len))
-
-
-def scaling_for(variant: VariantSpec, factor: float, train_tokens: int) -> dict:
-    """The transformers-style rope_scaling dict of a variant at evaluation (or fine-tuning) ratio `factor`.
-
-    `factor` follows the variant's factor mode (`VariantSpec.factor_mode`): the ratio only in the
-    oracle and fine-tuned modes, 1 for length-adaptive types (dynamic), the suite's value when
-    pinned. `original_max_position_embeddings` defaults to the number of tokens at the training
-    length, where the rope_type takes it.
-    """
-    accepted = inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters
-    defaults = {"factor": variant.factor_at(factor), "original_max_position_embeddings": train_tokens}
-    return {"rope_type": variant.rope_type, **{k: v for k, v in defaults.items() if k in accepted and v is not None},
-            **variant.params}
 
 
 def checkpoint_path(out: Path, name: str) -> Path:

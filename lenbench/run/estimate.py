@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lenbench.config.suite import Cell, Suite
+from lenbench.config import Cell, Suite
 
 # Fitted by least squares on results/cells (the published quick run, 72 cells: `seconds` against
 # training steps and FLOPs) on a 2-core x86 CPU, torch 2.13.0 CPU, one intra-op thread per cell (the

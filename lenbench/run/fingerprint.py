@@ -12,7 +12,7 @@ environment, which the id does not see; the fingerprint covers them:
     - the cell's encoding module, and the wrapped encoding's module for an encoding that wraps
       another (`randomized`'s `base` parameter);
     - the cell's task module.
-  Nothing reached is left out by name: `config/suite.py` (`VariantSpec.factor_at` computes the RoPE
+  Nothing reached is left out by name: `encodings/rope_scaling.py` (`factor_at` computes the RoPE
   factor), `registry.py`, `device.py`, `run/memory.py`, `atomic.py`, `run/executors/base.py` (the workers'
   entry point, which names `ray_executor` for a dynamic import), this module and the others the
   compute half imports are all hashed. The one structural exception is how a package's
@@ -26,7 +26,7 @@ environment, which the id does not see; the fingerprint covers them:
   Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `run/closure.py`,
   `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `run/engine.py`, `evaluate.py`,
   `run/executors/base.py`, `run/fingerprint.py`, `run/memory.py`, `model.py`, `numerics.py`, `run/executors/parent_watch.py`, `run/executors/ray.py`, `registry.py`,
-  `config/suite.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
+  `config/schema.py`, `config/kernels.py`, `config/resources.py`, `config/fields.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
   cell), plus its encoding's and task's modules.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from lenbench.run.executors.parent_watch import watch_parent
 from lenbench.registry import Registry
-from lenbench.config.suite import Cell
+from lenbench.config import Cell
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@
     lenbench run --suite paper --executor ray --ray-address auto
 
 Each cell runs as one task (`compute_cell` on a Ray worker) reserving the suite's `resources:`
-(`num_cpus`, `num_gpus`, `memory_gb`; see `lenbench.config.suite.ResourceSpec`), so several small models
+(`num_cpus`, `num_gpus`, `memory_gb`; see `lenbench.config.resources.ResourceSpec`), so several small models
 can share one GPU. A job carries the cached checkpoints it may reuse and an outcome the checkpoints
 it trained, as bytes through Ray's object store: workers need no shared filesystem, and the driver
 (`lenbench.run.engine.run_suite`) alone writes the results directory, exactly as for a local run.
@@ -49,7 +49,7 @@ except ImportError:  # an optional extra: the error comes when the executor is a
     ray = None
 
 from lenbench.run.executors.base import EXECUTORS, CellJob, CellOutcome, Executor, compute_cell
-from lenbench.config.suite import ResourceSpec
+from lenbench.config import ResourceSpec
 
 #: The checkout whose lenbench the workers import (prepended to their PYTHONPATH).
 CHECKOUT = Path(__file__).resolve().parent.parent

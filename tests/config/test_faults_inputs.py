@@ -15,7 +15,7 @@ import pytest
 import yaml
 from lenbench_testing import TINY_SUITE
 
-from lenbench.config.suite import SuiteError, SuiteWarning, load_suite, parse_suite
+from lenbench.config import SuiteError, SuiteWarning, load_suite, parse_suite
 from lenbench.tasks import TASKS
 
 TINY = TINY_SUITE

@@ -16,9 +16,9 @@ import torch
 import yaml
 from lenbench_testing import TINY_SUITE
 
+from lenbench.config import SuiteError, load_suite, parse_suite
 from lenbench.run import engine
 from lenbench.run.engine import compute_cell, load_checkpoint_bytes, make_job, read_checkpoints, run_suite
-from lenbench.config.suite import SuiteError, load_suite, parse_suite
 
 TINY = TINY_SUITE
 

@@ -1,0 +1,215 @@
+"""The typed schema of a suite: the frozen dataclasses a YAML preset becomes, and the grid cells.
+
+`lenbench.config.parse` builds a `Suite` from a YAML mapping and validates every value; this module
+only holds the data and what follows from it without a file: the cell grid (`Suite.cells`), the
+canonical config of a cell and its stable ids (`Cell.config`, `Cell.cell_id`, `Cell.train_id`, the
+sha256 `digest` of the canonical JSON, with the lenbench version), and the result labels
+(`EncodingSpec.key`, `VariantSpec.key`).
+
+    >>> suite = load_suite("smoke")
+    >>> cells = suite.cells()               # task × encoding × train_len × seed
+    >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
+
+The compute path (engine, train, executors) imports only this module of `lenbench.config`, with the
+two section specs a `Suite` holds (`kernels.KernelSpec`, `resources.ResourceSpec`, and their
+`fields`), so these are the config files a cell's fingerprint hashes; `parse` and `checks` are not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import lenbench
+from lenbench.config.kernels import KernelSpec
+from lenbench.config.resources import ResourceSpec
+from lenbench.encodings.rope_scaling import pinned_factor
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Model geometry shared by every cell (see `lenbench.model.ModelConfig`)."""
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    ff_mult: int = 4
+    dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Training settings: AdamW with linear warm-up then cosine decay, gradient clipping.
+
+    `length_sampling` is "fixed" (every batch at train_len) or "uniform" (each batch at a length
+    drawn uniformly from the task's `min_length` … train_len, see `lenbench.train.train_model`).
+    """
+
+    steps: int = 1000
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    length_sampling: str = "fixed"
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """Evaluation settings: ratios of the training length and how many samples per length.
+
+    `tokens_per_batch` bounds the memory of one evaluation batch (batch = tokens // seq_len).
+    `memory_budget_gb` caps an evaluation's estimated peak memory (0: half the memory available,
+    or env LENBENCH_MEMORY_BUDGET_GB; see `lenbench.run.memory`); batches shrink to fit it. It changes
+    how samples are batched, not results, so it is not part of the cell id.
+    """
+
+    ratios: tuple[float, ...] = (1, 2, 4, 8, 16)
+    samples: int = 64
+    tokens_per_batch: int = 16384
+    memory_budget_gb: float = 0.0
+
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: its name, the training lengths (task units), and task parameters."""
+
+    name: str
+    train_len: tuple[int, ...]
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EncodingSpec:
+    """One encoding: registry name, parameters, and the label used in results (default: name)."""
+
+    name: str
+    params: dict = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def key(self) -> str:
+        """The encoding's label in results: `label`, else the registry name."""
+        return self.label or self.name
+
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """An inference-time RoPE length-extension variant, applied to every encoding that has `set_scaling`.
+
+    `rope_type` is a transformers rope_type; `params` are its parameters (a transformers
+    `rope_scaling` dict's keys). `original_max_position_embeddings` defaults to the number of
+    tokens at the training length. The factor follows the variant's factor mode
+    (`lenbench.encodings.rope_scaling.factor_mode`, which also computes it: `factor_at`):
+
+    - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
+      original_max_position_embeddings), used at every evaluation length, the way models are
+      deployed; key "<rope_type>@<factor>", e.g. "yarn@4".
+    - "adaptive": length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) without a pinned
+      factor get `rope_scaling.ADAPTIVE_FACTOR` = 1, never the ratio; key "<rope_type>".
+    - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
+      length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".
+    - "fine-tuned": with `finetune_steps` > 0 and no pinned factor, factor = `finetune_ratio`
+      for fine-tuning and every evaluation; key "finetune-<rope_type>-x<ratio>".
+    - "none": the type takes no factor (`default`).
+
+    With `finetune_steps` > 0 the model is first trained that many more steps at
+    `finetune_ratio` × train_len with the scaling, then evaluated (Chen et al. 2023 fine-tune
+    1000 steps at paper scale; 200 is their position-interpolation default here).
+    """
+
+    rope_type: str
+    params: dict = field(default_factory=dict)
+    name: str = ""
+    finetune_steps: int = 0
+    finetune_ratio: float = 4
+    finetune_lr: float = 1e-4
+
+
+    @property
+    def key(self) -> str:
+        """The variant's label in results (the class docstring)."""
+        if self.name:
+            return self.name
+        pinned = pinned_factor(self)
+        head = self.rope_type if pinned is None else f"{self.rope_type}@{pinned:g}"
+        return f"finetune-{head}-x{self.finetune_ratio:g}" if self.finetune_steps else head
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite (`lenbench.config.parse.parse_suite`): the grid, shared settings and sections."""
+
+    name: str
+    tasks: tuple[TaskSpec, ...]
+    encodings: tuple[EncodingSpec, ...]
+    description: str = ""
+    seeds: tuple[int, ...] = (0,)
+    model: ModelSpec = ModelSpec()
+    train: TrainSpec = TrainSpec()
+    eval: EvalSpec = EvalSpec()
+    variants: tuple[VariantSpec, ...] = ()
+    kernels: KernelSpec = KernelSpec()
+    source: str = ""
+    resources: ResourceSpec = ResourceSpec()
+
+    def cells(self) -> list[Cell]:
+        """Expand to cells in a stable order: task × train_len × encoding × seed."""
+        return [
+            Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=self.model, train=self.train,
+                 eval=self.eval, variants=self.variants)
+            for t in self.tasks for n in t.train_len for e in self.encodings for s in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: train once at `train_len`, evaluate at every ratio and variant."""
+
+    suite: str
+    task: TaskSpec
+    train_len: int
+    encoding: EncodingSpec
+    seed: int
+    model: ModelSpec
+    train: TrainSpec
+    eval: EvalSpec
+    variants: tuple[VariantSpec, ...]
+
+    def training_config(self) -> dict:
+        """Everything that determines the trained weights (the checkpoint key)."""
+        return {
+            "lenbench_version": lenbench.__version__,
+            "task": self.task.name, "task_params": self.task.params, "train_len": self.train_len,
+            "encoding": self.encoding.name, "encoding_params": self.encoding.params, "seed": self.seed,
+            "model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train),
+            "max_ratio": max(self.eval.ratios),  # sizes position tables such as `learned`
+        }
+
+    def config(self) -> dict:
+        """The canonical config of the whole cell (training + evaluation)."""
+        return {**self.training_config(), "label": self.encoding.key, "eval": {k: v for k, v in dataclasses.asdict(self.eval).items() if k != "memory_budget_gb"},
+                "variants": [dataclasses.asdict(v) for v in self.variants]}
+
+    @property
+    def train_id(self) -> str:
+        return digest(self.training_config())
+
+    @property
+    def cell_id(self) -> str:
+        return digest(self.config())
+
+    @property
+    def title(self) -> str:
+        return f"{self.task.name}-{self.encoding.key}-L{self.train_len}-s{self.seed}"
+
+
+def digest(obj: Any) -> str:
+    """The first 16 hex digits of the sha256 of `obj` as canonical JSON (sorted keys, `str` for the rest)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
