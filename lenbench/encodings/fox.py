@@ -24,7 +24,7 @@ class ForgettingAttention(PositionalEncoding):
     The gate is the authors' "full" (data-dependent) forget gate, `fgate_proj = nn.Linear(d_model,
     n_heads, bias=True)` per layer, initialised like every other linear layer of their model:
     weights N(0, 0.02), bias 0 (so f ≈ σ(0) = 1/2 at the start); log f is computed with
-    `logsigmoid` in float32, as in their code. The "Pro" block's extras (output gate, QK-norm,
+    `logsigmoid` in float32 (float64 inputs stay float64), as in their code. The "Pro" block's extras (output gate, QK-norm,
     key/value shift) are architecture changes outside the encoding and are not included.
 
     Length behaviour: nothing to extrapolate beyond the gates. D depends on the tokens between
@@ -56,9 +56,10 @@ class ForgettingAttention(PositionalEncoding):
             nn.init.zeros_(gate.bias)  # (H,)
 
     def log_forget(self, x: torch.Tensor, layer: int) -> torch.Tensor:
-        """log f_t per head, (B, H, T) float32, from the layer input x (B, T, D)."""
+        """log f_t per head, (B, H, T), from the layer input x (B, T, D): float32 at least (float64 stays)."""
         logits = self.gates[layer](x)  # (B, T, H)
-        return F.logsigmoid(logits.float()).transpose(1, 2)  # (B, H, T)
+        work = torch.float64 if logits.dtype == torch.float64 else torch.float32
+        return F.logsigmoid(logits.to(work)).transpose(1, 2)  # (B, H, T)
 
     def decay(self, log_f: torch.Tensor) -> torch.Tensor:
         """D_ij = c_i − c_j for log-forget values (B, H, T): (B, H, Tq, Tk) with queries aligned to the

@@ -15,8 +15,9 @@ def stick_breaking_weights(logits: torch.Tensor, allowed: torch.Tensor) -> torch
     """A_ij = β_ij · Π_{k allowed, j<k} (1 − β_ik), β = σ(logits), over the allowed keys of each query.
 
     In log space: log A_ij = logsigmoid(z_ij) + Σ_{k>j} logsigmoid(−z_ik), the sum over allowed k
-    (a reversed cumulative sum minus its own term, as in the authors' decoding path); disallowed
-    keys get A = 0 and contribute no factor.
+    (a reversed cumulative sum, shifted by one key: the authors' decoding path subtracts the own
+    term instead, which cancels badly in float32 once the sum is large); disallowed keys get A = 0
+    and contribute no factor.
 
     Args:
         logits: (B, H, Tq, Tk) z = q·k/√Dh (float32 or float64).
@@ -27,7 +28,8 @@ def stick_breaking_weights(logits: torch.Tensor, allowed: torch.Tensor) -> torch
     """
     log_beta = F.logsigmoid(logits).masked_fill(~allowed, float("-inf"))  # (B, H, Tq, Tk): log β
     log_keep = F.logsigmoid(-logits).masked_fill(~allowed, 0.0)  # (B, H, Tq, Tk): log(1 − β)
-    after = log_keep.flip(-1).cumsum(-1).flip(-1) - log_keep  # (B, H, Tq, Tk): Σ_{k>j} log(1 − β_ik)
+    from_j = log_keep.flip(-1).cumsum(-1).flip(-1)  # (B, H, Tq, Tk): Σ_{k≥j} log(1 − β_ik)
+    after = F.pad(from_j[..., 1:], (0, 1))  # (B, H, Tq, Tk): Σ_{k>j}, shifted rather than subtracted (no cancellation)
     return (log_beta + after).exp()  # (B, H, Tq, Tk)
 
 
