@@ -12,7 +12,6 @@ import math
 
 import pytest
 import torch
-from lenbench_testing import write_suite  # noqa: F401  (tests/ on sys.path)
 
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.model import ModelConfig, Transformer
