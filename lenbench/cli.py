@@ -26,6 +26,8 @@ def _list(what: str) -> int:
         for name, cls in ENCODINGS.items():
             print(f"{name:<12} {cls.description}")
             print(f"{'':<12} paper: {cls.paper}")
+            if cls.length_behaviour:
+                print(f"{'':<12} length: {cls.length_behaviour}")
             for variant, doc in cls.variant_descriptions().items():
                 print(f"{'':<12}   variant {variant:<10} {doc}")
     elif what == "tasks":

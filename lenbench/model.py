@@ -51,12 +51,13 @@ class ModelConfig:
 
     def dims(self) -> EncodingDims:
         return EncodingDims(d_model=self.d_model, n_heads=self.n_heads, max_len=self.max_len, causal=self.causal,
-                            train_len=self.train_len)
+                            train_len=self.train_len, n_layers=self.n_layers)
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
+        self.layer = layer  # the index the encoding's layer hooks (`layer_bias`, `attend`) receive
         self.n_heads = cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
@@ -78,7 +79,13 @@ class Attention(nn.Module):
         if enc.content_dependent:
             bias = enc.attention_bias(q, k, pos, pos).to(q.dtype)  # (B|1, H, T, T), recomputed per layer
             mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
-        y = attend(q, k, v, mask, is_causal and mask is None, self.dropout if self.training else 0.0)  # (B, H, T, Dh)
+        if enc.layer_dependent:  # FoX, DAPE: a bias of this layer, read from its input x
+            bias = enc.layer_bias(x, q, k, pos, self.layer).to(q.dtype)  # (B|1, H, T, T)
+            mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
+        if enc.replaces_softmax:  # stick-breaking, SSMax
+            y = enc.attend(q, k, v, mask, self.dropout if self.training else 0.0, self.layer)  # (B, H, T, Dh)
+        else:
+            y = attend(q, k, v, mask, is_causal and mask is None, self.dropout if self.training else 0.0)  # (B, H, T, Dh)
         return self.out(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
 
 
@@ -104,10 +111,10 @@ def attend(
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, layer)
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model),
@@ -135,7 +142,7 @@ class Transformer(nn.Module):
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_enc = build_encoding(cfg.encoding, cfg.dims(), **cfg.encoding_params)
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self._init_weights()
@@ -183,7 +190,7 @@ class Transformer(nn.Module):
             # share one bias: computed once as (1, H, T, T) and broadcast over the batch.
             bias_pos = shared_rows(pos)  # (1|B, T)
             static_bias = enc.bias(bias_pos, bias_pos)  # (B|1, H, T, T) or None
-        if mask is None and is_causal and (static_bias is not None or enc.content_dependent):
+        if mask is None and is_causal and (static_bias is not None or enc.content_dependent or enc.layer_dependent):
             mask = self._causal_mask(T, tokens.device, x.dtype)  # (1, 1, T, T)
         if static_bias is not None:
             # Folded into the mask once per forward, not once per layer.

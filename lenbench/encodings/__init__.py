@@ -35,3 +35,8 @@ __all__ = [
     "encoding_parameters",
     "register_encoding",
 ]
+
+
+# The 2024–2025 frontier (issue 22), registered after the catalog above so that every earlier
+# encoding keeps its registry index (the report's colours and order).
+from lenbench.encodings import fox, stickbreaking, prope, ssmax, dape  # noqa: E402, F401, I001  (registers)

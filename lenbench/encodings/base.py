@@ -9,6 +9,8 @@ Every encoding subclasses `PositionalEncoding` and overrides only the hooks it n
 | `rotate(q, k, pos)`                   | rotary (RoPE, its variants)     | rotated `(q, k)`; values untouched |
 | `bias(q_pos, k_pos)`                  | additive bias (ALiBi, T5, …)    | `(B|1, H, Tq, Tk)` additive bias  |
 | `attention_bias(q, k, q_pos, k_pos)`  | content-dependent bias (CoPE)   | as `bias`, may read q and k       |
+| `layer_bias(x, q, k, pos, layer)`     | per-layer bias (FoX, DAPE)      | as `bias`, may read the layer input |
+| `attend(q, k, v, mask, p, layer)`     | softmax replaced (stick-breaking, SSMax) | the attention output     |
 
 Positions are always explicit integer tensors `pos` of shape `(B, T)`; no hook builds an
 `arange` of its own, so padding, offsets and randomized positions need no special case.
@@ -66,6 +68,8 @@ class EncodingDims:
         train_len: the training length in tokens (the longest sequence trained on), or None when
             unknown. Encodings whose papers tie a hyperparameter to it derive their default from it
             (FIRE's threshold, T5's max_distance, RoPE's original_max_position_embeddings).
+        n_layers: the number of layers sharing the encoding; encodings with per-layer parameters
+            (FoX's forget gates, DAPE's MLPs, SSMax's scales) keep one set per layer.
     """
 
     d_model: int
@@ -73,12 +77,15 @@ class EncodingDims:
     max_len: int = 4096
     causal: bool = True
     train_len: int | None = None
+    n_layers: int = 1
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.train_len is not None and self.train_len < 1:
             raise ValueError(f"train_len={self.train_len} must be a positive number of tokens (or None when unknown)")
+        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 1:
+            raise ValueError(f"n_layers={self.n_layers!r} must be a positive integer")
 
     @property
     def head_dim(self) -> int:
@@ -174,6 +181,49 @@ class PositionalEncoding(nn.Module):
     ) -> torch.Tensor | None:
         """Bias that may read the (rotated) queries and keys; defaults to the static `bias`."""
         return self.bias(q_pos, k_pos)
+
+    # --- Hooks beyond a bias from positions, q and k (FoX, DAPE, stick-breaking, SSMax) ---------------
+    # Both are off by default (class attributes False): the model calls them only for an encoding
+    # that declares them, so every other encoding's attention is untouched. Attention reaches them
+    # with the index of its layer, so an encoding can keep parameters per layer (`dims.n_layers`).
+
+    #: How the encoding is evaluated past the training length, one line for `lenbench list encodings`
+    #: (set by the encodings of issue 22; empty for the others).
+    length_behaviour: ClassVar[str] = ""
+    #: True when the model should call `layer_bias` in every layer (with that layer's input).
+    layer_dependent: ClassVar[bool] = False
+    #: True when `attend` replaces the model's softmax attention.
+    replaces_softmax: ClassVar[bool] = False
+
+    def layer_bias(
+        self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, layer: int
+    ) -> torch.Tensor | None:
+        """Additive bias (B|1, H, T, T) of layer `layer`, called there when `layer_dependent`.
+
+        Args:
+            x: (B, T, D) the attention's input (the normalised residual stream), e.g. FoX's gates.
+            q, k: (B, H, T, Dh) the layer's queries and keys after `rotate`.
+            pos: (B, T) positions (after `positions`).
+            layer: the layer's index, 0 … dims.n_layers − 1.
+        """
+        return None
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float,
+        layer: int,
+    ) -> torch.Tensor:
+        """Attention output (B, H, T, Dh) in place of softmax(q·kᵀ/√Dh + mask)·v; called when `replaces_softmax`.
+
+        Args:
+            q, k, v: (B, H, T, Dh) after `rotate`.
+            mask: additive (B|1, H|1, T, T) mask holding every bias and −inf where attention is
+                forbidden, or None: then attention is causal when `dims.causal`, else unmasked.
+            dropout_p: dropout on the attention weights (0 outside training).
+            layer: the layer's index.
+        """
+        raise NotImplementedError(f"encoding {self.name!r} sets replaces_softmax but does not implement attend")
+
+    # --- end of the layer hooks -----------------------------------------------------------------------
 
     def position_tables(self, pos: torch.Tensor, key: tuple, compute: Callable[[torch.Tensor], Any]) -> Any:
         """`compute(p)` for positions `pos` (B, T), cached; p is `pos[:1]` when every row of `pos`

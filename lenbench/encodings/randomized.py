@@ -102,6 +102,9 @@ class Randomized(PositionalEncoding):
         inner_dims = EncodingDims(d_model=dims.d_model, n_heads=dims.n_heads,
                                   max_len=max(dims.max_len, self.max_position), causal=dims.causal)
         self.inner = build_encoding(base, inner_dims, **(base_params or {}))
+        if self.inner.layer_dependent or self.inner.replaces_softmax:
+            raise ValueError(f"encoding 'randomized' cannot wrap {base!r}: it replaces the attention itself "
+                             f"(layer_bias / attend hooks), which randomized does not forward")
         # Instance attributes shadow the class defaults: the model reads them on the instance.
         self.causal_only = self.inner.causal_only
         self.content_dependent = self.inner.content_dependent

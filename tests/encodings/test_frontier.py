@@ -1,0 +1,408 @@
+"""The 2024–2025 frontier encodings (issue 22): fox, stickbreaking, prope, ssmax, dape.
+
+Each is held equal to an independent float64 implementation of its paper's formula, written
+with plain loops over (head, query, key) on small inputs, and to the invariants that define it.
+The references build q, k, v from a model's own attention weights, so the model's hooks (the
+layer index, the layer input, the mask handed to `attend`) are checked with the formula.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
+from lenbench.model import ModelConfig, Transformer
+
+NEW = ["fox", "stickbreaking", "prope", "ssmax", "dape"]
+V, D, H, L, T = 13, 16, 2, 2, 7
+DH = D // H
+
+
+def model(name: str, params: dict | None = None, *, n_layers: int = L, seed: int = 0) -> Transformer:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=V, d_model=D, n_layers=n_layers, n_heads=H, ff_mult=2, encoding=name,
+                      encoding_params=params or {}, max_len=64)
+    return Transformer(cfg).double().eval()
+
+
+def layer_io(m: Transformer, tokens: torch.Tensor, layer: int):
+    """The input x (B, T, D) of layer `layer`'s attention, and that layer's output (B, T, D), via hooks."""
+    seen = {}
+    attn = m.blocks[layer].attn
+    h = attn.register_forward_hook(lambda mod, args, out: seen.update(x=args[0].detach(), y=out.detach()))
+    with torch.no_grad():
+        m(tokens)
+    h.remove()
+    return seen["x"], seen["y"]
+
+
+def qkv_lists(attn, x: torch.Tensor):
+    """q, k, v as nested float64 tensors [b][h] of (T, Dh), from the attention's qkv weight."""
+    W = attn.qkv.weight.double()  # (3D, D)
+    qkv = x.double() @ W.T  # (B, T, 3D)
+    q, k, v = qkv.split(D, dim=-1)
+    split = lambda t: t.view(t.shape[0], t.shape[1], H, DH).permute(0, 2, 1, 3)  # noqa: E731
+    return split(q), split(k), split(v)  # (B, H, T, Dh) each
+
+
+def softmax_rows(logits: list[list[float]]) -> list[list[float]]:
+    out = []
+    for row in logits:
+        finite = [z for z in row if z != -math.inf]
+        mx = max(finite)
+        e = [math.exp(z - mx) if z != -math.inf else 0.0 for z in row]
+        s = sum(e)
+        out.append([w / s for w in e])
+    return out
+
+
+def output_from_weights(attn, weights, v, extra=None) -> torch.Tensor:
+    """Σ_j w[b][h][i][j] v_j (+ extra[b][h][i] · v_i), heads merged and projected by attn.out: (B, T, D)."""
+    B = v.shape[0]
+    y = torch.zeros(B, H, T, DH, dtype=torch.float64)
+    for b in range(B):
+        for h in range(H):
+            for i in range(T):
+                for j in range(T):
+                    y[b, h, i] += weights[b][h][i][j] * v[b, h, j]
+                if extra is not None:
+                    y[b, h, i] += extra[b][h][i] * v[b, h, i]
+    return y.transpose(1, 2).reshape(B, T, D) @ attn.out.weight.double().T  # (B, T, D)
+
+
+def dot(a, b) -> float:
+    return float(sum(x * y for x, y in zip(a.tolist(), b.tolist(), strict=True)))
+
+
+TOKENS = torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(5))
+
+
+# --- references against the papers' formulas ---------------------------------------------------
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_fox_equals_the_forget_gate_formula(layer):
+    """logits_ij = q_i·k_j/√d + Σ_{l=j+1}^{i} log σ(w_h·x_l + b_h), softmax over j ≤ i, per layer's own gate."""
+    m = model("fox")
+    gate = m.pos_enc.gates[layer]
+    with torch.no_grad():
+        gate.bias.copy_(torch.tensor([1.5, -0.5]))  # gates away from 1/2, differently per head
+        gate.weight.mul_(20)
+    x, y = layer_io(m, TOKENS, layer)
+    attn = m.blocks[layer].attn
+    q, k, v = qkv_lists(attn, x)
+    W, bias = gate.weight.detach().double(), gate.bias.detach().double()
+    weights = []
+    for b in range(2):
+        per_head = []
+        for h in range(H):
+            log_f = [math.log(1 / (1 + math.exp(-(dot(W[h], x[b, t]) + float(bias[h]))))) for t in range(T)]
+            rows = [[dot(q[b, h, i], k[b, h, j]) / math.sqrt(DH) + sum(log_f[j + 1 : i + 1]) if j <= i else -math.inf
+                     for j in range(T)] for i in range(T)]
+            per_head.append(softmax_rows(rows))
+        weights.append(per_head)
+    torch.testing.assert_close(y, output_from_weights(attn, weights, v), atol=1e-10, rtol=0)
+
+
+def test_fox_with_every_gate_open_is_nope():
+    """log f = 0 (f = 1 for every token): the decay vanishes and FoX is NoPE with the same weights."""
+    fox, nope = model("fox"), model("nope")
+    nope.load_state_dict({k: v for k, v in fox.state_dict().items() if not k.startswith("pos_enc")})
+    fox.pos_enc.log_forget = lambda x, layer: torch.zeros(x.shape[0], H, x.shape[1], dtype=x.dtype)
+    with torch.no_grad():
+        torch.testing.assert_close(fox(TOKENS), nope(TOKENS), atol=1e-12, rtol=0)
+
+
+def test_fox_gate_initialisation_is_the_authors():
+    enc = build_encoding("fox", EncodingDims(d_model=256, n_heads=4, n_layers=3))
+    assert len(enc.gates) == 3
+    for gate in enc.gates:
+        assert gate.weight.shape == (4, 256) and torch.equal(gate.bias, torch.zeros(4))
+        assert gate.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    m = model("fox")  # the model's own init leaves the encoding's parameters alone
+    assert torch.equal(m.pos_enc.gates[0].bias, torch.zeros(H))
+
+
+@pytest.mark.parametrize("params", [{}, {"attend_current": True}, {"remainder": "drop"}])
+def test_stickbreaking_equals_the_stick_breaking_formula(params):
+    """A_ij = β_ij Π_{j<k<i} (1 − β_ik), β = σ(q·k/√d), keys j < i (≤ i with attend_current);
+    o_i = Σ_j A_ij v_j + (1 − Σ_j A_ij) v_i unless the remainder is dropped."""
+    m = model("stickbreaking", params)
+    x, y = layer_io(m, TOKENS, 1)
+    attn = m.blocks[1].attn
+    q, k, v = qkv_lists(attn, x)
+    last = (lambda i: i) if params.get("attend_current") else (lambda i: i - 1)
+    weights, rest = [], []
+    for b in range(2):
+        wh, rh = [], []
+        for h in range(H):
+            rows, rems = [], []
+            for i in range(T):
+                beta = {j: 1 / (1 + math.exp(-dot(q[b, h, i], k[b, h, j]) / math.sqrt(DH))) for j in range(last(i) + 1)}
+                row = []
+                for j in range(T):
+                    if j > last(i):
+                        row.append(0.0)
+                        continue
+                    a = beta[j]
+                    for kk in range(j + 1, last(i) + 1):
+                        a *= 1 - beta[kk]
+                    row.append(a)
+                rows.append(row)
+                rems.append(1 - sum(row) if params.get("remainder", "current") == "current" else 0.0)
+            wh.append(rows)
+            rh.append(rems)
+        weights.append(wh)
+        rest.append(rh)
+    torch.testing.assert_close(y, output_from_weights(attn, weights, v, rest), atol=1e-10, rtol=0)
+
+
+def test_stickbreaking_weights_are_sub_stochastic():
+    enc = build_encoding("stickbreaking", EncodingDims(d_model=32, n_heads=2))
+    q, k = torch.randn(3, 2, 50, 16) * 4, torch.randn(3, 2, 50, 16) * 4
+    a = enc.weights(q, k)  # (3, 2, 50, 50)
+    assert a.min() >= 0 and a.max() <= 1
+    assert (a.sum(-1) <= 1 + 1e-6).all()
+    a64 = enc.weights(q.double(), k.double())  # float32 in log space stays close to float64
+    assert (a64.sum(-1) <= 1 + 1e-12).all() and (a.double() - a64).abs().max() < 1e-5
+    assert (a.triu(0) == 0).all()  # no token attends to itself or to later ones
+    assert (a[..., 0, :] == 0).all()  # the first token has nothing before it: all its mass is the remainder
+
+
+@pytest.mark.parametrize("p", [0.25, 0.5, 0.75])
+def test_prope_equals_rope_with_the_lowest_frequencies_zeroed(p):
+    """Rotate pair m (channels m and m + R/2, R = 2⌊p·Dh/2⌋) by pos·θ^(−2m/Dh) for m < R/2; others unrotated."""
+    enc = build_encoding("prope", EncodingDims(d_model=64, n_heads=2), p=p)  # Dh = 32, 16 pairs
+    kept = int(p * 32 // 2)
+    q, k = torch.randn(1, 2, T, 32, dtype=torch.float64), torch.randn(1, 2, T, 32, dtype=torch.float64)
+    pos = torch.arange(T)[None]
+    rq, rk = enc.rotate(q, k, pos)
+    for x, rx in ((q, rq), (k, rk)):
+        ref = x.clone()
+        for t in range(T):
+            for m in range(kept):
+                a, b = m, m + kept
+                angle = t * 10000.0 ** (-2 * m / 32)
+                ref[..., t, a] = x[..., t, a] * math.cos(angle) - x[..., t, b] * math.sin(angle)
+                ref[..., t, b] = x[..., t, b] * math.cos(angle) + x[..., t, a] * math.sin(angle)
+        torch.testing.assert_close(rx, ref, atol=1e-12, rtol=0)
+
+
+def test_prope_p1_is_rope_and_p0_is_nope():
+    rope, p1, p0, nope = model("rope"), model("prope", {"p": 1.0}), model("prope", {"p": 0.0}), model("nope")
+    with torch.no_grad():
+        torch.testing.assert_close(p1(TOKENS), rope(TOKENS), atol=0, rtol=0)
+        torch.testing.assert_close(p0(TOKENS), nope(TOKENS), atol=0, rtol=0)
+
+
+def test_prope_is_not_partial_rotary_factor():
+    """rope `partial` (transformers' partial_rotary_factor) re-spreads θ^(−2i/R) over the R rotated
+    channels; p-RoPE keeps θ^(−2i/Dh) of the highest frequencies. Same channels rotated, other angles."""
+    dims = EncodingDims(d_model=64, n_heads=2)  # Dh = 32
+    prope, partial = build_encoding("prope", dims, p=0.5), build_encoding("rope", dims, partial=0.5)
+    assert prope.rot_dim == partial.rot_dim == 16
+    f_prope = prope.inv_freq()
+    f_partial, _ = partial.frequencies(1)
+    torch.testing.assert_close(f_prope, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 32))
+    torch.testing.assert_close(f_partial, 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16))
+    assert f_prope.min() > 10 * f_partial.min()  # p-RoPE dropped the slow pairs; partial still has one at ~1/θ
+    q = k = torch.randn(1, 2, 32, 32)
+    pos = torch.arange(32)[None]
+    assert (prope.rotate(q, k, pos)[0] - partial.rotate(q, k, pos)[0]).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("params", [{}, {"base": "rope"}, {"base": "alibi"}, {"learnable": False, "s": 0.7}])
+def test_ssmax_equals_softmax_of_logits_scaled_by_s_log_n(params):
+    """weights_i = softmax_j((s_h · log(i + 1)) · (q_i·k_j/√d + bias_ij)) over j ≤ i, per layer's own s."""
+    m = model("ssmax", params)
+    if params.get("learnable", True):
+        with torch.no_grad():
+            m.pos_enc.s.copy_(torch.tensor([[0.3, 0.9], [1.4, 0.6]]))
+    x, y = layer_io(m, TOKENS, 1)
+    attn = m.blocks[1].attn
+    q, k, v = qkv_lists(attn, x)
+    pos = torch.arange(T)[None].expand(2, T)
+    q, k = m.pos_enc.base_enc.rotate(q, k, pos)  # the wrapped encoding's own hooks, then the formula
+    bias = m.pos_enc.base_enc.bias(pos[:1], pos[:1])
+    s = m.pos_enc.s[1].double()
+    weights = [[softmax_rows([[float(s[h]) * math.log(i + 1) * (dot(q[b, h, i], k[b, h, j]) / math.sqrt(DH)
+                                + (0.0 if bias is None else float(bias[0, h, i, j]))) if j <= i else -math.inf
+                               for j in range(T)] for i in range(T)]) for h in range(H)] for b in range(2)]
+    torch.testing.assert_close(y, output_from_weights(attn, weights, v), atol=1e-10, rtol=0)
+
+
+def test_ssmax_with_s_one_over_log_n_is_plain_softmax_at_that_n():
+    n = 5
+    ss = model("ssmax", {"s": 1 / math.log(n), "learnable": False}, n_layers=1)
+    nope = model("nope", n_layers=1)
+    nope.load_state_dict({k: v for k, v in ss.state_dict().items() if not k.startswith("pos_enc")})
+    (_, y_ss), (_, y_nope) = layer_io(ss, TOKENS, 0), layer_io(nope, TOKENS, 0)
+    torch.testing.assert_close(y_ss[:, n - 1], y_nope[:, n - 1], atol=1e-10, rtol=0)  # query n − 1 attends to n keys
+    assert (y_ss[:, n] - y_nope[:, n]).abs().max() > 1e-6  # other n: a different scale
+
+
+def test_ssmax_counts_the_keys_a_padding_mask_allows():
+    enc = build_encoding("ssmax", EncodingDims(d_model=16, n_heads=2))
+    mask = torch.zeros(1, 1, 4, 4)
+    mask[..., 1:] = float("-inf")  # only the first key allowed: n = 1, log n = 0
+    mask[..., 3, :] = 0.0  # the last query sees all four
+    log_n = enc.log_n(4, 4, mask, "cpu", torch.float64)
+    assert log_n[0, 0, :3, 0].abs().max() == 0 and log_n[0, 0, 3, 0] == pytest.approx(math.log(4))
+
+
+@pytest.mark.parametrize("base", ["kerple", "alibi"])
+def test_dape_equals_base_bias_plus_mlp_across_heads(base):
+    """logits_ij = z_ij + B_ij + W2 · LeakyReLU(W1 · [z_ij^(1..H), B_ij^(1..H)] + b1) + b2, softmax over j ≤ i."""
+    m = model("dape", {"base": base})
+    x, y = layer_io(m, TOKENS, 1)
+    attn = m.blocks[1].attn
+    q, k, v = qkv_lists(attn, x)
+    mlp = m.pos_enc.mlps[1]
+    W1, b1, W2, b2 = (t.double() for t in (mlp[0].weight, mlp[0].bias, mlp[2].weight, mlp[2].bias))
+    enc = m.pos_enc.base_enc
+
+    def base_bias(h, i, j):  # the papers' formulas, not the hooks
+        if base == "alibi":
+            return -float(enc.slopes[h]) * abs(i - j)
+        return -float(enc.r1[h]) * math.log(1 + float(enc.r2[h]) * abs(i - j))
+
+    weights = []
+    for b in range(2):
+        rows_h = [[[0.0] * T for _ in range(T)] for _ in range(H)]
+        for i in range(T):
+            for j in range(T):
+                z = [dot(q[b, h, i], k[b, h, j]) / math.sqrt(DH) for h in range(H)]
+                bb = [base_bias(h, i, j) for h in range(H)]
+                feats = torch.tensor(z + bb, dtype=torch.float64)
+                hidden = W1 @ feats + b1
+                hidden = torch.where(hidden > 0, hidden, 0.01 * hidden)
+                f = W2 @ hidden + b2
+                for h in range(H):
+                    rows_h[h][i][j] = z[h] + bb[h] + float(f[h]) if j <= i else -math.inf
+        weights.append([softmax_rows(rows_h[h]) for h in range(H)])
+    torch.testing.assert_close(y, output_from_weights(attn, weights, v), atol=1e-10, rtol=0)
+
+
+def test_dape_with_its_mlp_zeroed_is_its_base():
+    dape, kerple = model("dape"), model("kerple", seed=1)
+    kerple.load_state_dict({k: v for k, v in dape.state_dict().items() if not k.startswith("pos_enc")}, strict=False)
+    kerple.pos_enc.load_state_dict(dape.pos_enc.base_enc.state_dict())
+    with torch.no_grad():
+        for mlp in dape.pos_enc.mlps:
+            mlp[2].weight.zero_()
+            mlp[2].bias.zero_()
+        torch.testing.assert_close(dape(TOKENS), kerple(TOKENS), atol=1e-12, rtol=0)
+
+
+# --- invariants every new encoding keeps ------------------------------------------------------
+
+
+CAUSAL_CASES = [(n, {}) for n in NEW] + [("ssmax", {"base": "rope"}), ("dape", {"base": "alibi"}),
+                                          ("stickbreaking", {"attend_current": True})]
+
+
+@pytest.mark.parametrize("name,params", CAUSAL_CASES)
+def test_changing_future_tokens_never_changes_past_outputs(name, params):
+    m = model(name, params)
+    tokens = torch.randint(0, V, (2, 12))
+    changed = tokens.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % V
+    with torch.no_grad():
+        torch.testing.assert_close(m(changed)[:, :8], m(tokens)[:, :8], atol=1e-12, rtol=0)
+        assert (m(changed)[:, 8:] - m(tokens)[:, 8:]).abs().max() > 1e-8
+
+
+@pytest.mark.parametrize("name,params", CAUSAL_CASES)
+def test_right_padding_leaves_real_tokens_unchanged_and_training_is_finite(name, params):
+    m = model(name, params)
+    padded = torch.cat((TOKENS, torch.zeros(2, 5, dtype=torch.long)), dim=1)
+    pad_mask = (torch.arange(T + 5) < T)[None].expand(2, -1)
+    with torch.no_grad():
+        torch.testing.assert_close(m(padded, pad_mask=pad_mask)[:, :T], m(TOKENS), atol=1e-10, rtol=0)
+    m.float().train()
+    loss = m(torch.randint(0, V, (2, 40))).logsumexp(-1).mean()
+    loss.backward()
+    grads = [p.grad for p in m.pos_enc.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_every_new_encoding_documents_itself_and_its_length_behaviour(capsys):
+    from lenbench.cli import main
+
+    for name in NEW:
+        cls = ENCODINGS.get(name)
+        assert cls.description and cls.paper and cls.length_behaviour, name
+        assert "Args:" in cls.__doc__ and "Length behaviour" in cls.__doc__, name
+    assert main(["list", "encodings"]) == 0
+    out = capsys.readouterr().out
+    for name in NEW:
+        cls = ENCODINGS.get(name)
+        assert cls.paper in out and cls.length_behaviour in out, name
+    # the catalog before issue 22 keeps its registry indices (report colours)
+    assert ENCODINGS.names()[-5:] == ["fox", "stickbreaking", "prope", "ssmax", "dape"]
+
+
+@pytest.mark.parametrize("name,params,match", [
+    ("prope", {"p": 1.5}, "p = 1.5 is out of range"),
+    ("prope", {"p": -0.1}, "p = -0.1 is out of range"),
+    ("prope", {"p": "half"}, "p = 'half' is out of range"),
+    ("prope", {"theta": 0}, "theta = 0 is out of range"),
+    ("ssmax", {"s": 0}, "s = 0 is out of range"),
+    ("ssmax", {"learnable": "yes"}, "learnable = 'yes' is out of range"),
+    ("ssmax", {"base": "ssmax"}, "cannot wrap itself"),
+    ("ssmax", {"base": "stickbreaking"}, "cannot wrap 'stickbreaking'"),
+    ("ssmax", {"base_params": [1]}, "base_params = \\[1\\] is out of range"),
+    ("dape", {"hidden": 0}, "hidden = 0 is out of range"),
+    ("dape", {"base": "rope"}, "base = 'rope' is out of range"),
+    ("dape", {"base": "cope"}, "base = 'cope' is out of range"),
+    ("dape", {"base": "fox"}, "cannot wrap 'fox'"),
+    ("stickbreaking", {"remainder": "bias"}, "remainder = 'bias' is out of range"),
+    ("stickbreaking", {"attend_current": 1}, "attend_current = 1 is out of range"),
+    ("fox", {"init_std": -1}, "init_std = -1 is out of range"),
+    ("randomized", {"base": "fox"}, "cannot wrap 'fox'"),
+])
+def test_parameters_out_of_range_fail_in_one_line(name, params, match):
+    with pytest.raises(ValueError, match=match):
+        build_encoding(name, EncodingDims(d_model=16, n_heads=2), **params)
+
+
+def test_bidirectional_models_refuse_the_causal_only_ones():
+    for name in ("fox", "stickbreaking", "ssmax"):
+        with pytest.raises(ValueError, match="causal attention only"):
+            build_encoding(name, EncodingDims(d_model=16, n_heads=2, causal=False))
+    build_encoding("dape", EncodingDims(d_model=16, n_heads=2, causal=False))  # kerple is symmetric
+    build_encoding("prope", EncodingDims(d_model=16, n_heads=2, causal=False))
+
+
+# --- a tiny suite: every new encoding on copy, passkey and lm, evaluated at 1–16× ------------------
+
+
+def test_tiny_suite_every_new_encoding_every_cell_ok(tmp_path):
+    from lenbench.config.suite import parse_suite
+    from lenbench.run.engine import load_rows, run_suite
+
+    suite = {
+        "name": "frontier-tiny",
+        "seeds": [0],
+        "model": {"d_model": 16, "n_layers": 2, "n_heads": 2, "ff_mult": 2},
+        "train": {"steps": 8, "batch_size": 4, "lr": 0.003, "warmup": 2},
+        "eval": {"ratios": [1, 2, 4, 8, 16], "samples": 4},
+        "tasks": [{"name": "copy", "train_len": 4}, {"name": "passkey", "train_len": 16},
+                  {"name": "lm", "train_len": 16}],
+        "encodings": ["fox", "stickbreaking", "prope", "ssmax", {"name": "ssmax", "params": {"base": "rope"},
+                      "label": "ssmax+rope"}, "dape"],
+    }
+    out = tmp_path / "run"
+    run_suite(parse_suite(suite), out, device="cpu", executor="serial", progress=False, log=lambda _: None)
+    rows = [r for r in load_rows(out) if not str(r["encoding"]).startswith("baseline")]
+    failed = [(r["encoding"], r["task"], r["eval_len"], r.get("error")) for r in rows if r["status"] != "ok"]
+    assert not failed, failed
+    cells = {(r["encoding"], r["task"]) for r in rows}
+    assert cells == {(e, t) for e in ("fox", "stickbreaking", "prope", "ssmax", "ssmax+rope", "dape")
+                     for t in ("copy", "passkey", "lm")}
+    ratios = {(r["encoding"], r["task"], r["ratio"]) for r in rows if "ratio" in r}
+    assert all(len({x for (e, t, x) in ratios if (e, t) == cell}) == 5 for cell in cells), sorted(ratios)
+    assert all(math.isfinite(r["value"]) for r in rows)
