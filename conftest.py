@@ -80,7 +80,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not (out / "cells").is_dir():
         return
     try:
-        from lenbench.report.page import write_report
+        from lenbench.report.build import write_report
     except ImportError:
         return
     written = write_report(out, out)

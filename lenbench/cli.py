@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.report.page import write_report
+    from lenbench.report.build import write_report
     from lenbench.publication import recover
 
     source = Path(args.results)

@@ -15,7 +15,7 @@ from lenbench.atomic import atomic_write_json
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
 MARKER = ".lenbench-publication"
 MARKER_FORMAT = 1
-#: The figures `lenbench.report.page.write_report` writes at the top of a report (each as .png and .svg).
+#: The figures `lenbench.report.build.write_report` writes at the top of a report (each as .png and .svg).
 PLOT_STEMS = ("extrapolation", "leaderboard_heatmap", "position_loss", "needle_depth", "cost", "quality_cost")
 
 
@@ -86,7 +86,7 @@ def write_marker(directory: Path, state: str) -> None:
 
 def published_names() -> frozenset[str]:
     """The names of the top-level files a report (and so a publication) may hold."""
-    from lenbench.report.page import COST_FILES, REPORT_FILES
+    from lenbench.report.build import COST_FILES, REPORT_FILES
 
     figures = {f"{stem}.{ext}" for stem in PLOT_STEMS for ext in ("png", "svg")}
     return frozenset({"bench.json", "index.html", *REPORT_FILES, *COST_FILES, *figures})

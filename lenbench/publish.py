@@ -8,7 +8,7 @@ publish a finished run explicitly:
 
 which stages a new directory beside the target (the run's finished cell files ``cells/*.json``,
 the benchmark JSON as ``bench.json``, the report rebuilt from them by
-`lenbench.report.page.write_report`, and the marker file ``.lenbench-publication``), then swaps it in
+`lenbench.report.build.write_report`, and the marker file ``.lenbench-publication``), then swaps it in
 place of the target with renames: a reader (or a kill at any moment) sees the old published
 directory or the complete new one, never a mix. The target is replaced as a whole, so a stale plot
 or cell of an older publication never survives.
@@ -22,7 +22,7 @@ target (``--to``, symlinks resolved) must be
 - an *older publication*, written before the marker existed (the published ``results/`` of
   earlier versions): a directory holding ``cells/`` with at least one cell file, and
   ``bench.json`` or ``summary.md``, and nothing a publication would not contain: no hidden or
-  linked entry; top-level files only among the report's names (`lenbench.report.page.REPORT_FILES`,
+  linked entry; top-level files only among the report's names (`lenbench.report.build.REPORT_FILES`,
   `COST_FILES`, ``bench.json``, ``index.html``, the figures ``{PLOT_STEMS}.{png,svg}``);
   ``cells/`` only cell files (``<cell_id>.json`` holding a JSON object with that ``cell_id`` and
   its ``rows``); ``encodings/`` only ``*.png`` / ``*.svg``. Publishing over it writes the marker
@@ -150,7 +150,7 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
         benchmark_json: the run's benchmark JSON, or None.
         plots: also write the figures.
     """
-    from lenbench.report.page import write_report
+    from lenbench.report.build import write_report
 
     write_marker(stage, "staging")
     (stage / "cells").mkdir()

@@ -9,7 +9,7 @@ from lenbench_testing import write_cells
 
 from lenbench.cli import main
 from lenbench.compare.core import IMPROVED, MISSING, NEW, REGRESSION, SLOWER, WITHIN, compare
-from lenbench.report.page import write_report
+from lenbench.report.build import write_report
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
               "dtype": "float32", "timestamp": "2026-01-01T00:00:00+00:00", "train_seconds": 2.0}

@@ -41,9 +41,11 @@ def test_sinusoidal_add_and_concat_modes():
 
 
 def test_encoding_heatmap_renders_png(tmp_path):
-    from lenbench.report.plots import encoding_heatmap
+    from lenbench.report.geometry import encoding_pattern
+    from lenbench.report.plots.geometry import encoding_heatmap
 
-    out = encoding_heatmap("sinusoidal", tmp_path / "pe.png", length=128, d_model=64)
+    pattern = encoding_pattern("sinusoidal", length=128, d_model=64)
+    out = encoding_heatmap(pattern.matrix, tmp_path / "pe.png", title=pattern.title)
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 

@@ -416,8 +416,10 @@ def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_a
 def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_them(tmp_path):
     import pandas as pd
 
-    from lenbench.report import plots
-    from lenbench.report.page import write_report
+    from lenbench.report.build import write_report
+    from lenbench.report.plots.needle import needle_heatmap
+    from lenbench.report.plots.position import position_loss_plot
+    from lenbench.report.rows import load_results
 
     def row(task, ratio, metric, value, bucket="", variant="none", train_len=8):
         return {"cell_id": f"{task}{variant}", "suite": "s", "task": task, "encoding": "alibi", "variant": variant,
@@ -435,6 +437,6 @@ def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_
     names = {p.name for p in write_report(plain, tmp_path / "without")}
     assert not {n for n in names if n.startswith(("position_loss", "needle_depth"))}
     with pytest.raises(ValueError, match=r"position_loss_plot: no per-position rows \(bucket 'pos:…'\) to plot"):
-        plots.position_loss_plot(plain, tmp_path / "x.png")
+        position_loss_plot(load_results(plain), tmp_path / "x.png")
     with pytest.raises(ValueError, match=r"needle_heatmap: no needle-depth rows"):
-        plots.needle_heatmap(plain, tmp_path / "x.png")
+        needle_heatmap(load_results(plain), tmp_path / "x.png")

@@ -13,7 +13,7 @@ import yaml
 from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.report.page import REPORT_FILES, write_report
+from lenbench.report.build import REPORT_FILES, write_report
 from lenbench.publication import MARKER
 from lenbench.publish import publish
 from lenbench.report.rows import load_results
@@ -68,7 +68,7 @@ def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run,
     assert not (target / "stale.png").exists()  # the target is replaced as a whole
     assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "tiny" / "cells").glob("*.json"))
     assert json.loads((target / "bench.json").read_text()) == json.loads((run / "bench.json").read_text())
-    # what tests/test_published.py checks of results/ holds for the publication
+    # what tests/report/test_published.py checks of results/ holds for the publication
     assert load_results(target).equals(load_results(target / "bench.json"))
     fresh = tmp_path / "fresh"
     write_report(target / "bench.json", fresh, plots=False)

@@ -240,7 +240,7 @@ def test_margins_and_their_errors(tmp_path, base, capsys):
 
 
 def test_statistical_refuses_a_leaderboard_and_unreadable_sample_scores(tmp_path, base, capsys):
-    from lenbench.report.page import write_report
+    from lenbench.report.build import write_report
 
     write_report(base, tmp_path / "report", plots=False)
     code, _, err = run_cli(capsys, tmp_path / "report" / "leaderboard.csv", base, "--statistical")

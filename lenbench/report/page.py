@@ -1,8 +1,9 @@
-"""The page, step 5 of the report path: `write_report` writes a report directory, `index.html` included.
+"""The page, step 5 of the report path: `render_page` renders ``index.html`` from the frames, tables
+and figure files it is given; `lenbench.report.build` loads the source and writes the directory.
 
-rows (`lenbench.report.rows`) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`) → figures
-(`lenbench.report.plots`) → page (this module). Nothing imports this module but the command line, the
-pytest plugin (`conftest.py`) and `lenbench.publish`.
+rows (`lenbench.report.rows`) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`,
+`lenbench.report.cost`) → figures (`lenbench.report.plots`) → page (this module) → build
+(`lenbench.report.build`). Nothing imports this module but the build.
 
 ``index.html`` is one self-contained file: inline CSS and JavaScript, the figures as ``data:``
 URIs, no network access and no external URL. Per task (and training length): the main table
@@ -22,152 +23,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from lenbench.atomic import atomic_write_text
-from lenbench.report.rows import (
-    EXPECTED_SOURCES,
-    ResultsError,
-    is_benchmark_json,
-    load_kernel_timings,
-    load_results,
-    load_training_steps,
-)
+from lenbench.report.cost import _fmt_seconds, _fmt_x
 from lenbench.report.tables import (
     BOARD_ALIGN,
     Leaderboard,
     _fmt_ci,
     _fmt_rank,
-    _fmt_seconds,
-    _fmt_x,
     board_header,
     board_table_rows,
-    cost_markdown,
-    cost_table,
-    leaderboard,
-    leaderboard_markdown,
-    quality_cost_frame,
-    summary_markdown,
-    to_csv_text,
     variant_table,
 )
-
-REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
-COST_FILES = ("cost.csv", "cost.md")
-
-
-def benchmark_json_of(source: str | Path | pd.DataFrame) -> Path | None:
-    """The pytest-benchmark JSON behind a source: the source itself, or ``bench.json`` in a
-    results directory; None for frames, CSVs and directories without one."""
-    if isinstance(source, (pd.DataFrame, list)):
-        return None
-    path = Path(source)
-    if path.is_dir():
-        path = path / "bench.json"
-    if path.suffix.lower() != ".json" or not path.is_file():
-        return None
-    import json
-
-    try:
-        return path if is_benchmark_json(json.loads(path.read_text(encoding="utf-8"))) else None
-    except ValueError:
-        return None
-
-
-def load_cost(source: str | Path | pd.DataFrame) -> pd.DataFrame | None:
-    """`lenbench.report.tables.cost_table` of the source's benchmark JSON, or None without kernel timings."""
-    bench = benchmark_json_of(source)
-    if bench is None:
-        return None
-    kernels = load_kernel_timings(bench)
-    cost = cost_table(kernels, load_training_steps(bench))
-    return cost if len(cost) else None
-
-
-def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True,
-                 page: bool = True) -> list[Path]:
-    """Write the report of a results source into `out_dir`, every file atomically.
-
-    Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
-    `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
-    metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the README's
-    tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
-    length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
-    heatmap of each registered encoding in the results whose pattern is fixed by its definition,
-    see `lenbench.report.plots.has_fixed_pattern`). From the kernel timings of a benchmark JSON (the
-    source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
-    ``cost.csv`` / ``cost.md`` (`lenbench.report.tables.cost_table`), with `plots` ``cost.{png,svg}``,
-    and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
-    measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
-    (passkey depth × length). With `page`: ``index.html`` (module
-    docstring). Rerunning on the same source rewrites identical files.
-
-    Returns:
-        The paths written, in that order.
-
-    Raises:
-        ResultsError: unreadable source, or a source without any rows or kernel timings.
-    """
-    df = load_results(source)
-    cost = load_cost(source)
-    if df.empty and cost is None:
-        raise ResultsError(f"{source if not isinstance(source, pd.DataFrame) else 'rows'}: no extrapolation rows to "
-                           f"report and no kernel timings; expected {EXPECTED_SOURCES} with at least one cell, or a "
-                           "benchmark JSON of bench/test_kernels.py")
-    out = Path(out_dir)
-    board = leaderboard(df) if not df.empty else None
-    written: list[Path] = []
-    figures: dict[str, Path] = {}
-    points = quality_cost_frame(board, cost) if board is not None and cost is not None else None
-    if board is not None:
-        written += [
-            atomic_write_text(out / "results.csv", to_csv_text(df)),
-            atomic_write_text(out / "leaderboard.csv", to_csv_text(board.long())),
-            atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
-            atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
-            atomic_write_text(out / "summary.md", summary_markdown(board)),
-        ]
-    if plots and board is not None:
-        from lenbench.report import plots as lplots
-        for suffix in ("png", "svg"):
-            written.append(lplots.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board))
-        for suffix in ("png", "svg"):
-            written.append(lplots.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board))
-        figures["metric against evaluation length"] = out / "extrapolation.png"
-        figures["leaderboard heatmap"] = out / "leaderboard_heatmap.png"
-        for kind, name, plot, title in (("pos", "position_loss", lplots.position_loss_plot, "lm loss by position"),
-                                        ("depth", "needle_depth", lplots.needle_heatmap, "passkey: needle depth × length")):
-            if lplots.has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
-                for suffix in ("png", "svg"):
-                    written.append(plot(df, out / f"{name}.{suffix}"))
-                figures[title] = out / f"{name}.png"
-        from lenbench.encodings import ENCODINGS
-
-        run_dir = None if isinstance(source, (pd.DataFrame, list)) else Path(source)
-        run_dir = run_dir if run_dir is not None and run_dir.is_dir() else None
-        geometries = lplots.encoding_geometries(df, run_dir)
-        for encoding in [e for e in ENCODINGS.names() if e in geometries]:
-            for suffix in ("png", "svg"):
-                path = lplots.safe_encoding_heatmap(encoding, out / "encodings" / f"{encoding}.{suffix}",
-                                                    **geometries[encoding])
-                if path is not None:
-                    written.append(path)
-                    if suffix == "png":
-                        figures[f"position pattern: {encoding}"] = path
-    if cost is not None:
-        written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
-                    atomic_write_text(out / "cost.md", cost_markdown(cost))]
-        if plots:
-            from lenbench.report import plots as lplots
-            for suffix in ("png", "svg"):
-                written.append(lplots.cost_plot(cost, out / f"cost.{suffix}"))
-            figures["kernel time against sequence length"] = out / "cost.png"
-            if points is not None and len(points):
-                for suffix in ("png", "svg"):
-                    written.append(lplots.quality_cost_plot(points, out / f"quality_cost.{suffix}"))
-                figures["quality against training cost"] = out / "quality_cost.png"
-    if page:
-        written.append(atomic_write_text(out / "index.html", render_page(board, df, cost, figures)))
-    return written
-
 
 # --- index.html ---------------------------------------------------------------------------------
 

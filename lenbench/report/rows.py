@@ -9,7 +9,7 @@ Sources `load_results` understands (the same rows whichever is given):
 
 - a results directory: ``OUT/cells/*.json`` (one file per cell, written by the engine); a directory
   without ``cells/`` but with a ``results.csv`` (a report directory) or a ``bench.json`` works too;
-- a tidy CSV: the ``results.csv`` that `lenbench.report.page.write_report` writes (one row per measurement);
+- a tidy CSV: the ``results.csv`` that `lenbench.report.build.write_report` writes (one row per measurement);
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
   benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``; its kernel timings are
   `load_kernel_timings`.

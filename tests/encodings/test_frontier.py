@@ -381,7 +381,7 @@ def test_bidirectional_models_refuse_the_causal_only_ones():
 
 
 def test_tiny_suite_every_new_encoding_every_cell_ok(tmp_path):
-    from lenbench.config.suite import parse_suite
+    from lenbench.config import parse_suite
     from lenbench.run.engine import load_rows, run_suite
 
     suite = {

@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from lenbench.report import stats
 from lenbench.baselines import baseline_rows
 from lenbench.evaluate import decode_samples, encode_samples, eval_batches, evaluate_length, metric_transform
 from lenbench.model import ModelConfig, Transformer
-from lenbench.report.page import write_report
+from lenbench.report import stats
+from lenbench.report.build import write_report
 from lenbench.report.rows import load_results
 from lenbench.report.tables import leaderboard, leaderboard_markdown, summary_markdown
 from lenbench.tasks import build_task

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from lenbench.escape import csv_cell, csv_frame, csv_uncell, md_cell
-from lenbench.report.page import write_report
+from lenbench.report.build import write_report
 from lenbench.report.rows import load_results
 
 HOSTILE = ['=HYPERLINK("http://x")', "+1", "-cmd", "@SUM(A1)", "<script>alert(1)</script>", "a|b", "\tTAB", "\rCR"]

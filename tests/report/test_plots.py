@@ -5,17 +5,11 @@ import math
 import pytest
 
 from lenbench.encodings import ENCODINGS
-from lenbench.report.plots import (
-    ENCODING_COLORS,
-    encoding_color,
-    encoding_heatmap,
-    extrapolation_plot,
-    has_fixed_pattern,
-    leaderboard_heatmap,
-    series_style,
-    task_chance,
-    variant_dashes,
-)
+from lenbench.report.geometry import encoding_pattern, has_fixed_pattern
+from lenbench.report.plots._style import ENCODING_COLORS, encoding_color, series_style, variant_dashes
+from lenbench.report.plots.extrapolation import extrapolation_plot, task_chance
+from lenbench.report.plots.geometry import encoding_heatmap
+from lenbench.report.plots.heatmap import leaderboard_heatmap
 from lenbench.report.rows import load_results, series_order
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -30,6 +24,12 @@ def row(task, encoding, variant, ratio, metric, value, seed=0, train_len=8):
             "dtype": "float32", "timestamp": "t", "train_seconds": 1.0}
 
 
+def draw(encoding, path, **kwargs):
+    """The position pattern of an encoding (`lenbench.report.geometry`), drawn (`lenbench.report.plots.geometry`)."""
+    pattern = encoding_pattern(encoding, **kwargs)
+    return encoding_heatmap(pattern.matrix, path, title=pattern.title, note=pattern.note)
+
+
 def tiny():
     rows = []
     for seed in (0, 1):
@@ -42,7 +42,7 @@ def tiny():
                 rows.append(row("lm", enc, var, ratio, "perplexity",
                                 None if failed else 5.0 * ratio ** (0.3 * (i + 1)) + seed, seed, train_len=16))
             rows.append(row("mystery", enc, var, 1, "token_accuracy", 0.5, seed))  # a task the registry lacks
-    return rows
+    return load_results(rows)
 
 
 @pytest.mark.parametrize("suffix", ["png", "svg"])
@@ -67,12 +67,12 @@ def test_leaderboard_heatmap_renders(tmp_path, suffix):
 
 
 def test_encoding_heatmap_still_works(tmp_path):
-    png = encoding_heatmap("sinusoidal", tmp_path / "s.png", length=64, d_model=32, n_heads=4)
-    svg = encoding_heatmap("alibi", tmp_path / "a.svg", length=64, d_model=32, n_heads=4)
+    png = draw("sinusoidal", tmp_path / "s.png", length=64, d_model=32, n_heads=4)
+    svg = draw("alibi", tmp_path / "a.svg", length=64, d_model=32, n_heads=4)
     assert png.read_bytes().startswith(PNG_MAGIC) and b"<svg" in svg.read_bytes()
     # a trainable encoding draws its (seeded) initialisation identically every time
-    a = encoding_heatmap("learned", tmp_path / "l1.svg", length=32, d_model=16, n_heads=2).read_bytes()
-    b = encoding_heatmap("learned", tmp_path / "l2.svg", length=32, d_model=16, n_heads=2).read_bytes()
+    a = draw("learned", tmp_path / "l1.svg", length=32, d_model=16, n_heads=2).read_bytes()
+    b = draw("learned", tmp_path / "l2.svg", length=32, d_model=16, n_heads=2).read_bytes()
     assert a == b
     assert has_fixed_pattern("sinusoidal") and has_fixed_pattern("rope")
     assert not has_fixed_pattern("learned") and not has_fixed_pattern("nope")
@@ -118,15 +118,16 @@ def test_chance_levels():
 def test_plot_with_a_single_point_and_only_failures(tmp_path):
     rows = [row("copy", "rope", "none", 1, "token_accuracy", 0.7),
             row("copy", "learned", "none", 1, "token_accuracy", None)]
-    assert extrapolation_plot(rows, tmp_path / "one.png").read_bytes().startswith(PNG_MAGIC)
-    assert leaderboard_heatmap(rows, tmp_path / "one_h.png").read_bytes().startswith(PNG_MAGIC)
+    assert extrapolation_plot(load_results(rows), tmp_path / "one.png").read_bytes().startswith(PNG_MAGIC)
+    assert leaderboard_heatmap(load_results(rows), tmp_path / "one_h.png").read_bytes().startswith(PNG_MAGIC)
     assert math.isnan(load_results(rows).set_index("encoding").loc["learned", "value"])
 
 
 def test_encoding_heatmaps_for_every_encoding_with_the_runs_geometry(tmp_path):
     import json
 
-    from lenbench.report.plots import encoding_geometries, safe_encoding_heatmap
+    from lenbench.report.geometry import encoding_geometries, encoding_patterns
+    from lenbench.report.plots.geometry import safe_encoding_heatmap
 
     rows = [row("copy", e, "none", r, "exact_match", 1.0) for e in ("nope", "rope", "alibi", "learned", "t5", "fire")
             for r in (1, 2)]
@@ -141,15 +142,20 @@ def test_encoding_heatmaps_for_every_encoding_with_the_runs_geometry(tmp_path):
     assert (geo["rope"]["d_model"], geo["rope"]["n_heads"], geo["rope"]["theta"]) == (32, 2, 500.0)
     assert geo["rope"]["length"] == 16 and "geometry of the run" in geo["rope"]["note"]
     assert geo["learned"]["note"].endswith("at initialisation (no checkpoint)")
-    for encoding, kwargs in geo.items():
-        assert safe_encoding_heatmap(encoding, tmp_path / f"{encoding}.png", **kwargs) is not None, encoding
+    patterns = encoding_patterns(df, tmp_path)
+    assert set(patterns) == set(geo)  # every one of them can be drawn
+    assert (patterns["rope"].d_model, patterns["rope"].n_heads, len(patterns["rope"].matrix)) == (32, 2, 16)
+    for encoding, pattern in patterns.items():
+        assert pattern.note == geo[encoding]["note"]
+        assert safe_encoding_heatmap(pattern.matrix, tmp_path / f"{encoding}.png", title=pattern.title,
+                                     note=pattern.note) is not None, encoding
 
 
 def test_rotary_heatmap_reads_cos_of_position_times_frequency():
     import torch
 
     from lenbench.encodings import EncodingDims, build_encoding
-    from lenbench.report.plots import encoding_matrix
+    from lenbench.report.geometry import encoding_matrix
 
     for layout in ("half", "interleaved"):
         enc = build_encoding("rope", EncodingDims(d_model=32, n_heads=2, max_len=64), theta=100.0, layout=layout)

@@ -10,7 +10,7 @@ import pytest
 from lenbench_testing import write_cells
 
 from lenbench.cli import main
-from lenbench.report.page import write_report
+from lenbench.report.build import write_report
 from lenbench.report.rows import COLUMNS, ResultsError, load_kernel_timings, load_results
 from lenbench.report.stats import mean_ci, t_quantile_975
 from lenbench.report.tables import leaderboard, leaderboard_markdown, read_leaderboard_csv, to_csv_text

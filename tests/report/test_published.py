@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from lenbench.numerics import MACHINE_KEYS
-from lenbench.report.page import write_report
+from lenbench.report.build import write_report
 from lenbench.report.rows import load_results
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = Path(__file__).resolve().parent.parent.parent / "results"
 TABLES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
 
 

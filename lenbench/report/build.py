@@ -1,0 +1,206 @@
+"""The report build: one load of the source, then every table, figure and the page from those frames.
+
+`load_source` reads a results source once: its tidy rows (`lenbench.report.rows.load_results`),
+and from its benchmark JSON (the source itself, or ``bench.json`` in a results directory) the
+kernel timings and the training steps (`load_kernel_timings`, `load_training_steps`), once each.
+`build_report` computes the leaderboard (`lenbench.report.tables`) and the cost tables
+(`lenbench.report.cost`) from those frames, draws the figures (`lenbench.report.plots`, the
+position patterns loaded by `lenbench.report.geometry` from the run directory) and renders the page
+(`lenbench.report.page`). `write_report` is both in one call: what the command line (`lenbench
+report`), the pytest plugin (`conftest.py`) and `lenbench.publish` call. Nothing in the report
+package imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from lenbench.atomic import atomic_write_text
+from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
+from lenbench.report.page import render_page
+from lenbench.report.rows import (
+    EXPECTED_SOURCES,
+    ResultsError,
+    is_benchmark_json,
+    load_kernel_timings,
+    load_results,
+    load_training_steps,
+)
+from lenbench.report.tables import (
+    Leaderboard,
+    leaderboard,
+    leaderboard_markdown,
+    summary_markdown,
+    to_csv_text,
+)
+
+REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
+COST_FILES = ("cost.csv", "cost.md")
+
+
+def benchmark_json_of(source: str | Path | pd.DataFrame) -> Path | None:
+    """The pytest-benchmark JSON behind a source: the source itself, or ``bench.json`` in a
+    results directory; None for frames, CSVs and directories without one."""
+    if isinstance(source, (pd.DataFrame, list)):
+        return None
+    path = Path(source)
+    if path.is_dir():
+        path = path / "bench.json"
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return None
+    try:
+        return path if is_benchmark_json(json.loads(path.read_text(encoding="utf-8"))) else None
+    except ValueError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportSource:
+    """Everything a report is built from, read once.
+
+    Attributes:
+        name: how errors name the source (its path, or "rows" for frames and lists of rows).
+        rows: the tidy results frame (`load_results`; empty for a kernel-only benchmark JSON).
+        kernels: `load_kernel_timings` of the source's benchmark JSON, or None without one.
+        steps: `load_training_steps` of it, or None without one.
+        run_dir: the results directory when the source is one (the position patterns read its
+            cells and checkpoints), else None.
+    """
+
+    name: str
+    rows: pd.DataFrame
+    kernels: pd.DataFrame | None = None
+    steps: pd.DataFrame | None = None
+    run_dir: Path | None = None
+
+    def cost(self) -> pd.DataFrame | None:
+        """`lenbench.report.cost.cost_table` of the kernel timings, or None without any."""
+        if self.kernels is None:
+            return None
+        cost = cost_table(self.kernels, self.steps)
+        return cost if len(cost) else None
+
+
+def load_source(source: str | Path | pd.DataFrame) -> ReportSource:
+    """Read a results source once (module docstring).
+
+    Raises:
+        ResultsError: an unreadable source (`load_results`).
+    """
+    rows = load_results(source)
+    bench = benchmark_json_of(source)
+    kernels = load_kernel_timings(bench) if bench is not None else None
+    steps = load_training_steps(bench) if bench is not None else None
+    run_dir = None if isinstance(source, (pd.DataFrame, list)) else Path(source)
+    run_dir = run_dir if run_dir is not None and run_dir.is_dir() else None
+    return ReportSource(str(source) if not isinstance(source, pd.DataFrame) else "rows", rows, kernels, steps, run_dir)
+
+
+def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True,
+                 page: bool = True) -> list[Path]:
+    """Write the report of a results source into `out_dir`, every file atomically: `build_report`
+    of `load_source(source)`.
+
+    Returns:
+        The paths written, in order (`build_report`).
+
+    Raises:
+        ResultsError: unreadable source, or a source without any rows or kernel timings.
+    """
+    return build_report(load_source(source), out_dir, plots=plots, page=page)
+
+
+def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, page: bool = True) -> list[Path]:
+    """Write the report of a loaded source into `out_dir`, every file atomically.
+
+    Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
+    `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
+    metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the README's
+    tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
+    length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
+    pattern of each registered encoding in the results that can be drawn,
+    `lenbench.report.geometry.encoding_patterns`). From the kernel timings of a benchmark JSON (the
+    source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
+    ``cost.csv`` / ``cost.md`` (`lenbench.report.cost.cost_table`), with `plots` ``cost.{png,svg}``,
+    and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
+    measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
+    (passkey depth × length). With `page`: ``index.html`` (`lenbench.report.page`). Rerunning on
+    the same source rewrites identical files.
+
+    Returns:
+        The paths written, in that order.
+
+    Raises:
+        ResultsError: a source without any rows or kernel timings.
+    """
+    df = src.rows
+    cost = src.cost()
+    if df.empty and cost is None:
+        raise ResultsError(f"{src.name}: no extrapolation rows to report and no kernel timings; expected "
+                           f"{EXPECTED_SOURCES} with at least one cell, or a benchmark JSON of bench/test_kernels.py")
+    out = Path(out_dir)
+    board = leaderboard(df) if not df.empty else None
+    written: list[Path] = []
+    figures: dict[str, Path] = {}
+    points = quality_cost_frame(board, cost) if board is not None and cost is not None else None
+    if board is not None:
+        written += [
+            atomic_write_text(out / "results.csv", to_csv_text(df)),
+            atomic_write_text(out / "leaderboard.csv", to_csv_text(board.long())),
+            atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
+            atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
+            atomic_write_text(out / "summary.md", summary_markdown(board)),
+        ]
+    if plots and board is not None:
+        written += _result_figures(src, board, out, figures)
+    if cost is not None:
+        written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
+                    atomic_write_text(out / "cost.md", cost_markdown(cost))]
+        if plots:
+            from lenbench.report.plots.cost import cost_plot, quality_cost_plot
+
+            for suffix in ("png", "svg"):
+                written.append(cost_plot(cost, out / f"cost.{suffix}"))
+            figures["kernel time against sequence length"] = out / "cost.png"
+            if points is not None and len(points):
+                for suffix in ("png", "svg"):
+                    written.append(quality_cost_plot(points, out / f"quality_cost.{suffix}"))
+                figures["quality against training cost"] = out / "quality_cost.png"
+    if page:
+        written.append(atomic_write_text(out / "index.html", render_page(board, df, cost, figures)))
+    return written
+
+
+def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: dict[str, Path]) -> list[Path]:
+    """The figures of the extrapolation rows, each as PNG and SVG; adds the PNGs to `figures` (title → path)."""
+    from lenbench.report import geometry
+    from lenbench.report.plots._buckets import has_bucket_rows
+    from lenbench.report.plots.extrapolation import extrapolation_plot
+    from lenbench.report.plots.geometry import safe_encoding_heatmap
+    from lenbench.report.plots.heatmap import leaderboard_heatmap
+    from lenbench.report.plots.needle import needle_heatmap
+    from lenbench.report.plots.position import position_loss_plot
+
+    df = src.rows
+    written = [extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board) for suffix in ("png", "svg")]
+    written += [leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board) for suffix in ("png", "svg")]
+    figures["metric against evaluation length"] = out / "extrapolation.png"
+    figures["leaderboard heatmap"] = out / "leaderboard_heatmap.png"
+    for kind, name, plot, title in (("pos", "position_loss", position_loss_plot, "lm loss by position"),
+                                    ("depth", "needle_depth", needle_heatmap, "passkey: needle depth × length")):
+        if has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
+            written += [plot(df, out / f"{name}.{suffix}") for suffix in ("png", "svg")]
+            figures[title] = out / f"{name}.png"
+    for encoding, pattern in geometry.encoding_patterns(df, src.run_dir).items():
+        for suffix in ("png", "svg"):
+            path = safe_encoding_heatmap(pattern.matrix, out / "encodings" / f"{encoding}.{suffix}",
+                                         title=pattern.title, note=pattern.note)
+            if path is not None:
+                written.append(path)
+                if suffix == "png":
+                    figures[f"position pattern: {encoding}"] = path
+    return written

@@ -1,0 +1,173 @@
+"""The package's import graph, read from the source (every import, module-level or inside a function).
+
+- The report path is rows → statistics → tables → cost → figures → page → build, each step importing
+  only the ones before it; `lenbench.report.geometry` (the one report module that builds encodings
+  and reads checkpoints) stands beside it and only the build imports it.
+- Nothing on the report path (every `lenbench.report` module but geometry) reaches the model, the
+  training loop or `lenbench.run`; the figures and the page never load a results source.
+- Nothing in `lenbench.run` reaches `lenbench.report`.
+- No module of the package is on an import cycle.
+
+`PENDING` lists the edges that break these rules today and are removed by other work of issue 20;
+each is ignored by the checks above, and `test_pending_edges_are_still_there` fails once one is
+gone, so the list only shrinks.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGE = ROOT / "lenbench"
+#: The report path in order; a step may import only earlier steps ("lenbench.report.plots" stands
+#: for every module of the figures package).
+REPORT_PATH = ("lenbench.report.rows", "lenbench.report.stats", "lenbench.report.tables", "lenbench.report.cost",
+               "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
+GEOMETRY = "lenbench.report.geometry"
+#: Modules the report path must never reach.
+HEAVY = ("lenbench.model", "lenbench.train", "lenbench.run")
+#: Names of `lenbench.report.rows` that read a results source from disk.
+LOADERS = ("load_results", "load_kernel_timings", "load_training_steps", "resolve_source", "readable_cell_results")
+#: Edges that break a rule today, each with what removes it.
+PENDING = {
+    ("lenbench.report.rows", "lenbench.evaluate"): "metric registry: METRICS / PRIMARY_METRIC / encode_samples move "
+                                                   "to a torch-free lenbench.metrics",
+    ("lenbench.report.tables", "lenbench.evaluate"): "metric registry: METRICS",
+    ("lenbench.report.stats", "lenbench.baselines"): "BASELINE_PREFIX needs a torch-free home (the metric registry "
+                                                     "or the rows schema); lenbench.baselines imports torch and evaluate",
+    ("lenbench.report.plots._buckets", "lenbench.evaluate"): "parse_bucket (the bucket label format) needs a "
+                                                             "torch-free home beside the metric registry",
+    ("lenbench.run.estimate", "lenbench.report.rows"): "readable_cell_results moves to lenbench.run.store",
+    ("lenbench.run.engine", "lenbench.run.executors.base"): "the run split (run/cell.py, run/driver.py) breaks "
+                                                            "the engine ↔ executors circle",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The lenbench modules a source file imports anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        found |= {n for n in names if n in modules}
+    return found
+
+
+def names_imported_from(path: Path, module: str) -> set[str]:
+    return {a.name for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module == module for a in node.names}
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@pytest.fixture(scope="module")
+def full_graph(files) -> dict[str, set[str]]:
+    return {name: imports_of(path, set(files)) - {name} for name, path in files.items()}
+
+
+@pytest.fixture(scope="module")
+def graph(full_graph) -> dict[str, set[str]]:
+    """The graph without the `PENDING` edges."""
+    return {name: {m for m in edges if (name, m) not in PENDING} for name, edges in full_graph.items()}
+
+
+def reachable(graph: dict[str, set[str]], start: str, *, skip: frozenset[str] = frozenset()) -> set[str]:
+    """Every module `start` imports, directly or through others, not walking through `skip`."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                if nxt not in skip:
+                    todo.append(nxt)
+    return seen
+
+
+def step_of(module: str) -> int | None:
+    for i, step in enumerate(REPORT_PATH):
+        if module == step or module.startswith(step + "."):
+            return i
+    return None
+
+
+def report_path_modules(files) -> list[str]:
+    return sorted(m for m in files if step_of(m) is not None)
+
+
+def in_package(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_layout_is_the_one_this_test_names(files):
+    assert {m for m in files if m.startswith("lenbench.report.")} == {*report_path_modules(files), GEOMETRY}
+    assert {"lenbench.report.plots._style", "lenbench.report.plots.extrapolation",
+            "lenbench.report.plots.geometry", "lenbench.report.plots.cost"} <= set(files)
+
+
+def test_each_report_step_imports_only_earlier_steps(graph, files):
+    for module in report_path_modules(files):
+        later = {m for m in report_path_modules(files) if step_of(m) > step_of(module)}
+        found = reachable(graph, module, skip=frozenset({GEOMETRY})) & later
+        assert not found, f"{module} reaches a later step: {found}"
+
+
+def test_only_the_build_imports_geometry_and_geometry_imports_no_later_step(graph, files):
+    importers = {m for m, edges in graph.items() if GEOMETRY in edges}
+    assert importers <= {"lenbench.report.build"}, f"{importers - {'lenbench.report.build'}} import {GEOMETRY}"
+    found = {m for m in reachable(graph, GEOMETRY) if m.startswith(("lenbench.report.plots", "lenbench.report.page",
+                                                                    "lenbench.report.build"))}
+    assert not found, f"{GEOMETRY} reaches {found}"
+
+
+def test_the_report_path_never_reaches_the_model_training_or_run(graph, files):
+    for module in report_path_modules(files):
+        heavy = {m for m in reachable(graph, module, skip=frozenset({GEOMETRY})) if in_package(m, HEAVY)}
+        assert not heavy, f"{module} reaches {sorted(heavy)}"
+
+
+def test_figures_and_the_page_never_load_a_source(files):
+    for module in report_path_modules(files):
+        if in_package(module, ("lenbench.report.plots", "lenbench.report.page")):
+            loaders = names_imported_from(files[module], "lenbench.report.rows") & set(LOADERS)
+            assert not loaders, f"{module} imports {loaders}: figures and the page take frames"
+            assert not names_imported_from(files[module], "json"), module
+
+
+def test_run_never_reaches_the_report(graph, files):
+    for module in (m for m in files if in_package(m, ("lenbench.run",))):
+        report = {m for m in reachable(graph, module) if in_package(m, ("lenbench.report",))}
+        assert not report, f"{module} reaches {sorted(report)}"
+
+
+def test_no_module_is_on_an_import_cycle(graph):
+    for module in graph:
+        assert module not in reachable(graph, module), f"{module} imports itself through a cycle"
+
+
+def test_pending_edges_are_still_there(full_graph):
+    """An edge of `PENDING` that the code no longer has must leave the list (the checks above then hold it)."""
+    gone = {edge: why for edge, why in PENDING.items() if edge[1] not in full_graph.get(edge[0], set())}
+    assert not gone, f"these edges are gone, remove them from PENDING: {gone}"
+
+
+def test_the_graph_sees_real_imports(full_graph):
+    """Guards the check itself: known edges are found, including function-level ones."""
+    g = full_graph
+    assert "lenbench.report.rows" in g["lenbench.report.tables"] and "lenbench.report.stats" in g["lenbench.report.tables"]
+    assert "lenbench.report.build" in g["lenbench.cli"]  # imported inside _report
+    assert GEOMETRY in g["lenbench.report.build"]  # imported inside _result_figures
+    assert "lenbench.run.engine" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries
+    assert "lenbench.report.plots._style" in g["lenbench.report.plots.extrapolation"]
