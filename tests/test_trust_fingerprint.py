@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITE = {**TINY_SUITE, "encodings": ["alibi", "rope", {"name": "randomized", "params": {"base": "rope"}}],
          "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 8}]}
 #: Package modules no cell's compute path imports.
-OUTSIDE = ("report/plots.py", "compare/core.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/core.py",
+OUTSIDE = ("report/plots.py", "compare/gate.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/core.py",
            "encodings/t5.py", "tasks/parity.py", "encodings/__init__.py", "tasks/__init__.py")
 
 
