@@ -138,7 +138,7 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     """What the compute path imports today, stated in full (a change here is a deliberate one)."""
     assert source_files(cells["alibi/copy"]) == [
         "__init__.py", "atomic.py", "baselines.py", "config/checks.py", "config/suite.py", "device.py",
-        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "model.py",
+        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "metrics.py", "model.py",
         "numerics.py", "registry.py", "run/closure.py", "run/engine.py", "run/executors/base.py",
         "run/executors/parent_watch.py", "run/executors/ray.py", "run/fingerprint.py", "run/memory.py",
         "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
