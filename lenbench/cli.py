@@ -169,7 +169,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from lenbench.compare.core import compare
+    from lenbench.compare import compare
 
     result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
                      fail_missing=args.fail_missing, allow_missing=args.allow_missing,

@@ -8,68 +8,25 @@ import zlib
 import torch
 import torch.nn.functional as F
 
+from lenbench import metrics
+from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported for the evaluation's callers)
+    METRICS,
+    PRIMARY_METRIC,
+    decode_samples,
+    encode_samples,
+    metric_transform,
+)
 from lenbench.model import Transformer
 from lenbench.tasks import Task
 
-#: Every metric lenbench reports, and whether a higher value is better.
-METRICS: dict[str, bool] = {
-    "token_accuracy": True,  # fraction of scored tokens predicted exactly (argmax)
-    "exact_match": True,  # fraction of examples whose scored tokens are all correct
-    "nll": False,  # mean negative log-likelihood (nats) of scored tokens
-    "perplexity": False,  # exp(nll)
-    "bits_per_byte": False,  # nll / ln 2: bits per scored byte (byte-level lm: one token = one byte)
-    "window_perplexity": False,  # lm: perplexity of the same targets with the context cut to the training length
-    "context_gain": True,  # lm: window_perplexity / perplexity; > 1 when the longer context helps
-}
-
-#: The metric each task kind is ranked by on the leaderboard. Sequence tasks: exact match (the
-#: whole answer right; under teacher forcing this equals greedy decoding being entirely right),
-#: token accuracy secondary (it gives partial credit).
-PRIMARY_METRIC = {"sequence": "exact_match", "lm": "perplexity"}
+# Every metric's facts (direction, the sums it is built from, the task kinds it is recorded for, its
+# value from those sums, the stored form of per-sample scores) live in `lenbench.metrics`; this
+# module computes the sums with the model.
 
 
 def task_metrics(task: Task) -> list[str]:
-    """Metrics recorded for a task, primary first."""
-    return ["exact_match", "token_accuracy"] if task.kind == "sequence" else ["perplexity", "nll", "bits_per_byte"]
-
-
-# --- per-sample scores ---------------------------------------------------------------------------
-#
-# Every metric is f(sum of per-sample numerators / sum of per-sample denominators): exact match
-# (hit 0/1 over 1), token accuracy (correct over scored tokens), nll / bits per byte / perplexity
-# (summed nll over scored tokens, then identity, / ln 2 or exp). A row stores its samples in that
-# form, so a bootstrap over samples (lenbench.report.stats) reproduces the metric exactly without a rerun.
-# Stored form (compact, the same string in cell JSON, benchmark JSON and results.csv): entries
-# separated by spaces in generator order, each "num" (denominator 1) or "num/den"; nll sums are
-# written with 7 significant digits.
-
-
-def metric_transform(metric: str, ratio: float) -> float:
-    """The metric's value from the ratio of summed numerators to summed denominators."""
-    if metric == "perplexity":
-        return math.exp(min(ratio, 700.0))
-    if metric == "bits_per_byte":
-        return ratio / math.log(2)
-    return ratio
-
-
-def encode_samples(num: list[float], den: list[float]) -> str:
-    """The compact string of per-sample (numerator, denominator) pairs (see above)."""
-
-    def fmt(x: float) -> str:
-        return str(int(x)) if float(x).is_integer() else f"{x:.7g}"
-
-    return " ".join(fmt(n) if d == 1 else f"{fmt(n)}/{fmt(d)}" for n, d in zip(num, den, strict=True))
-
-
-def decode_samples(text: str) -> tuple[list[float], list[float]]:
-    """(numerators, denominators) of a string written by `encode_samples`; ("") gives ([], [])."""
-    num, den = [], []
-    for entry in text.split():
-        n, _, d = entry.partition("/")
-        num.append(float(n))
-        den.append(float(d) if d else 1.0)
-    return num, den
+    """Metrics recorded for a task, primary first (`lenbench.metrics.task_metrics` of its kind)."""
+    return metrics.task_metrics(task.kind)
 
 
 def eval_generator(task: Task, length: int, seed: int) -> torch.Generator:
@@ -108,12 +65,11 @@ def sample_sums(pred_hit: torch.Tensor, nll: torch.Tensor | None, mask: torch.Te
     correct = (pred_hit & mask).sum(1).double()  # (B,)
     exact = (pred_hit | ~mask).all(dim=1).double()  # (B,): unscored positions count as hits
     ones = torch.ones_like(exact)  # (B,)
-    out = {"token_accuracy": (correct.tolist(), scored.tolist()), "exact_match": (exact.tolist(), ones.tolist())}
+    sums = {"tokens": (correct, scored), "examples": (exact, ones)}  # lenbench.metrics.SUMS
     if nll is not None:
         nll_sum = torch.where(mask, nll.double(), 0.0).sum(1)  # (B,)
-        for metric in ("nll", "perplexity", "bits_per_byte"):
-            out[metric] = (nll_sum.tolist(), scored.tolist())
-    return out
+        sums["nll"] = (nll_sum, scored)
+    return {m.name: (sums[m.sums][0].tolist(), sums[m.sums][1].tolist()) for m in metrics.registered() if m.sums in sums}
 
 
 @torch.no_grad()
@@ -319,10 +275,10 @@ def evaluate_depth(
         sums.index_add_(0, which, per_example)
         counts.index_add_(0, which, torch.ones(len(which), dtype=torch.float64))
 
-    def metrics(row: torch.Tensor, n: float) -> dict[str, float]:
-        values = {"token_accuracy": float(row[0] / row[1]), "exact_match": float(row[2] / n)}
-        return {m: values[m] for m in task_metrics(task)}
+    def values(row: torch.Tensor, n: float) -> dict[str, float]:
+        ratio = {"tokens": float(row[0] / row[1]), "examples": float(row[2] / n)}  # by lenbench.metrics.SUMS
+        return {m: metrics.get_metric(m).value(ratio[metrics.get_metric(m).sums]) for m in task_metrics(task)}
 
-    table = [(depth_bucket(i / buckets, (i + 1) / buckets), metrics(sums[i], float(counts[i])), int(counts[i]))
+    table = [(depth_bucket(i / buckets, (i + 1) / buckets), values(sums[i], float(counts[i])), int(counts[i]))
              for i in range(buckets) if counts[i] > 0]
-    return {"overall": metrics(sums.sum(0), float(counts.sum())), "n_samples": int(counts.sum()), "buckets": table}
+    return {"overall": values(sums.sum(0), float(counts.sum())), "n_samples": int(counts.sum()), "buckets": table}

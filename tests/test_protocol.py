@@ -389,7 +389,7 @@ def test_bucket_labels_parse_and_bad_ones_name_the_form():
 def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_apart():
     import pandas as pd
 
-    from lenbench.compare.core import compare_rows
+    from lenbench.compare.quality import compare_rows
     from lenbench.report.rows import load_results
     from lenbench.report.tables import leaderboard
 

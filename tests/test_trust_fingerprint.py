@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITE = {**TINY_SUITE, "encodings": ["alibi", "rope", {"name": "randomized", "params": {"base": "rope"}}],
          "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 8}]}
 #: Package modules no cell's compute path imports.
-OUTSIDE = ("report/plots/_style.py", "compare/core.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/core.py",
+OUTSIDE = ("report/plots/_style.py", "compare/gate.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/core.py",
            "encodings/t5.py", "tasks/parity.py", "encodings/__init__.py", "tasks/__init__.py")
 
 
@@ -139,7 +139,7 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     assert source_files(cells["alibi/copy"]) == [
         "__init__.py", "atomic.py", "baselines.py", "config/fields.py", "config/kernels.py", "config/resources.py",
         "config/schema.py", "device.py",
-        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "model.py",
+        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "metrics.py", "model.py",
         "numerics.py", "registry.py", "run/closure.py", "run/engine.py", "run/executors/base.py",
         "run/executors/parent_watch.py", "run/executors/ray.py", "run/fingerprint.py", "run/memory.py",
         "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]

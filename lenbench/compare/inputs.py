@@ -242,7 +242,7 @@ def check_cells_directory(directory: Path) -> list[Path]:
     """The cell files of a results directory (``directory/cells/*.json``), each checked.
 
     An empty cells/ is not malformed: against a base with rows it is everything missing in head (the
-    gate fails, exit 1); two empty sides are "nothing to compare" (exit 2, `lenbench.compare.core.compare`).
+    gate fails, exit 1); two empty sides are "nothing to compare" (exit 2, `lenbench.compare.gate.compare`).
     """
     files = sorted((directory / "cells").glob("*.json"))
     for path in files:

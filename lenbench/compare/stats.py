@@ -24,8 +24,8 @@ metric's `higher_is_better`) **and** whose point estimate is worse than the marg
 mirror image; *changed within margin* when the interval excludes 0 but the change is within the
 margin; *no significant change* when the interval includes 0 (whatever the point estimate).
 
-**Margins** (`DEFAULT_MARGINS`, override with ``--margin METRIC=X`` or ``--margin X`` for every
-metric, each keeping its kind): accuracies (exact_match, token_accuracy) 0.02 absolute (one sample
+**Margins** (`DEFAULT_MARGINS`: each metric's ``margin`` in `lenbench.metrics`; override with
+``--margin METRIC=X`` or ``--margin X`` for every metric, each keeping its kind): accuracies (exact_match, token_accuracy) 0.02 absolute (one sample
 in 50); perplexity-like ratios (perplexity, window_perplexity, context_gain) 1 % of base; nll 0.01
 nats absolute and bits_per_byte 0.01 / ln 2 bits absolute (the same 1 % of perplexity on their log
 scale); any other metric 1 % of base.
@@ -36,13 +36,12 @@ the margin, not the interval alone, is what keeps cross-machine rounding from fa
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 
-from lenbench.evaluate import METRICS
+from lenbench.metrics import FALLBACK_MARGIN, MARGINS, METRICS, Margin
 from lenbench.report.rows import ResultsError, whole_length
 from lenbench.report.stats import (
     BOOT_SEED,
@@ -56,7 +55,7 @@ from lenbench.report.stats import (
 )
 from lenbench.report.tables import markdown_table
 
-REGRESSION, IMPROVED, UNCHANGED = "REGRESSION", "improved", "unchanged"  # the same labels as lenbench.compare.core
+REGRESSION, IMPROVED, UNCHANGED = "REGRESSION", "improved", "unchanged"  # the same labels as lenbench.compare.quality
 WITHIN_MARGIN = "changed (within margin)"
 NOT_SIGNIFICANT = "no significant change"
 NO_INTERVAL = "no interval"
@@ -68,26 +67,8 @@ COLUMNS = (*UNIT, "seed", "n_seeds", "base", "head", "diff", "ci_low", "ci_high"
            "status")
 
 
-@dataclasses.dataclass(frozen=True)
-class Margin:
-    """The practical margin of one metric: `value` absolute, or relative to |base| when `relative`."""
-
-    value: float
-    relative: bool
-
-    def of(self, base: float) -> float:
-        return self.value * abs(base) if self.relative else self.value
-
-    def describe(self) -> str:
-        return f"{self.value:.3g} relative" if self.relative else f"{self.value:.3g} absolute"
-
-
-DEFAULT_MARGINS: dict[str, Margin] = {
-    "exact_match": Margin(0.02, False), "token_accuracy": Margin(0.02, False),
-    "perplexity": Margin(0.01, True), "window_perplexity": Margin(0.01, True), "context_gain": Margin(0.01, True),
-    "nll": Margin(0.01, False), "bits_per_byte": Margin(0.01 / math.log(2), False),
-}
-FALLBACK_MARGIN = Margin(0.01, True)
+#: The default margin of every registered metric (its `margin` in `lenbench.metrics`; a live view).
+DEFAULT_MARGINS = MARGINS
 
 
 def parse_margins(specs: list[str] | None) -> dict[str, Margin]:
@@ -190,7 +171,7 @@ def statistical_quality(base: pd.DataFrame, head: pd.DataFrame, exact: pd.DataFr
 
     Args:
         base, head: the tidy rows of each side (`lenbench.report.rows.load_results`).
-        exact: `lenbench.compare.core.compare_rows` of the same rows; its measurements that are not ok on
+        exact: `lenbench.compare.quality.compare_rows` of the same rows; its measurements that are not ok on
             both sides (failed in head, missing, new ...) are kept with their exact status.
         margins: per metric (`parse_margins`).
         sources: the sides' names, for error messages.

@@ -15,7 +15,7 @@ Sources `load_results` understands (the same rows whichever is given):
   `load_kernel_timings`.
 
 Each tidy row may carry ``sample_scores`` (per-sample scores, compact string; see
-`lenbench.evaluate.encode_samples`), which every source round-trips unchanged. Also here: the
+`lenbench.metrics.encode_samples`), which every source round-trips unchanged. Also here: the
 canonical order of tasks, encodings and variants shared by tables and figures, and each task's
 primary metric.
 """
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lenbench.escape import uncsv_frame
-from lenbench.evaluate import METRICS, PRIMARY_METRIC
+from lenbench.metrics import METRICS, leaderboard_metric
 
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
 COLUMNS: tuple[str, ...] = (
@@ -43,7 +43,7 @@ COLUMNS: tuple[str, ...] = (
     "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
     # the machine and numeric stack (lenbench.numerics.MACHINE_KEYS); "" in rows made before issue 19
     "cpu_model", "cpu_isa", "cpu_capability", "blas", "numerics", "numpy_version", "pandas_version",
-    "sample_scores",  # per-sample scores, compact string (lenbench.evaluate.encode_samples); "" when absent
+    "sample_scores",  # per-sample scores, compact string (lenbench.metrics.encode_samples); "" when absent
 )
 INT_COLUMNS = ("schema_version", "train_len", "eval_len", "n_samples", "seed")
 FLOAT_COLUMNS = ("ratio", "value", "train_seconds")
@@ -169,9 +169,9 @@ def _to_str(v: Any) -> str:
 
 def _samples_str(v: Any) -> str:
     """sample_scores as its compact string: a string is kept, a list of numbers or of
-    [numerator, denominator] pairs is encoded (`lenbench.evaluate.encode_samples`)."""
+    [numerator, denominator] pairs is encoded (`lenbench.metrics.encode_samples`)."""
     if isinstance(v, (list, tuple)):
-        from lenbench.evaluate import encode_samples
+        from lenbench.metrics import encode_samples
 
         pairs = [(x[0], x[1]) if isinstance(x, (list, tuple)) else (x, 1) for x in v]
         return encode_samples([float(n) for n, _ in pairs], [float(d) for _, d in pairs])
@@ -432,20 +432,15 @@ def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
 
 
 def primary_metric(task: str, metrics: Iterable[str]) -> str:
-    """The leaderboard metric of a task: PRIMARY_METRIC of its kind, else the first primary metric present."""
-    present = set(metrics)
+    """The leaderboard metric of a task: the primary metric of its kind, else the first primary metric
+    present (`lenbench.metrics.leaderboard_metric`)."""
     try:
         from lenbench.tasks import TASKS
 
         kind = TASKS.get(task).kind
-        if PRIMARY_METRIC.get(kind) in present:
-            return PRIMARY_METRIC[kind]
     except KeyError:
-        pass
-    for metric in PRIMARY_METRIC.values():
-        if metric in present:
-            return metric
-    return sorted(present)[0]
+        kind = None
+    return leaderboard_metric(kind, metrics)
 
 
 TRAINING_STEP_COLUMNS = ("encoding", "seconds", "ratio_to_nope", "task", "T", "batch_size", "device", "device_name")

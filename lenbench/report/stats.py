@@ -9,7 +9,7 @@ samples (same generator seed, `lenbench.evaluate.eval_generator`).
 reproducible). Hierarchical: each resample draws the seeds with replacement, then within each drawn
 seed the evaluation samples with replacement (per length), and recomputes every statistic from the
 resampled per-sample scores (`sample_scores`: the metric is f(Σ numerators / Σ denominators), see
-`lenbench.evaluate`). One set of resampling indices serves the whole board, so differences between
+`lenbench.metrics`). One set of resampling indices serves the whole board, so differences between
 two series are *paired* (same seeds, same samples). With one seed the intervals come from sampling
 error alone; rows without sample scores (results from before schema 2) fall back to resampling
 seeds only, and with one seed and no sample scores there is no interval (NaN). `ci_method` says
@@ -23,8 +23,9 @@ ratios > 1 of (score − chance) / (score₁ₓ − chance) for higher-is-better
 the ``baseline:chance`` rows at that length, 0 without them; score₁ₓ / score for lower-is-better
 metrics such as perplexity).
 
-**Not learned**: a model whose in-distribution score (seed mean) misses `LEARNED_MIN` (exact match
-or token accuracy below 0.9, per-task overrides in `TASK_LEARNED_MIN`), or, for perplexity, is no
+**Not learned**: a model whose in-distribution score (seed mean) misses its metric's `learned_min`
+(`lenbench.metrics`; exact match or token accuracy below 0.9, per-task overrides in
+`TASK_LEARNED_MIN`), or, for perplexity, is no
 better than the ``baseline:unigram`` perplexity at 1×, is flagged: shown, never ranked. The
 threshold uses the point estimate (seed mean); results without baseline rows (schema 1) cannot
 flag a perplexity as not learned.
@@ -49,48 +50,21 @@ import numpy as np
 import pandas as pd
 
 from lenbench.baselines import PREFIX as BASELINE_PREFIX
+from lenbench.metrics import decode_arrays as decode
+from lenbench.metrics import learned_min, worst_value
+from lenbench.metrics import transform_array as transform
 
 N_BOOT = 1000
 BOOT_SEED = 1234
 LEVEL = 0.95
 WITHIN = 0.10
-#: Minimum in-distribution (1×) score of a learned model, by metric (higher-is-better metrics).
-LEARNED_MIN = {"exact_match": 0.9, "token_accuracy": 0.9}
-#: Per-task overrides of LEARNED_MIN: {task: {metric: minimum}}.
+#: Per-task overrides of a metric's `learned_min` (lenbench.metrics): {task: {metric: minimum}}.
 TASK_LEARNED_MIN: dict[str, dict[str, float]] = {}
 #: The baseline a lower-is-better metric must beat at 1× to count as learned.
 LEARNED_BASELINE = "baseline:unigram"
 CHANCE = "baseline:chance"
-#: The score a failed length gets (others: ±inf by direction).
-WORST = {"token_accuracy": 0.0, "exact_match": 0.0}
 
 STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
-
-
-def worst_value(metric: str, higher_is_better: bool) -> float:
-    return WORST.get(metric, -math.inf if higher_is_better else math.inf)
-
-
-def transform(metric: str, ratio: np.ndarray) -> np.ndarray:
-    """Vectorised `lenbench.evaluate.metric_transform`."""
-    if metric == "perplexity":
-        return np.exp(np.minimum(ratio, 700.0))
-    if metric == "bits_per_byte":
-        return ratio / math.log(2)
-    return ratio
-
-
-def decode(text: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """(numerators, denominators) arrays of a sample_scores string, None when empty."""
-    if not text:
-        return None
-    if "/" not in text:
-        num = np.array(text.split(), dtype=float)
-        return num, np.ones_like(num)
-    pairs = [e.partition("/") for e in text.split()]
-    num = np.array([p[0] for p in pairs], dtype=float)
-    den = np.array([p[2] or 1.0 for p in pairs], dtype=float)
-    return num, den
 
 
 def is_baseline(encoding: str) -> bool:
@@ -266,7 +240,7 @@ def ci_method(n_seeds: int, has_samples: bool) -> str:
 
 
 def learned_threshold(task: str, metric: str) -> float | None:
-    return TASK_LEARNED_MIN.get(task, {}).get(metric, LEARNED_MIN.get(metric))
+    return TASK_LEARNED_MIN.get(task, {}).get(metric, learned_min(metric))
 
 
 def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_boot: int = N_BOOT,

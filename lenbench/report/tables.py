@@ -5,7 +5,7 @@ Reads rows (`lenbench.report.rows`) and statistics (`lenbench.report.stats`); th
 read these tables, never the other way round.
 
 The leaderboard (`leaderboard`) aggregates per task (and training length) and per (encoding,
-variant) on the task's primary metric (`lenbench.evaluate.PRIMARY_METRIC`: exact match for sequence
+variant) on the task's primary metric (`lenbench.metrics.PRIMARY_METRIC`: exact match for sequence
 tasks, perplexity for lm); the statistics themselves are `lenbench.report.stats` (hierarchical bootstrap
 intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
 defines them:
@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from lenbench.escape import csv_text, md_cell, md_text
-from lenbench.evaluate import METRICS
+from lenbench.metrics import METRICS
 from lenbench.report import stats
 from lenbench.report.rows import (
     COLUMNS,

@@ -298,7 +298,7 @@ def test_a_directory_without_cells_exits_2_in_one_line(tmp_path, capsys):
     assert_one_line_error(code, err, "empty-a")
     assert "nothing to compare" in err
     # an empty head against a base with rows is everything missing in head: the gate's exit 1
-    # (tests/test_compare.py::test_no_overlap_fails_unless_allowed), not malformed input
+    # (tests/compare/test_compare.py::test_no_overlap_fails_unless_allowed), not malformed input
     code, out, err = run_compare(capsys, good, tmp_path / "empty-b")
     assert code == 1 and err == "" and "no measurement or kernel in common" in out
     d = write_cells(tmp_path / "odd")

@@ -8,7 +8,7 @@ import pytest
 from lenbench_testing import write_cells
 
 from lenbench.cli import main
-from lenbench.compare.core import IMPROVED, MISSING, NEW, REGRESSION, SLOWER, WITHIN, compare
+from lenbench.compare import IMPROVED, MISSING, NEW, REGRESSION, SLOWER, WITHIN, compare
 from lenbench.report.build import write_report
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",

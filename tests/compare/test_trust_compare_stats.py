@@ -16,7 +16,7 @@ import pytest
 from lenbench_testing import write_cells
 
 from lenbench.cli import main
-from lenbench.compare.core import compare, cpu_capability_from_flags
+from lenbench.compare import compare, cpu_capability_from_flags
 from lenbench.compare.stats import (
     IMPROVED,
     NO_INTERVAL,
@@ -27,7 +27,7 @@ from lenbench.compare.stats import (
     classify,
     parse_margins,
 )
-from lenbench.evaluate import encode_samples
+from lenbench.metrics import encode_samples
 from lenbench.report.rows import ResultsError
 
 N = 64  # evaluation samples per length
