@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lenbench.model import Transformer
-from lenbench.tasks import Task
+from lenbench.tasks.base import Task
 
 #: Every metric lenbench reports, and whether a higher value is better.
 METRICS: dict[str, bool] = {

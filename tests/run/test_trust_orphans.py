@@ -1,0 +1,243 @@
+"""Issue 19, defect 3: a SIGKILLed driver leaves no process behind.
+
+`lenbench run` and `pytest bench` with the process executor are started in their own session
+with a marker in their environment (which every worker and multiprocessing's resource tracker
+inherit); once both workers are training, the driver alone is SIGKILLed, and every marked
+process must be gone, and the driver's output pipes closed, within a few seconds. The
+mechanisms of `lenbench.run.executors.parent_watch` are tested one at a time on a plain child process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from lenbench_testing import TINY_SUITE, write_suite
+
+from lenbench.run.executors.parent_watch import ORPHANED_EXIT_CODE
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "LENBENCH_TEST_ORPHAN_MARKER"
+#: Cells that train far longer than the test waits: the driver is killed mid-cell.
+SLOW = {**TINY_SUITE, "train": {**TINY_SUITE["train"], "steps": 100_000}}
+#: How long the survivors get to exit after the kill (they take milliseconds; the machine may be busy).
+GRACE_S = 30.0
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(),
+                                reason="finds the processes through /proc (Linux)")
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def marked(marker: str) -> dict[int, str]:
+    """Running processes whose environment carries `MARKER=marker`: pid → command line."""
+    found = {}
+    needle = f"{MARKER}={marker}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone meanwhile, or not ours
+            continue
+    return {pid: cmd for pid, cmd in found.items() if alive(pid)}
+
+
+def wait_for(predicate, timeout: float, what: str):
+    """Poll `predicate` until it returns something truthy; fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def kill_all(pids) -> None:
+    """SIGKILL the given processes this test started (cleanup; already gone is fine)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def has_torch(pid: int) -> bool:
+    """Whether process `pid` has loaded torch (a worker that got its first cell)."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def pool_workers_training(marker: str) -> dict[int, str] | None:
+    """The process executor's two marked workers once both have torch loaded, else None."""
+    workers = {pid: cmd for pid, cmd in marked(marker).items() if "spawn_main" in cmd}
+    return workers if len(workers) == 2 and all(map(has_torch, workers)) else None
+
+
+def ray_tasks_running(marker: str) -> dict[int, str] | None:
+    """The marked Ray workers running a cell (`ray::run_on_worker`) with torch loaded, else None."""
+    workers = {pid: cmd for pid, cmd in marked(marker).items() if cmd.startswith("ray::run_on_worker")}
+    return workers if workers and all(map(has_torch, workers)) else None
+
+
+def kill_driver_mid_cell(cmd: list[str], ready) -> dict[int, str]:
+    """Start `cmd` (a driver) in its own session, SIGKILL it alone once `ready(marker)` finds its
+    workers in a cell, and check that every process it started exits and that its output pipes
+    reach end-of-file (no survivor holds them). Returns what ran beside the driver before the kill.
+
+    Args:
+        cmd: the driver's command line (run from the checkout, with it on PYTHONPATH).
+        ready: marker → the processes running cells, or None while they are not there yet.
+    """
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(ROOT), MARKER: marker}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        workers = wait_for(lambda: ready(marker), 300, "the workers to start a cell")
+        children = {pid: cmd for pid, cmd in marked(marker).items() if pid != proc.pid}
+        assert set(workers) <= set(children)
+
+        proc.kill()  # the driver only, not its process group
+        try:
+            _, err = proc.communicate(timeout=GRACE_S)  # EOF: no survivor holds its stdout / stderr
+        except subprocess.TimeoutExpired:
+            err = None
+        if err is None:
+            pytest.fail(f"the driver's output pipes stayed open after its SIGKILL; alive: {marked(marker)}")
+        assert proc.returncode == -signal.SIGKILL
+        assert wait_for(lambda: not marked(marker), GRACE_S, "every process of the driver to exit")
+        assert b"Traceback" not in err, err.decode()[-2000:]
+        return children
+    finally:
+        kill_all([proc.pid, *marked(marker)])
+        proc.wait()
+
+
+def kinds(children: dict[int, str]) -> list[str]:
+    """The process executor's children by kind: ["tracker", "worker", "worker"] for two workers."""
+    return sorted("tracker" if "resource_tracker" in c else "worker" if "spawn_main" in c else c
+                  for c in children.values())
+
+
+def test_sigkilled_lenbench_run_leaves_no_process(tmp_path):
+    suite = write_suite(tmp_path, SLOW)
+    children = kill_driver_mid_cell(
+        [sys.executable, "-m", "lenbench.cli", "run", "--suite", str(suite), "--out", str(tmp_path / "out"),
+         "--device", "cpu", "--executor", "process", "--workers", "2", "--quiet"], pool_workers_training)
+    assert kinds(children) == ["tracker", "worker", "worker"]
+
+
+def test_sigkilled_pytest_bench_leaves_no_process(tmp_path):
+    suite = write_suite(tmp_path, SLOW)
+    children = kill_driver_mid_cell(
+        [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cpu",
+         "--results-dir", str(tmp_path / "results"), "--executor", "process", "--workers", "2",
+         "-q", "-p", "no:cacheprovider"], pool_workers_training)
+    assert kinds(children) == ["tracker", "worker", "worker"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason='Ray is not installed (pip install -e ".[ray]")')
+def test_sigkilled_lenbench_run_on_a_local_ray_leaves_no_process(tmp_path):
+    """Ray's own fate sharing: the node processes a driver's `ray.init` starts (gcs_server, raylet,
+    dashboard, monitors) die with it, and its workers with the raylet."""
+    suite = write_suite(tmp_path, {**SLOW, "resources": {"num_cpus": 1}})
+    children = kill_driver_mid_cell(
+        [sys.executable, "-m", "lenbench.cli", "run", "--suite", str(suite), "--out", str(tmp_path / "out"),
+         "--device", "cpu", "--executor", "ray", "--quiet"], ray_tasks_running)
+    started = " ".join(children.values())
+    assert all(name in started for name in ("gcs_server", "raylet", "ray::run_on_worker")), children
+
+
+# --- the mechanisms, one at a time ------------------------------------------------------------
+
+#: A child that arms one mechanism of `lenbench.run.executors.parent_watch`, says so on a file, then would
+#: sleep for ten minutes. Arguments: the mechanism, the ready file, its parent's pid.
+CHILD = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from lenbench.run.executors import parent_watch
+    def child(how, ready, parent_pid):
+        if how == "signal":
+            assert parent_watch.set_parent_death_signal()
+        else:
+            parent_watch.start_watchdog(parent_pid)
+        Path(ready).write_text(str(os.getpid()))
+        time.sleep(600)
+
+    if __name__ == "__main__":
+        child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+""")
+#: Its parent: starts it with multiprocessing's spawn (which gives it a parent sentinel) or, for
+#: "poll", as a plain subprocess (no sentinel), then sleeps.
+PARENT = textwrap.dedent("""
+    import multiprocessing, os, subprocess, sys, time
+    from child import child
+
+    if __name__ == "__main__":
+        how, ready, script = sys.argv[1:]
+        if how == "poll":
+            kid = subprocess.Popen([sys.executable, script, how, ready, str(os.getpid())])
+        else:
+            kid = multiprocessing.get_context("spawn").Process(target=child, args=(how, ready, os.getpid()))
+            kid.start()
+        time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("how", [
+    "sentinel",  # everywhere: the watchdog thread on multiprocessing's parent sentinel
+    "poll",  # a child outside multiprocessing: the watchdog polls os.getppid()
+    pytest.param("signal", marks=pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                                    reason="PR_SET_PDEATHSIG is Linux only")),
+])
+def test_a_child_exits_when_its_parent_is_killed(tmp_path, how):
+    (tmp_path / "child.py").write_text(CHILD)
+    (tmp_path / "parent.py").write_text(PARENT)
+    ready = tmp_path / "ready"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), how, str(ready), str(tmp_path / "child.py")],
+                              env=env, start_new_session=True)
+    child = None
+    try:
+        child = int(wait_for(lambda: ready.exists() and ready.read_text(), 120, "the child to arm its watch"))
+        assert alive(child)
+        parent.kill()
+        parent.wait()
+        assert wait_for(lambda: not alive(child), GRACE_S, f"child {child} to exit after its parent's SIGKILL")
+    finally:
+        kill_all([parent.pid] + ([child] if child else []))
+        parent.wait()
+
+
+def test_a_worker_whose_parent_died_before_it_armed_exits_at_once():
+    code = "from lenbench.run.executors.parent_watch import watch_parent; import time; watch_parent(0); time.sleep(600)"
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (ORPHANED_EXIT_CODE, "")
+
+
+def test_a_watched_process_with_a_live_parent_runs_and_exits_normally():
+    code = "import os; from lenbench.run.executors.parent_watch import watch_parent; watch_parent(os.getppid()); print('ran')"
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ran\n", "")
