@@ -180,7 +180,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lenbench.run.engine import load_rows, run_suite
+    from lenbench.run.driver import run_suite
+    from lenbench.run.store import load_rows
     from lenbench.config.suite import load_suite
 
     if args.workers is not None and args.workers < 1:

@@ -90,7 +90,7 @@ def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
 
 
 def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
-    from lenbench.run.engine import model_config
+    from lenbench.run.cell import model_config
     from lenbench.config.suite import parse_suite
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
@@ -201,7 +201,7 @@ def _variants(*entries):
 
 
 def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x():
-    from lenbench.run.engine import scaling_for
+    from lenbench.run.cell import scaling_for
 
     dynamic, pinned = _variants("dynamic", {"rope_type": "dynamic", "factor": 2})
     L0 = 32
@@ -220,7 +220,7 @@ def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x
 
 
 def test_static_types_are_oracle_unless_a_factor_is_pinned():
-    from lenbench.run.engine import scaling_for
+    from lenbench.run.cell import scaling_for
 
     yarn, pinned, in_params, tuned, plain = _variants(
         "yarn", {"rope_type": "yarn", "factor": 16}, {"rope_type": "yarn", "params": {"factor": 4}},

@@ -69,11 +69,11 @@ from lenbench.report.rows import (
     csv_kind,
     load_kernel_timings,
     load_results,
-    readable_cell_results,
     resolve_source,
     whole_length,
 )
 from lenbench.report.tables import SCORE_STATS, leaderboard, markdown_table, read_leaderboard_csv
+from lenbench.run.store import readable_cell_results
 
 ROW_JOIN = ("task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "seed")
 BOARD_JOIN = ("task", "train_len", "metric", "encoding", "variant", "statistic")

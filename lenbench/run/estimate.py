@@ -100,7 +100,7 @@ class Estimate:
 
 def measured_seconds(results_dir: Path) -> list[float]:
     """Wall seconds of the finished cells stored in a results directory."""
-    from lenbench.report.rows import readable_cell_results  # pandas: only when a run exists
+    from lenbench.run.store import readable_cell_results
 
     return [float(data["seconds"]) for data in readable_cell_results(results_dir)
             if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float))]

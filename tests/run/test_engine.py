@@ -10,9 +10,9 @@ import time
 import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
+from lenbench.config.suite import SuiteError, load_suite, parse_suite
 from lenbench.run.driver import run_cell, run_suite
 from lenbench.run.store import load_cell_results, load_rows
-from lenbench.config.suite import SuiteError, load_suite, parse_suite
 
 TINY = TINY_SUITE
 

@@ -17,13 +17,19 @@ import pytest
 import torch
 from lenbench_testing import TINY_SUITE, write_suite
 
-from lenbench.run.cell import checkpoint_bytes, compute_cell, default_threads, load_checkpoint_bytes, model_config
+from lenbench.config.suite import parse_suite
+from lenbench.model import Transformer
+from lenbench.run.cell import (
+    checkpoint_bytes,
+    compute_cell,
+    default_threads,
+    load_checkpoint_bytes,
+    model_config,
+)
 from lenbench.run.driver import ensure_cell, make_job, run_cell, run_suite
-from lenbench.run.store import checkpoint_path, claim_cell, load_cell_results, load_rows
 from lenbench.run.executors.base import WORKER_MEMORY_BYTES, plan_execution, usable_cores
 from lenbench.run.memory import ENV_VAR, GIB, estimate, memory_budget
-from lenbench.model import Transformer
-from lenbench.config.suite import parse_suite
+from lenbench.run.store import checkpoint_path, claim_cell, load_cell_results, load_rows
 from lenbench.tasks import build_task
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from lenbench.config.suite import ResourceSpec, SuiteError, parse_suite
 from lenbench.run.driver import run_suite
 from lenbench.run.store import load_cell_results, load_rows
-from lenbench.config.suite import ResourceSpec, SuiteError, parse_suite
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason='Ray is not installed (pip install -e ".[ray]")')

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
+from lenbench.config.suite import parse_suite
 from lenbench.run import fingerprint
 from lenbench.run.closure import dynamic_loads, import_closure
 from lenbench.run.executors.base import LAZY_EXECUTORS
 from lenbench.run.fingerprint import cell_fingerprint, source_files, stale_reasons
-from lenbench.config.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Representative cells: alibi, rope with a variant, randomized wrapping rope; a copy and an lm task.
