@@ -40,7 +40,7 @@ def _list(what: str) -> int:
 
         print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
               "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
-              "the cost model of lenbench/estimate.py")
+              "the cost model of lenbench/run/estimate.py")
         for name, path in list_suites().items():
             suite = load_suite(path)
             cells = len(suite.cells())

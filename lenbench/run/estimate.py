@@ -116,7 +116,7 @@ def estimate_suite(suite: Suite, results_dir: Path | None = None) -> Estimate:
         return Estimate(mean * len(cells), "measured",
                         f"mean {mean:.1f} s over {len(done)} finished cell(s) in {results_dir}")
     return Estimate(RUN_OVERHEAD_S + sum(cell_seconds_model(c) for c in cells), "model",
-                    "per-step cost model fitted on a 2-core CPU (lenbench/estimate.py)")
+                    "per-step cost model fitted on a 2-core CPU (lenbench/run/estimate.py)")
 
 
 def wall_seconds(serial: float, cells: int, workers: int) -> float:
