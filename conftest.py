@@ -102,7 +102,7 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 def lenbench_machine_info(dev: torch.device) -> dict:
     """Machine facts recorded in the benchmark JSON so timings compare across machines."""
     import lenbench
-    from lenbench.run.engine import git_sha
+    from lenbench.run.cell import git_sha
 
     info = {
         "lenbench_version": lenbench.__version__,

@@ -197,11 +197,11 @@ class TrainingStep:
 @contextlib.contextmanager
 def cell_threads(device: torch.device) -> Iterator[int]:
     """On the CPU, run as a suite cell trains: with its intra-op thread count
-    (`lenbench.run.engine.default_threads`, one; restored afterwards) and with freed memory kept for
+    (`lenbench.run.cell.default_threads`, one; restored afterwards) and with freed memory kept for
     reuse (`keep_freed_memory`, as every cell process does; process-wide, not undone). The
     training-step and MFU benchmarks thus time what the cells run. Elsewhere nothing changes.
     Yields the thread count in effect."""
-    from lenbench.run.engine import default_threads
+    from lenbench.run.cell import default_threads
 
     before = torch.get_num_threads()
     if device.type == "cpu":

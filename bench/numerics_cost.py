@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = r"""
 import hashlib, json, sys, time, torch
 import lenbench
-from lenbench.run.engine import model_config
+from lenbench.run.cell import model_config
 from lenbench.model import Transformer
 from lenbench.numerics import machine_facts
 from lenbench.config import load_suite

@@ -20,7 +20,7 @@ cell fails its test after its rows are recorded. The other cells are never affec
 
 By default (`--executor auto`: CPU cells on a machine with several cores) and with `--executor
 process` or `ray`, a session fixture first runs every pending cell that the session selected
-(`-k` included) through that executor (`lenbench.run.engine.run_suite`: one process per core, or
+(`-k` included) through that executor (`lenbench.run.driver.run_suite`: one process per core, or
 across a Ray cluster with `--ray-address`); each test then reads its cell's file, so there is
 still one benchmark per cell, but its timed round is the read, and
 `extra_info["lenbench_cell"]["train_seconds"]` holds the training time measured on the worker.
@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from lenbench.run.engine import ensure_cell, run_suite
+from lenbench.run.driver import ensure_cell, run_suite
 from lenbench.evaluate import PRIMARY_METRIC
 from lenbench.run.executors.base import plan_execution
 from lenbench.config import load_suite

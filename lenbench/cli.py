@@ -42,7 +42,7 @@ def _list(what: str) -> int:
 
         print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
               "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
-              "the cost model of lenbench/estimate.py")
+              "the cost model of lenbench/run/estimate.py")
         for name, path in list_suites().items():
             suite = load_suite(path)
             cells = len(suite.cells())
@@ -182,7 +182,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lenbench.run.engine import load_rows, run_suite
+    from lenbench.run.driver import run_suite
+    from lenbench.run.store import load_rows
     from lenbench.config import load_suite
 
     if args.workers is not None and args.workers < 1:

@@ -17,7 +17,7 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
     metric_transform,
 )
 from lenbench.model import Transformer
-from lenbench.tasks import Task
+from lenbench.tasks.base import Task
 
 # Every metric's facts (direction, the sums it is built from, the task kinds it is recorded for, its
 # value from those sums, the stored form of per-sample scores) live in `lenbench.metrics`; this

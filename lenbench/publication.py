@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from lenbench.atomic import atomic_write_json
+from lenbench.run.store import CELLS, cell_files
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
 MARKER = ".lenbench-publication"
@@ -102,11 +103,11 @@ def foreign_entries(directory: Path) -> list[str]:
             continue
         if entry.is_symlink() or entry.name.startswith("."):
             foreign.append(entry.name)
-        elif entry.name in ("cells", "encodings") and entry.is_dir():
-            suffixes = (".json",) if entry.name == "cells" else (".png", ".svg")
+        elif entry.name in (CELLS, "encodings") and entry.is_dir():
+            suffixes = (".json",) if entry.name == CELLS else (".png", ".svg")
             foreign += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
                         if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
-                        or (entry.name == "cells" and not _is_cell_file(p))]
+                        or (entry.name == CELLS and not _is_cell_file(p))]
         elif not (entry.is_file() and entry.name in names):
             foreign.append(entry.name + ("/" if entry.is_dir() else ""))
     return foreign
@@ -126,8 +127,7 @@ def is_older_publication(directory: Path) -> bool:
 
 
 def _has_report_and_cells(directory: Path) -> bool:
-    cells = directory / "cells"
-    return (cells.is_dir() and any(cells.glob("*.json"))
+    return (bool(cell_files(directory))
             and ((directory / "bench.json").is_file() or (directory / "summary.md").is_file()))
 
 

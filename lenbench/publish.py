@@ -58,6 +58,7 @@ from pathlib import Path
 
 from lenbench.atomic import DiskFullError, check_writable, format_bytes, free_bytes, is_disk_full
 from lenbench.publication import check_target_path, recover, remove_publication, target_kind, write_marker
+from lenbench.run.store import CELLS, cell_files, cells_dir
 
 DEFAULT_TARGET = Path("results")
 
@@ -99,8 +100,7 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
         DiskFullError: not enough space beside `to` (one line; the old publication is unchanged).
     """
     run_dir, shown = Path(run_dir), Path(to)
-    cells = run_dir / "cells"
-    if not cells.is_dir() or not any(cells.glob("*.json")):
+    if not cell_files(run_dir):
         raise ValueError(f"{run_dir} has no cells/*.json; give the results directory of a finished run "
                          "(e.g. runs/quick after `pytest bench --benchmark-json runs/bench.json`)")
     to = check_target_path(shown, run_dir)
@@ -111,7 +111,7 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     if note:
         log(note)
     kind = target_kind(to, shown)
-    files = sorted(cells.glob("*.json"))  # finished cells only: no locks, checkpoints, *.corrupt
+    files = cell_files(run_dir)  # finished cells only: no locks, checkpoints, *.corrupt
     needed = _space_needed([*files, *([benchmark_json] if benchmark_json is not None else [])], to)
     _check_space(parent, needed, run_dir, shown)
     stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{to.name}.publish-{os.getpid()}-"))
@@ -153,9 +153,9 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
     from lenbench.report.build import write_report
 
     write_marker(stage, "staging")
-    (stage / "cells").mkdir()
+    cells_dir(stage).mkdir()
     for path in cells:
-        shutil.copy2(path, stage / "cells" / path.name)
+        shutil.copy2(path, cells_dir(stage) / path.name)
     if benchmark_json is not None:
         shutil.copy2(benchmark_json, stage / "bench.json")
     write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
@@ -198,7 +198,7 @@ def _space_needed(files: list[Path], target: Path) -> int:
     report = 0
     if target.is_dir():
         report = sum(p.stat().st_size for p in target.rglob("*") if p.is_file() and not p.is_symlink()
-                     and p.relative_to(target).parts[0] not in ("cells", "bench.json"))
+                     and p.relative_to(target).parts[0] not in (CELLS, "bench.json"))
     return sum(p.stat().st_size for p in files) + report
 
 

@@ -90,7 +90,7 @@ def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
 
 
 def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
-    from lenbench.run.engine import model_config
+    from lenbench.run.cell import model_config
     from lenbench.config import parse_suite
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],

@@ -409,16 +409,16 @@ def test_keep_freed_memory_stops_the_training_step_page_faulting():
 
 def test_every_executor_computes_its_cells_with_freed_memory_kept(monkeypatch):
     from lenbench import device
-    from lenbench.run import engine
+    from lenbench.run import cell
     from lenbench.run.executors import base as executors
     calls = []
     monkeypatch.setattr(device, "keep_freed_memory", lambda: calls.append("keep") or True)
-    monkeypatch.setattr(engine, "compute_cell", lambda job: calls.append(job) or "outcome")
+    monkeypatch.setattr(cell, "compute_cell", lambda job: calls.append(job) or "outcome")
     assert executors.compute_cell("job") == "outcome" and calls == ["keep", "job"]
 
 
 def test_cell_threads_sets_the_cells_thread_count_on_the_cpu_and_restores():
-    from lenbench.run.engine import default_threads
+    from lenbench.run.cell import default_threads
 
     before = torch.get_num_threads()
     with P.cell_threads(torch.device("cpu")) as threads:

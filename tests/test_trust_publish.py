@@ -18,7 +18,7 @@ import pytest
 from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.run.engine import run_suite
+from lenbench.run.driver import run_suite
 from lenbench.report.build import write_report
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish

@@ -24,6 +24,7 @@ from typing import Any
 
 from lenbench.numerics import MACHINE_KEYS
 from lenbench.report.rows import REQUIRED, ResultsError, _read_json
+from lenbench.run.store import cell_files
 
 #: Row fields that are integers (lengths, seeds, counts): finite and within 64 bits.
 INT_FIELDS = ("train_len", "eval_len", "seed", "n_samples", "schema_version")
@@ -217,10 +218,10 @@ def check_cell_result(path: Path, data: Any) -> None:
     """
     where = str(path)
     if not isinstance(data, dict):
-        _fail(where, "the cell result", data, "an object with a 'rows' list, as lenbench.run.engine writes it")
+        _fail(where, "the cell result", data, "an object with a 'rows' list, as lenbench.run.driver writes it")
     if "rows" not in data:
         raise ResultsError(f"{path}: cell result without 'rows' (expected an object with a 'rows' list, "
-                           "as lenbench.run.engine writes it)")
+                           "as lenbench.run.driver writes it)")
     check_rows(where, data["rows"])
     config = check_object(where, "config", data.get("config", ...))
     check_text(f"{where}: config", config, ("task", "label", "encoding"))
@@ -244,7 +245,7 @@ def check_cells_directory(directory: Path) -> list[Path]:
     An empty cells/ is not malformed: against a base with rows it is everything missing in head (the
     gate fails, exit 1); two empty sides are "nothing to compare" (exit 2, `lenbench.compare.gate.compare`).
     """
-    files = sorted((directory / "cells").glob("*.json"))
+    files = cell_files(directory)
     for path in files:
         check_cell_result(path, read_json(path))
     return files

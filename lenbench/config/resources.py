@@ -14,7 +14,7 @@ class ResourceSpec:
 
     Ray schedules each cell as a task with these resources, so fractional GPUs let several small
     models share one GPU (`num_gpus: 0.25` → four cells per GPU). They never change the rows: the
-    intra-op thread count is `--threads` (see `lenbench.run.engine.run_suite`).
+    intra-op thread count is `--threads` (see `lenbench.run.driver.run_suite`).
 
     Args:
         num_cpus: logical CPUs reserved per cell (> 0).

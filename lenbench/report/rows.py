@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import pandas as pd
 
 from lenbench.escape import uncsv_frame
 from lenbench.metrics import METRICS, leaderboard_metric
+from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
 
 #: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
 COLUMNS: tuple[str, ...] = (
@@ -249,27 +250,13 @@ def _read_json(path: Path) -> Any:
         raise ResultsError(f"{path}: cannot read ({err}); expected {EXPECTED_SOURCES}") from None
 
 
-def readable_cell_results(directory: Path) -> Iterator[dict]:
-    """The cell results of `directory/cells/*.json` that read as JSON objects, in file order; an
-    unreadable or damaged file is skipped (`load_results` reports it, `lenbench run` sets it aside).
-    For summaries that must not fail on one bad file (`lenbench compare`'s cell records, the time
-    estimate of `lenbench list suites`)."""
-    for path in sorted((directory / "cells").glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(result, dict):
-            yield result
-
-
 def _rows_from_cells(directory: Path) -> list[dict]:
     rows: list[dict] = []
-    for path in sorted((directory / "cells").glob("*.json")):
+    for path in cell_files(directory):
         result = _read_json(path)
         if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
             raise ResultsError(f"{path}: not a cell result (expected a JSON object with a 'rows' list, "
-                               "as written by lenbench.run.engine)")
+                               "as written by lenbench.run.driver)")
         rows += result["rows"]
     return rows
 

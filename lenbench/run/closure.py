@@ -1,7 +1,7 @@
 """The import closure of package files: which `lenbench` sources a piece of code can run.
 
 `import_closure(roots, package)` starts from package files (paths relative to the package, such as
-"run/engine.py") and follows, transitively, every import of a `lenbench` module found anywhere in a
+"run/cell.py") and follows, transitively, every import of a `lenbench` module found anywhere in a
 file's source (module level, inside functions, under `if` / `try`, relative imports), read from
 the AST without importing anything. Three rules make it exact rather than a hand list:
 
@@ -173,10 +173,10 @@ def import_closure(roots: Iterable[str], package: Path, read: Callable[[str], by
     """`roots` and every package file they import, transitively (see the module docstring), sorted.
 
     Args:
-        roots: files relative to `package`, e.g. ["run/engine.py", "encodings/alibi.py"].
+        roots: files relative to `package`, e.g. ["run/cell.py", "encodings/alibi.py"].
         package: the directory of the `lenbench` package to read.
         read: rel path → source bytes (default: the file's bytes); lets a caller hash and follow
-            only part of a file (the fingerprint reads `run/engine.py` up to its driver marker).
+            only part of a file, or another version of it.
     """
     roots = tuple(roots)
     key = (str(package), roots, read)

@@ -100,7 +100,7 @@ class Estimate:
 
 def measured_seconds(results_dir: Path) -> list[float]:
     """Wall seconds of the finished cells stored in a results directory."""
-    from lenbench.report.rows import readable_cell_results  # pandas: only when a run exists
+    from lenbench.run.store import readable_cell_results
 
     return [float(data["seconds"]) for data in readable_cell_results(results_dir)
             if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float))]
@@ -116,7 +116,7 @@ def estimate_suite(suite: Suite, results_dir: Path | None = None) -> Estimate:
         return Estimate(mean * len(cells), "measured",
                         f"mean {mean:.1f} s over {len(done)} finished cell(s) in {results_dir}")
     return Estimate(RUN_OVERHEAD_S + sum(cell_seconds_model(c) for c in cells), "model",
-                    "per-step cost model fitted on a 2-core CPU (lenbench/estimate.py)")
+                    "per-step cost model fitted on a 2-core CPU (lenbench/run/estimate.py)")
 
 
 def wall_seconds(serial: float, cells: int, workers: int) -> float:

@@ -6,34 +6,29 @@ environment, which the id does not see; the fingerprint covers them:
 - **sources** (sha256 of each file, relative to the `lenbench` package): the import closure of the
   cell's compute path (`lenbench.run.closure.import_closure`: every `lenbench` import anywhere in a
   file, transitively, read from the source), from these roots:
-    - the compute half of `run/engine.py` (everything above its "the driver" marker: the driver below
-      it only reads and writes files, and its imports are not followed), `model.py`, `train.py`,
-      `evaluate.py`;
+    - `run/cell.py` (the compute path of one cell, whole), `model.py`, `train.py`, `evaluate.py`;
     - the cell's encoding module, and the wrapped encoding's module for an encoding that wraps
       another (`randomized`'s `base` parameter);
     - the cell's task module.
   Nothing reached is left out by name: `encodings/rope_scaling.py` (`factor_at` computes the RoPE
-  factor), `registry.py`, `device.py`, `run/memory.py`, `atomic.py`, `run/executors/base.py` (the workers'
-  entry point, which names `ray_executor` for a dynamic import), this module and the others the
-  compute half imports are all hashed. The one structural exception is how a package's
-  `__init__.py` is treated: it imports every encoding / task to register it, so it is not followed
-  into its members (that would make every cell depend on every encoding); a name imported from
-  a package is followed to the module that defines it, and the `__init__` itself is hashed iff it
-  holds code of its own (the top package does: `__version__`, which rows record). Code loaded by
-  file path is not an import: the only such load (`kernels/core.py` running `bench/kernel_plans.py`)
-  sits under `if __name__ == "__main__":`, which the compute path never runs, and
-  tests/test_trust_fingerprint.py keeps every other path load out of the closure.
-  Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `run/closure.py`,
-  `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `run/engine.py`, `evaluate.py`,
-  `run/executors/base.py`, `run/fingerprint.py`, `run/memory.py`, `model.py`, `numerics.py`, `run/executors/parent_watch.py`, `run/executors/ray.py`, `registry.py`,
-  `config/schema.py`, `config/kernels.py`, `config/resources.py`, `config/fields.py`, `tasks/_common.py`, `tasks/base.py`, `train.py` (editing any of them reruns every
-  cell), plus its encoding's and task's modules.
+  factor), `registry.py`, `device.py`, `run/memory.py`, this module and the others the compute path
+  imports are all hashed. What it does not import cannot change a result and is not hashed: the
+  driver (`run/driver.py`), the results-directory layout (`run/store.py`), the executors
+  (`run/executors/`), the report and the command line. The one structural exception is how a
+  package's `__init__.py` is treated: it imports every encoding / task to register it, so it is
+  not followed into its members (that would make every cell depend on every encoding); a name
+  imported from a package is followed to the module that defines it, and the `__init__` itself is
+  hashed iff it holds code of its own (the top package does: `__version__`, which rows record).
+  Code loaded by file path is not an import: the only such load (`kernels/__main__.py` running
+  `bench/kernel_plans.py`) is outside the compute path, and tests/run/test_trust_fingerprint.py
+  keeps every path load out of the closure.
+  `tests/run/test_trust_fingerprint.py` states today's closure of a cell in full.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
 
 `code_fingerprint` is the digest of both; `data_fingerprint` identifies the task's data beyond its
 parameters (the `lm` corpus sha256; "" for synthetic tasks). Both are stored in every row, in the
-cell file and in each checkpoint's metadata; the engine recomputes a cell when either changed and
+cell file and in each checkpoint's metadata; the driver recomputes a cell when either changed and
 names the reason (`stale_reasons`). Editing `encodings/alibi.py` thus reruns exactly the cells
 whose encoding is `alibi` (or wraps it).
 """
@@ -54,9 +49,7 @@ from lenbench.run.closure import import_closure
 
 PACKAGE = Path(lenbench.__file__).resolve().parent
 #: The roots of every cell's compute path (files relative to the package); the cell adds its own.
-CORE = ("model.py", "train.py", "evaluate.py", "run/engine.py")
-#: engine.py is fingerprinted up to this line: the driver below it only reads and writes files.
-ENGINE_DRIVER_MARKER = "# --- the driver:"
+CORE = ("run/cell.py", "model.py", "train.py", "evaluate.py")
 DTYPE = "float32"
 
 
@@ -65,17 +58,11 @@ def python_version() -> str:
 
 
 def _source(rel: str) -> bytes:
-    data = (PACKAGE / rel).read_bytes()
-    if rel == "run/engine.py":
-        text = data.decode()
-        cut = text.find(ENGINE_DRIVER_MARKER)
-        data = (text[:cut] if cut >= 0 else text).encode()
-    return data
+    return (PACKAGE / rel).read_bytes()
 
 
 def closure(roots: list[str]) -> list[str]:
-    """`roots` and every package file they import, transitively (`lenbench.run.closure`), sorted;
-    `run/engine.py` is read up to its driver marker."""
+    """`roots` and every package file they import, transitively (`lenbench.run.closure`), sorted."""
     return import_closure(roots, PACKAGE, read=_source)
 
 

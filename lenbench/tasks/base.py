@@ -109,6 +109,34 @@ class Task:
         """Identity of the task's data beyond its parameters (e.g. a corpus sha256); recorded in results."""
         return {}
 
+    def extra_metrics(self, ratio: float) -> list[str]:
+        """The whole-length metrics (no bucket) `extra_measurements` adds at evaluation `ratio`
+        (evaluation / training length), beyond `lenbench.evaluate.task_metrics`; the run records
+        them as failed, with the reason, when `extra_measurements` raises. None by default; `lm`:
+        window_perplexity and context_gain at ratios > 1."""
+        return []
+
+    def extra_measurements(self, model, length: int, train_len: int, ratio: float, *, samples: int,
+                           tokens_per_batch: int, seed: int, device: torch.device) -> list[dict]:
+        """The task's own measurements of one evaluation length beyond the whole-length metrics
+        (README "Results", `bucket` column): the run calls it once per length and variant, on the
+        same evaluation examples as `lenbench.evaluate.evaluate_length`, and turns each entry
+        into a row. None by default; `lm`: per-position nll buckets and its `extra_metrics`;
+        `passkey`: every metric per needle-depth bucket.
+
+        Args:
+            model: the trained (or fine-tuned) model, in eval mode.
+            length: the evaluation length (task units).
+            train_len: the cell's training length (task units).
+            ratio: length / train_len as the suite gives it.
+            samples, tokens_per_batch, seed, device: as for `evaluate_length`.
+
+        Returns:
+            one dict per row, in row order: {"metric", "value", "n_samples"} and, for a bucketed
+            measurement, "bucket" (e.g. "pos:0-31", "depth:0.0-0.2").
+        """
+        return []
+
 
 TASKS: Registry[type[Task]] = Registry("task")
 

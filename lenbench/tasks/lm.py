@@ -150,6 +150,22 @@ class ByteLMTask(Task):
     def fingerprint(self) -> dict:
         return {"corpus": self._description, "corpus_sha256": self.corpus.sha256}
 
+    def extra_metrics(self, ratio: float) -> list[str]:
+        """Past the training length (ratio > 1): `window_perplexity` (the same targets, context cut
+        to the training length) and `context_gain` = window_perplexity / perplexity."""
+        return ["window_perplexity", "context_gain"] if ratio > 1 else []
+
+    def extra_measurements(self, model, length: int, train_len: int, ratio: float, **kw) -> list[dict]:
+        """Per-position nll buckets ("pos:a-b") at every ratio, after the `extra_metrics` of
+        `ratio`, which tell "uses the longer context" from "ignores it"
+        (`lenbench.evaluate.evaluate_lm_context`)."""
+        from lenbench.evaluate import evaluate_lm_context  # evaluate imports the task interface
+
+        res = evaluate_lm_context(model, self, length, self.seq_len(train_len), **kw)
+        rows = [{"metric": m, "value": res[m], "n_samples": res["n_samples"]} for m in self.extra_metrics(ratio)]
+        return rows + [{"bucket": label, "metric": "nll", "value": value, "n_samples": res["n_samples"]}
+                       for label, value, _ in res["positions"]]
+
     def check_train_len(self, length: int) -> None:
         """Reject a corpus too short to train and evaluate at `length`: training needs ``length + 1``
         bytes in the first 90 %, evaluation at the training length ``2·length + 1`` held out (the

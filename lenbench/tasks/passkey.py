@@ -93,6 +93,14 @@ class PasskeyTask(Task):
         before = (inputs == self.key_token).long().argmax(dim=1)  # (B,) index of KEY = filler tokens before it
         return before.double() / max(1, n_filler)  # (B,)
 
+    def extra_measurements(self, model, length: int, train_len: int, ratio: float, **kw) -> list[dict]:
+        """Every metric per needle-depth bucket ("depth:a-b", `lenbench.evaluate.evaluate_depth`)."""
+        from lenbench.evaluate import evaluate_depth  # evaluate imports the task interface
+
+        res = evaluate_depth(model, self, length, **kw)
+        return [{"bucket": label, "metric": m, "value": v, "n_samples": n}
+                for label, values, n in res["buckets"] for m, v in values.items()]
+
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         length = self._check(length)
         check_sample_args(self, batch_size, split)

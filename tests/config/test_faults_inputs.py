@@ -204,7 +204,7 @@ def test_lm_rejects_a_binary_corpus(tmp_path):
 
 
 def test_a_binary_lm_corpus_fails_its_cell_with_the_reason(tmp_path):
-    from lenbench.run.engine import run_suite
+    from lenbench.run.driver import run_suite
 
     corpus = tmp_path / "corpus.bin"
     corpus.write_bytes(b"\x80\x81" * 4096)

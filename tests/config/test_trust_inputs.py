@@ -16,9 +16,11 @@ import torch
 import yaml
 from lenbench_testing import TINY_SUITE
 
+from lenbench.run import cell as cell_module
+from lenbench.run import store
+from lenbench.run.cell import compute_cell, load_checkpoint_bytes
+from lenbench.run.driver import make_job, read_checkpoints, run_suite
 from lenbench.config import SuiteError, load_suite, parse_suite
-from lenbench.run import engine
-from lenbench.run.engine import compute_cell, load_checkpoint_bytes, make_job, read_checkpoints, run_suite
 
 TINY = TINY_SUITE
 
@@ -153,12 +155,12 @@ def test_the_lm_corpus_check_accepts_exactly_the_size_it_names(tmp_path):
 
 def test_a_cell_whose_every_measurement_failed_is_failed_and_counted(tmp_path, monkeypatch, capsys):
     from lenbench.cli import main
-    from lenbench.run.engine import load_cell_results
+    from lenbench.run.store import load_cell_results
 
     def fail(*args, **kwargs):
         raise ValueError("no length fits")
 
-    monkeypatch.setattr(engine, "evaluate_length", fail)
+    monkeypatch.setattr(cell_module, "evaluate_length", fail)
     path = write(tmp_path, {**TINY, "encodings": ["nope"], "variants": []})
     assert main(["run", "--suite", str(path), "--out", str(tmp_path / "o"), "--executor", "serial", "--quiet"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -174,9 +176,9 @@ def test_one_failed_length_leaves_the_cell_ok():
     rows = [{"encoding": "nope", "bucket": "", "status": "ok", "error": ""},
             {"encoding": "nope", "bucket": "", "status": "failed", "error": "E: x"},
             {"encoding": "unigram", "bucket": "", "status": "failed", "error": "E: y"}]
-    assert engine.every_measurement_failed(rows, "nope") == ""
-    assert engine.every_measurement_failed(rows[1:], "nope") == "every measurement failed (1 of 1); the first: E: x"
-    assert engine.every_measurement_failed(rows[2:], "nope") == ""  # baselines alone: nothing of the model's
+    assert cell_module.every_measurement_failed(rows, "nope") == ""
+    assert cell_module.every_measurement_failed(rows[1:], "nope") == "every measurement failed (1 of 1); the first: E: x"
+    assert cell_module.every_measurement_failed(rows[2:], "nope") == ""  # baselines alone: nothing of the model's
 
 
 # --- memory budget ------------------------------------------------------------------------------
@@ -254,7 +256,7 @@ def test_a_pickled_checkpoint_is_refused_in_one_line():
 
 def test_a_pickled_checkpoint_on_disk_is_moved_aside_in_one_line_and_retrained(tmp_path):
     cell = parse_suite({**TINY, "encodings": ["nope"], "variants": []}).cells()[0]
-    path = engine.checkpoint_path(tmp_path, cell.train_id)
+    path = store.checkpoint_path(tmp_path, cell.train_id)
     path.parent.mkdir(parents=True)
     buf = io.BytesIO()
     torch.save({"format": 1, "state_dict": {}, "meta": Payload()}, buf)

@@ -382,7 +382,8 @@ def test_bidirectional_models_refuse_the_causal_only_ones():
 
 def test_tiny_suite_every_new_encoding_every_cell_ok(tmp_path):
     from lenbench.config import parse_suite
-    from lenbench.run.engine import load_rows, run_suite
+    from lenbench.run.driver import run_suite
+    from lenbench.run.store import load_rows
 
     suite = {
         "name": "frontier-tiny",

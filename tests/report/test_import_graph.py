@@ -31,16 +31,10 @@ HEAVY = ("lenbench.model", "lenbench.train", "lenbench.run")
 LOADERS = ("load_results", "load_kernel_timings", "load_training_steps", "resolve_source", "readable_cell_results")
 #: Edges that break a rule today, each with what removes it.
 PENDING = {
-    ("lenbench.report.rows", "lenbench.evaluate"): "metric registry: METRICS / PRIMARY_METRIC / encode_samples move "
-                                                   "to a torch-free lenbench.metrics",
-    ("lenbench.report.tables", "lenbench.evaluate"): "metric registry: METRICS",
     ("lenbench.report.stats", "lenbench.baselines"): "BASELINE_PREFIX needs a torch-free home (the metric registry "
                                                      "or the rows schema); lenbench.baselines imports torch and evaluate",
     ("lenbench.report.plots._buckets", "lenbench.evaluate"): "parse_bucket (the bucket label format) needs a "
                                                              "torch-free home beside the metric registry",
-    ("lenbench.run.estimate", "lenbench.report.rows"): "readable_cell_results moves to lenbench.run.store",
-    ("lenbench.run.engine", "lenbench.run.executors.base"): "the run split (run/cell.py, run/driver.py) breaks "
-                                                            "the engine ↔ executors circle",
 }
 
 
@@ -169,5 +163,5 @@ def test_the_graph_sees_real_imports(full_graph):
     assert "lenbench.report.rows" in g["lenbench.report.tables"] and "lenbench.report.stats" in g["lenbench.report.tables"]
     assert "lenbench.report.build" in g["lenbench.cli"]  # imported inside _report
     assert GEOMETRY in g["lenbench.report.build"]  # imported inside _result_figures
-    assert "lenbench.run.engine" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries
+    assert "lenbench.run.cell" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries
     assert "lenbench.report.plots._style" in g["lenbench.report.plots.extrapolation"]

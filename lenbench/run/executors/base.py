@@ -1,9 +1,9 @@
-"""Executors: where cells run. The engine hands an executor jobs; it hands back outcomes.
+"""Executors: where cells run. The driver hands an executor jobs; it hands back outcomes.
 
 An executor only *runs* cells: it never writes the results directory. Every job carries what a
 cell needs (its config, device, thread count and the cached checkpoints it may reuse, as bytes),
 and every outcome carries what it made (the cell result and any newly trained checkpoints, as
-bytes), so workers need no shared filesystem. The driver (`lenbench.run.engine.run_suite`) alone
+bytes), so workers need no shared filesystem. The driver (`lenbench.run.driver.run_suite`) alone
 writes results, atomically, whichever executor ran the cells.
 
 Adding an executor is one class and one registry line:
@@ -14,68 +14,43 @@ Adding an executor is one class and one registry line:
     ...         for job in jobs:
     ...             yield compute_cell(job)
 
-Executors shipped: ``serial`` (in this process), ``process`` (a local process pool, `--workers N`)
-and ``ray`` (a Ray cluster; `lenbench.run.executors.ray`, imported on first use).
+Jobs and outcomes (`CellJob`, `CellOutcome`) are defined with the compute path in
+`lenbench.run.cell`. This module holds the interface, the registry (`get_executor`, with
+did-you-mean), the workers' entry point `compute_cell` and `plan_execution`; it imports neither
+torch nor the executors themselves. Executors shipped, each imported on first use
+(`LAZY_EXECUTORS`): ``serial`` (in this process) and ``process`` (a local process pool,
+`--workers N`) in `lenbench.run.executors.local`, ``ray`` (a Ray cluster) in
+`lenbench.run.executors.ray`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as futures
 import dataclasses
 import importlib
-import multiprocessing
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from lenbench.run.executors.parent_watch import watch_parent
 from lenbench.registry import Registry
-from lenbench.config import Cell
 
-
-@dataclasses.dataclass(frozen=True)
-class CellJob:
-    """Everything a worker needs to run one cell; picklable, holds no paths.
-
-    Args:
-        cell: the grid cell.
-        device: device option ("cpu", "cuda", "auto", …) resolved on the worker.
-        threads: intra-op CPU threads for this cell (fixed, so every executor gives the same rows).
-        checkpoints: cached checkpoint files the cell may reuse, name → file bytes.
-        progress: show training progress bars (serial runs only).
-    """
-
-    cell: Cell
-    device: str
-    threads: int
-    checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
-    progress: bool = False
-
-
-@dataclasses.dataclass
-class CellOutcome:
-    """What one job made: the cell result (as stored in ``cells/<cell_id>.json``) and the
-    checkpoints it trained (name → file bytes), which the driver stores for later runs."""
-
-    cell_id: str
-    result: dict[str, Any]
-    checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
-    #: Executor bookkeeping shown in the summary (e.g. Ray retries); never part of the rows.
-    notes: dict[str, Any] = dataclasses.field(default_factory=dict)
+if TYPE_CHECKING:
+    from lenbench.run.cell import CellJob, CellOutcome
 
 
 def compute_cell(job: CellJob) -> CellOutcome:
-    """Run one job in this process (imports the engine lazily: workers unpickle only this).
+    """Run one job in this process: the workers' entry point (picklable by reference, so spawned
+    processes and Ray workers import it; it imports `lenbench.run.cell`, torch and the model
+    only when called, so choosing an executor stays light).
 
     Every executor computes its cells through here, so each such process first keeps freed
     memory for reuse (`lenbench.device.keep_freed_memory`: no page faults per training step;
     same numbers).
     """
-    from lenbench.device import keep_freed_memory
-    from lenbench.run.engine import compute_cell as _compute
+    from lenbench import device
+    from lenbench.run import cell
 
-    keep_freed_memory()
-    return _compute(job)
+    device.keep_freed_memory()
+    return cell.compute_cell(job)
 
 
 class Executor:
@@ -103,51 +78,9 @@ class Executor:
 EXECUTORS: Registry[type[Executor]] = Registry("executor")
 
 
-@EXECUTORS.register("serial", set_name=True)
-class SerialExecutor(Executor):
-    """One cell after another in this process."""
-
-    def __init__(self, **_: Any) -> None:
-        pass
-
-    def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
-        for job in jobs:
-            yield compute_cell(job)
-
-
-@EXECUTORS.register("process", set_name=True)
-class ProcessExecutor(Executor):
-    """A local pool of `workers` spawned processes; each cell keeps its job's thread count.
-
-    The workers die with this process even when it is SIGKILLed (`lenbench.run.executors.parent_watch`): on
-    Linux by the kernel's parent-death signal, which follows the thread that started them (the
-    one iterating `run`, which starts them all while submitting), and everywhere by a watchdog
-    thread on multiprocessing's parent sentinel. With them goes multiprocessing's resource
-    tracker (it exits when the last process holding its pipe does).
-    """
-
-    def __init__(self, workers: int = 2, **_: Any) -> None:
-        if workers < 1:
-            raise ValueError(f"--workers must be at least 1, got {workers}")
-        self.workers = workers
-        self._pool: futures.ProcessPoolExecutor | None = None
-
-    def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
-        ctx = multiprocessing.get_context("spawn")
-        self._pool = futures.ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=watch_parent,
-                                                 initargs=(os.getpid(),))
-        pending = {self._pool.submit(compute_cell, job) for job in jobs}
-        for done in futures.as_completed(pending):
-            yield done.result()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
-#: Executors living in modules with optional dependencies, imported when first asked for.
-LAZY_EXECUTORS = {"ray": "lenbench.run.executors.ray"}
+#: Executors living in other modules, imported when first asked for (Ray: an optional dependency).
+LAZY_EXECUTORS = {"serial": "lenbench.run.executors.local", "process": "lenbench.run.executors.local",
+                  "ray": "lenbench.run.executors.ray"}
 
 
 def get_executor(name: str) -> type[Executor]:
@@ -196,7 +129,7 @@ def plan_execution(executor: str = "auto", workers: int | None = None, device_ty
     auto: on the CPU with more than one usable core, the process executor with one worker per
     core (at most one per pending cell, and no more than `WORKER_MEMORY_BYTES` each of the
     available memory); otherwise serial. The suites' models are small: one intra-op thread per
-    cell (the default, `lenbench.run.engine.default_threads`) and one cell per core use the cores far
+    cell (the default, `lenbench.run.cell.default_threads`) and one cell per core use the cores far
     better than several threads on one cell, and the rows do not depend on the machine's core
     count. An accelerator runs cells one after another (serial) unless `workers` > 1 asks for
     processes sharing it (the quick suite's models leave a GPU mostly idle; see the README's GPU

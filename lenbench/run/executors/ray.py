@@ -6,7 +6,7 @@ Each cell runs as one task (`compute_cell` on a Ray worker) reserving the suite'
 (`num_cpus`, `num_gpus`, `memory_gb`; see `lenbench.config.resources.ResourceSpec`), so several small models
 can share one GPU. A job carries the cached checkpoints it may reuse and an outcome the checkpoints
 it trained, as bytes through Ray's object store: workers need no shared filesystem, and the driver
-(`lenbench.run.engine.run_suite`) alone writes the results directory, exactly as for a local run.
+(`lenbench.run.driver.run_suite`) alone writes the results directory, exactly as for a local run.
 Outcomes are yielded as tasks finish (`ray.wait`), so a driver killed at any moment loses no
 finished cell, and rerunning the same command submits only the unfinished ones.
 
@@ -48,11 +48,12 @@ try:
 except ImportError:  # an optional extra: the error comes when the executor is asked for
     ray = None
 
-from lenbench.run.executors.base import EXECUTORS, CellJob, CellOutcome, Executor, compute_cell
 from lenbench.config import ResourceSpec
+from lenbench.run.cell import CellJob, CellOutcome
+from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
 
 #: The checkout whose lenbench the workers import (prepended to their PYTHONPATH).
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[3]  # lenbench/run/executors/ray.py → the checkout
 #: Test hook: when set to a directory, each cell's first attempt kills its worker process
 #: (`os._exit`) after leaving a marker file there, as a lost worker would. Tests only.
 EXIT_ONCE_ENV = "LENBENCH_RAY_TEST_EXIT_ONCE"
@@ -230,7 +231,7 @@ class RayExecutor(Executor):
     @staticmethod
     def _failed(entry: _Pending, reason: str) -> CellOutcome:
         """A failed cell that never produced a result (same shape as `compute_cell`'s failures)."""
-        from lenbench.run.engine import SCHEMA_VERSION
+        from lenbench.run.cell import SCHEMA_VERSION
 
         cell = entry.job.cell
         result = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,

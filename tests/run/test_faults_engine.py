@@ -17,28 +17,24 @@ import pytest
 import torch
 from lenbench_testing import TINY_SUITE, write_suite
 
-from lenbench.run.engine import (
+from lenbench.config import parse_suite
+from lenbench.model import Transformer
+from lenbench.run.cell import (
     checkpoint_bytes,
-    checkpoint_path,
-    claim_cell,
     compute_cell,
     default_threads,
-    ensure_cell,
-    load_cell_results,
     load_checkpoint_bytes,
-    load_rows,
-    make_job,
     model_config,
-    run_cell,
-    run_suite,
 )
+from lenbench.run.driver import ensure_cell, make_job, run_cell, run_suite
 from lenbench.run.executors.base import WORKER_MEMORY_BYTES, plan_execution, usable_cores
 from lenbench.run.memory import ENV_VAR, GIB, estimate, memory_budget
 from lenbench.model import Transformer
 from lenbench.config import parse_suite
+from lenbench.run.store import checkpoint_path, claim_cell, load_cell_results, load_rows
 from lenbench.tasks import build_task
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 TINY = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
         "train": {**TINY_SUITE["train"], "steps": 8}, "encodings": ["nope", "alibi", "rope"]}  # TINY_SUITE's geometry
@@ -109,7 +105,7 @@ def test_fingerprint_covers_the_cells_code_and_nothing_else():
 
     data = {**TINY, "encodings": ["rope", {"name": "randomized", "params": {"base": "alibi"}}]}
     rope, randomized = parse_suite(data).cells()
-    core = {"model.py", "train.py", "evaluate.py", "run/engine.py", "tasks/base.py", "tasks/_common.py",
+    core = {"run/cell.py", "model.py", "train.py", "evaluate.py", "tasks/base.py", "tasks/_common.py",
             "tasks/copying.py", "encodings/base.py"}
     assert core | {"encodings/rope.py", "encodings/rope_scaling.py"} <= set(source_files(rope))
     assert "encodings/alibi.py" not in source_files(rope)
@@ -215,12 +211,12 @@ def test_thread_count_is_part_of_the_fingerprint(tmp_path):
 
 
 def _no_training(monkeypatch):
-    import lenbench.run.engine as engine
+    import lenbench.run.cell as cell_module
 
     def refuse(*a, **kw):
         raise AssertionError("trained although the output directory is not writable")
 
-    monkeypatch.setattr(engine, "train_model", refuse)
+    monkeypatch.setattr(cell_module, "train_model", refuse)
 
 
 def _unwritable_dirs(tmp_path: Path) -> list[Path]:

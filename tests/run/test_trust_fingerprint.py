@@ -16,19 +16,22 @@ from pathlib import Path
 import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
+from lenbench.config import parse_suite
 from lenbench.run import fingerprint
 from lenbench.run.closure import dynamic_loads, import_closure
 from lenbench.run.executors.base import LAZY_EXECUTORS
-from lenbench.run.fingerprint import ENGINE_DRIVER_MARKER, cell_fingerprint, source_files, stale_reasons
-from lenbench.config import parse_suite
+from lenbench.run.fingerprint import cell_fingerprint, source_files, stale_reasons
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: Representative cells: alibi, rope with a variant, randomized wrapping rope; a copy and an lm task.
 SUITE = {**TINY_SUITE, "encodings": ["alibi", "rope", {"name": "randomized", "params": {"base": "rope"}}],
          "tasks": [{"name": "copy", "train_len": 4}, {"name": "lm", "train_len": 8}]}
-#: Package modules no cell's compute path imports.
+#: Package modules no cell's compute path imports: among them the driver, the results-directory
+#: layout and the executors, which only read and write files or decide where cells run.
 OUTSIDE = ("report/plots/_style.py", "compare/gate.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/core.py",
-           "encodings/t5.py", "tasks/parity.py", "encodings/__init__.py", "tasks/__init__.py")
+           "encodings/t5.py", "tasks/parity.py", "encodings/__init__.py", "tasks/__init__.py",
+           "run/driver.py", "run/store.py", "run/executors/base.py", "run/executors/local.py", "run/executors/ray.py",
+           "run/executors/parent_watch.py", "atomic.py")
 
 
 def label(cell) -> str:
@@ -57,16 +60,10 @@ def fingerprints(cells: dict) -> dict:
 
 
 def edit(package: Path, rel: str, line: str = "# edited by a test") -> bytes:
-    """Add `line` to module `rel` of the copy (in engine.py, above the driver marker, the part that
-    is hashed); returns the original bytes."""
+    """Add `line` to module `rel` of the copy; returns the original bytes."""
     path = package / rel
     original = path.read_bytes()
-    text = original.decode()
-    if rel == "run/engine.py":
-        text = text.replace(ENGINE_DRIVER_MARKER, f"{line}\n{ENGINE_DRIVER_MARKER}", 1)
-    else:
-        text += f"\n{line}\n"
-    path.write_text(text)
+    path.write_text(original.decode() + f"\n{line}\n")
     return original
 
 
@@ -121,10 +118,14 @@ def test_editing_a_module_outside_the_closure_changes_no_fingerprint(package, ce
     assert fingerprints(cells) == before
 
 
-def test_editing_the_driver_half_of_the_engine_changes_no_fingerprint(package, cells):
+def test_editing_the_driver_changes_no_fingerprint_and_the_cell_module_every_one(package, cells):
+    """The driver is its own module, outside every closure (no cell imports it); the compute path
+    of a cell, `run/cell.py`, is hashed whole."""
     before = fingerprints(cells)
-    (package / "run/engine.py").write_text((package / "run/engine.py").read_text() + "\n# the driver, edited\n")
+    (package / "run/driver.py").write_text((package / "run/driver.py").read_text() + "\n# the driver, edited\n")
     assert fingerprints(cells) == before
+    assert stale_after_edit(package, cells, before, "run/cell.py") == {
+        name: ["source changed: run/cell.py"] for name in cells}
 
 
 def test_editing_alibi_marks_exactly_the_alibi_cells_stale(package, cells):
@@ -135,13 +136,12 @@ def test_editing_alibi_marks_exactly_the_alibi_cells_stale(package, cells):
 
 
 def test_the_closure_of_an_alibi_copy_cell(cells):
-    """What the compute path imports today, stated in full (a change here is a deliberate one)."""
+    """What the compute path imports today, stated in full (a change here is a deliberate one).
+    No driver, store or executor module: the compute path (`run/cell.py`) imports none of them."""
     assert source_files(cells["alibi/copy"]) == [
-        "__init__.py", "atomic.py", "baselines.py", "config/fields.py", "config/kernels.py", "config/resources.py",
-        "config/schema.py", "device.py",
-        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "metrics.py", "model.py",
-        "numerics.py", "registry.py", "run/closure.py", "run/engine.py", "run/executors/base.py",
-        "run/executors/parent_watch.py", "run/executors/ray.py", "run/fingerprint.py", "run/memory.py",
+        "__init__.py", "baselines.py", "config/checks.py", "config/suite.py", "device.py",
+        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "model.py",
+        "numerics.py", "registry.py", "run/cell.py", "run/closure.py", "run/fingerprint.py", "run/memory.py",
         "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
         "encodings/rope.py", "tasks/lm.py"}
@@ -157,12 +157,16 @@ def test_code_in_a_package_init_is_hashed_but_its_registrations_are_not_followed
 
 
 def test_the_compute_closure_loads_no_code_by_path(cells):
-    """The closure follows imports; a load by file path would be a hole. The one dynamic load it
-    contains is executors' `import_module` of a `LAZY_EXECUTORS` name, which the closure follows."""
+    """The closure follows imports; a load by file path would be a hole. The compute closure has
+    no dynamic load at all; the executors' `import_module` of a `LAZY_EXECUTORS` name (outside it)
+    is followed by name, as the closure's rule says."""
     files = sorted(set().union(*(source_files(c) for c in cells.values())))
     loads = [site for rel in files for site in dynamic_loads(rel, ROOT / "lenbench")]
+    assert loads == []
+    executors = import_closure(["run/executors/base.py"], ROOT / "lenbench")
+    loads = dynamic_loads("run/executors/base.py", ROOT / "lenbench")
     assert [site.split(":")[0] + " " + site.split()[-1] for site in loads] == ["run/executors/base.py import_module"]
-    assert {f"{m.removeprefix('lenbench.').replace('.', '/')}.py" for m in LAZY_EXECUTORS.values()} <= set(files)
+    assert {f"{m.removeprefix('lenbench.').replace('.', '/')}.py" for m in LAZY_EXECUTORS.values()} <= set(executors)
     # `python -m lenbench.kernels` (kernels/__main__.py, outside the closure) is the one load by path
     assert "spec_from_file_location" in (ROOT / "lenbench" / "kernels/__main__.py").read_text()
     assert not any("kernels/" in rel for rel in files)
@@ -207,7 +211,8 @@ import json, sys
 from pathlib import Path
 from lenbench.run import fingerprint
 from lenbench.atomic import atomic_write_json
-from lenbench.run.engine import cell_path, expected_fingerprint, pending_cells
+from lenbench.run.driver import expected_fingerprint, pending_cells
+from lenbench.run.store import cell_path
 from lenbench.config import load_suite
 suite, out = load_suite(sys.argv[1]), Path(sys.argv[2])
 if sys.argv[3] == "write":

@@ -10,8 +10,9 @@ import time
 import pytest
 from lenbench_testing import TINY_SUITE, write_suite
 
-from lenbench.run.engine import load_cell_results, load_rows, run_cell, run_suite
 from lenbench.config import SuiteError, load_suite, parse_suite
+from lenbench.run.driver import run_cell, run_suite
+from lenbench.run.store import load_cell_results, load_rows
 
 TINY = TINY_SUITE
 

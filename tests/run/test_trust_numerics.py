@@ -15,7 +15,7 @@ from lenbench_testing import TINY_SUITE, write_suite
 from lenbench import numerics
 from lenbench.run.fingerprint import Fingerprint, stale_reasons
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 needs_pin = pytest.mark.skipif(not numerics.pinnable(), reason=f"this CPU ({numerics.cpu_isa()}) cannot run the "
                                "pinned x86-avx2 code paths; rows here are native and say so")
 

@@ -24,7 +24,7 @@ from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.run.executors.parent_watch import ORPHANED_EXIT_CODE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MARKER = "LENBENCH_TEST_ORPHAN_MARKER"
 #: Cells that train far longer than the test waits: the driver is killed mid-cell.
 SLOW = {**TINY_SUITE, "train": {**TINY_SUITE["train"], "steps": 100_000}}

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from lenbench.run.engine import load_cell_results, load_rows, run_suite
 from lenbench.config import ResourceSpec, SuiteError, parse_suite
+from lenbench.run.driver import run_suite
+from lenbench.run.store import load_cell_results, load_rows
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason='Ray is not installed (pip install -e ".[ray]")')
@@ -246,7 +247,7 @@ def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_r
         [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", str(suite), "--device", "cpu",
          "--results-dir", str(out), "--benchmark-json", str(tmp_path / "bench.json"), "-q", "-p", "no:cacheprovider",
          "--executor", "ray", "--ray-address", cluster.address],
-        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=300)
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     benches = json.loads((tmp_path / "bench.json").read_text())["benchmarks"]
     assert sorted(b["param"] for b in benches) == ["copy-nope-L4-s0", "copy-rope-L4-s0"]
@@ -258,7 +259,7 @@ def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_r
 
 @needs_ray
 def test_gpu_cells_without_gpu_resources_are_a_one_line_error(cluster):
-    from lenbench.run.executors.base import CellJob
+    from lenbench.run.cell import CellJob
     from lenbench.run.executors.ray import RayExecutor, RayExecutorError
 
     suite = parse_suite(TINY)

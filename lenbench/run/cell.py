@@ -1,0 +1,371 @@
+"""The compute path of one cell: train once, evaluate at every length and variant; writes nothing.
+
+`compute_cell` runs one cell from a `CellJob` and returns a `CellOutcome` (the cell result as
+stored in ``cells/<cell_id>.json`` and the checkpoints it trained, as bytes). It never touches the
+results directory: executors call it in this process, in a process pool or on a Ray worker
+(`lenbench.run.executors`), and the driver (`lenbench.run.driver`) alone writes what comes back
+through `lenbench.run.store`. Task-specific measurements (lm context, passkey depth buckets)
+are task hooks (`Task.extra_measurements`), never branches here.
+
+This whole file is a root of every cell's fingerprint (`lenbench.run.fingerprint.CORE`): editing
+it, or any module it imports, reruns every cell. What it does not import (the driver, the store,
+the executors) cannot change a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import datetime as dt
+import functools
+import io
+import math
+import pickle
+import re
+import subprocess
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import lenbench
+from lenbench.baselines import baseline_rows
+from lenbench.config import Cell, VariantSpec, digest
+from lenbench.device import resolve_device
+from lenbench.encodings.rope_scaling import scaling_for
+from lenbench.evaluate import METRICS, evaluate_length, task_metrics
+from lenbench.model import ModelConfig, Transformer
+from lenbench.numerics import machine_facts
+from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version
+from lenbench.run.memory import fit_batch, memory_budget
+from lenbench.tasks import Task, build_task
+from lenbench.train import TrainStats, train_model
+
+SCHEMA_VERSION = 2  # 2: rows carry sample_scores; baseline rows; exact match primary
+BASE_VARIANT = "none"
+CHECKPOINT_FORMAT = 1
+
+
+# --- a job and its outcome (what crosses to a worker and back) ----------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CellJob:
+    """Everything a worker needs to run one cell; picklable, holds no paths.
+
+    Args:
+        cell: the grid cell.
+        device: device option ("cpu", "cuda", "auto", …) resolved on the worker.
+        threads: intra-op CPU threads for this cell (fixed, so every executor gives the same rows).
+        checkpoints: cached checkpoint files the cell may reuse, name → file bytes.
+        progress: show training progress bars (serial runs only).
+    """
+
+    cell: Cell
+    device: str
+    threads: int
+    checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    progress: bool = False
+
+
+@dataclasses.dataclass
+class CellOutcome:
+    """What one job made: the cell result (as stored in ``cells/<cell_id>.json``) and the
+    checkpoints it trained (name → file bytes), which the driver stores for later runs."""
+
+    cell_id: str
+    result: dict[str, Any]
+    checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    #: Executor bookkeeping shown in the summary (e.g. Ray retries); never part of the rows.
+    notes: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# --- provenance ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def git_sha() -> str:
+    """The commit of the lenbench checkout, or "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# --- one cell -----------------------------------------------------------------------------------
+
+
+def model_config(cell: Cell, task: Task) -> ModelConfig:
+    longest = max([*cell.eval.ratios, *(v.finetune_ratio for v in cell.variants if v.finetune_steps)])
+    return ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
+                       encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
+                       max_len=task.seq_len(math.ceil(longest * cell.train_len)), train_len=task.seq_len(cell.train_len))
+
+
+def finetune_checkpoint_name(cell: Cell, variant: VariantSpec) -> str:
+    return f"{cell.train_id}-ft-{digest(dataclasses.asdict(variant))}"
+
+
+def checkpoint_names(cell: Cell) -> list[str]:
+    """Names of every checkpoint a cell trains or reuses: its base model, then each fine-tune."""
+    return [cell.train_id, *(finetune_checkpoint_name(cell, v) for v in cell.variants if v.finetune_steps)]
+
+
+def checkpoint_bytes(state_dict: dict, meta: dict) -> bytes:
+    """One checkpoint file: weights and their metadata (train_seconds, final loss, config) together,
+    so a kill can never leave one without the other."""
+    buf = io.BytesIO()
+    torch.save({"format": CHECKPOINT_FORMAT, "state_dict": state_dict, "meta": meta}, buf)
+    return buf.getvalue()
+
+
+def load_checkpoint_bytes(data: bytes, device: torch.device) -> tuple[dict, dict]:
+    """(state_dict, meta) of a checkpoint file's bytes.
+
+    Raises:
+        ValueError: not a lenbench checkpoint; one line (torch's several-paragraph refusal of a
+            file holding pickled objects becomes "not a weights-only file …").
+    """
+    try:
+        obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        found = re.search(r"GLOBAL (\S+)", text)
+        if found:
+            raise ValueError(f"not a weights-only file: it holds pickled objects such as {found.group(1)}, which are "
+                             "never loaded") from None
+        advice = ("Weights only load failed", "Check the documentation", "Please file an issue", "(1)", "(2)")
+        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(advice)]
+        raise ValueError(f"unreadable checkpoint ({lines[0] if lines else 'UnpicklingError'})") from None
+    if not isinstance(obj, dict) or obj.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"not a lenbench checkpoint of format {CHECKPOINT_FORMAT}")
+    return obj["state_dict"], obj["meta"]
+
+
+def checkpoint_matches(meta: dict, fingerprint: Fingerprint) -> bool:
+    """Whether a checkpoint's metadata was made by the code and environment of `fingerprint`."""
+    stored = meta.get("fingerprint") if isinstance(meta, dict) else None
+    return isinstance(stored, dict) and stored.get("code_fingerprint") == fingerprint.code \
+        and stored.get("data", "") == fingerprint.data
+
+
+class _CheckpointCache:
+    """Checkpoints of one job: those handed in (bytes) and those trained now (returned as bytes).
+
+    A checkpoint handed in that does not load, does not fit the model or was made by other code
+    (`fingerprint`) is ignored and retrained; `rejected` says which and why.
+    """
+
+    def __init__(self, given: dict[str, bytes], device: torch.device) -> None:
+        self.given = given
+        self.device = device
+        self.made: dict[str, bytes] = {}
+        self.rejected: dict[str, str] = {}
+        self.fingerprint: Fingerprint | None = None
+
+    def load_or_train(self, model: Transformer, name: str, train) -> dict:
+        """Load `model`'s weights from checkpoint `name` when given and valid (returns its meta); else
+        run `train()` (returns TrainStats), keep the checkpoint to hand back, and return its meta."""
+        if name in self.given:
+            initial = {k: v.clone() for k, v in model.state_dict().items()}
+            try:
+                state, meta = load_checkpoint_bytes(self.given[name], self.device)
+                if self.fingerprint is not None and not checkpoint_matches(meta, self.fingerprint):
+                    raise ValueError("made by other code or environment (fingerprint differs)")
+                model.load_state_dict(state)
+                return meta
+            except Exception as err:  # a damaged or mismatched checkpoint is retrained, never fatal
+                self.rejected[name] = _reason(err)
+                model.load_state_dict(initial)  # a partial load must not change the retrained model
+        stats: TrainStats = train()
+        meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
+                "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}
+        self.made[name] = checkpoint_bytes(model.state_dict(), meta)
+        return meta
+
+
+def _trained_model(cell: Cell, task: Task, cache: _CheckpointCache, device: torch.device,
+                   progress: bool) -> tuple[Transformer, float]:
+    """Train the cell's model, or load it from the checkpoint cache; returns (model, train_seconds)."""
+    torch.manual_seed(cell.seed)
+    model = Transformer(model_config(cell, task)).to(device)
+    meta = cache.load_or_train(model, cell.train_id, lambda: train_model(
+        model, task, cell.train_len, cell.train, seed=cell.seed, device=device, desc=cell.title, progress=progress))
+    return model.eval(), float(meta.get("train_seconds", math.nan))
+
+
+def _finetuned_model(cell, task, variant, base: Transformer, cache: _CheckpointCache, device, progress) -> Transformer:
+    """Continue training a copy of `base` at finetune_ratio × train_len with the variant's scaling."""
+    torch.manual_seed(cell.seed)
+    model = copy.deepcopy(base)
+    model.pos_enc.set_scaling(scaling_for(variant, variant.finetune_ratio, task.seq_len(cell.train_len)))
+    length = max(1, round(variant.finetune_ratio * cell.train_len))
+    cache.load_or_train(model, finetune_checkpoint_name(cell, variant), lambda: train_model(
+        model, task, length, cell.train, seed=cell.seed + 1, device=device, steps=variant.finetune_steps,
+        lr=variant.finetune_lr, desc=f"{cell.title} {variant.key}", progress=progress))
+    return model.eval()
+
+
+def default_threads() -> int:
+    """The intra-op thread count a cell gets unless told otherwise: one.
+
+    The suites' models are small (2 layers × 64 wide in quick): a second thread on the same cell
+    speeds a training step up far less than twice (and on a loaded machine OpenMP's spinning
+    threads slowed one 13×), while one cell per core uses every core (`lenbench.run.executors.base.plan_execution`).
+    Rows depend on the thread count (it is in every row and in the fingerprint): with one thread
+    per cell they are the same on every machine, whatever its core count.
+    """
+    return 1
+
+
+@contextlib.contextmanager
+def _intra_op_threads(threads: int) -> Iterator[None]:
+    """Run with exactly `threads` intra-op threads (results depend on it), then restore."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def compute_cell(job: CellJob) -> CellOutcome:
+    """Train and evaluate one cell; writes nothing (executors run it through
+    `lenbench.run.executors.base.compute_cell`, which first keeps freed memory for reuse).
+
+    Never raises for a failure inside the cell: a diverged loss, an unrepresentable length or any
+    other exception is recorded (whole cell, or the one length / variant it concerns) with its reason.
+    """
+    cell = job.cell
+    with _intra_op_threads(job.threads):
+        device = resolve_device(job.device)
+        cache = _CheckpointCache(job.checkpoints, device)
+        result = _evaluate_cell(cell, cache, device, job.threads, job.progress)
+    notes = {"rejected_checkpoints": cache.rejected} if cache.rejected else {}
+    return CellOutcome(cell_id=cell.cell_id, result=result, checkpoints=cache.made, notes=notes)
+
+
+def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, threads: int, progress: bool) -> dict:
+    provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
+                  "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
+                  **machine_facts(), "code_fingerprint": "", "data_fingerprint": ""}
+    base = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "suite": cell.suite, "task": cell.task.name,
+            "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance}
+    rows: list[dict] = []
+    result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
+                              "title": cell.title, "config": cell.config(), "status": "ok", "error": "",
+                              "provenance": provenance, "rows": rows}
+    start = time.perf_counter()
+    train_seconds = float("nan")
+    try:
+        budget = memory_budget(device, cell.eval.memory_budget_gb)  # before the model is allocated
+        result["memory"] = {"budget_bytes": budget, "batch": {}}
+        task = build_task(cell.task.name, **cell.task.params)
+        result["task_fingerprint"] = task.fingerprint()
+        fingerprint = cell_fingerprint(cell, device.type, threads, data_fingerprint(result["task_fingerprint"]))
+        cache.fingerprint = fingerprint
+        result["fingerprint"] = fingerprint.to_json()
+        provenance.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
+        base.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
+        task.check_train_len(cell.train_len)  # e.g. an lm corpus too short: one line, nothing trained
+        metrics = task_metrics(task)
+        model, train_seconds = _trained_model(cell, task, cache, device, progress)
+        train_tokens = task.seq_len(cell.train_len)
+        trained_scaling = getattr(model.pos_enc, "scaling", None)  # a scaling the model was trained with
+        variants: list[tuple[str, VariantSpec | None]] = [(BASE_VARIANT, None)]
+        if hasattr(model.pos_enc, "set_scaling"):
+            variants += [(v.key, v) for v in cell.variants]
+        for key, variant in variants:
+            try:
+                net = model
+                if variant is not None and variant.finetune_steps:
+                    net = _finetuned_model(cell, task, variant, model, cache, device, progress)
+                for ratio in cell.eval.ratios:
+                    eval_len = max(1, round(ratio * cell.train_len))
+                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio), "bucket": ""}
+                    try:
+                        if variant is not None:
+                            factor = variant.finetune_ratio if variant.finetune_steps else ratio
+                            net.pos_enc.set_scaling(scaling_for(variant, factor, train_tokens))
+                        tokens = task.seq_len(eval_len)
+                        wanted = max(1, cell.eval.tokens_per_batch // tokens)
+                        batch = fit_batch(net, tokens, min(wanted, cell.eval.samples), budget)
+                        if batch < min(wanted, cell.eval.samples):
+                            result["memory"]["batch"][f"{key}@{eval_len}"] = batch  # shrunk to fit the budget
+                        values, n, scores = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
+                                                            tokens_per_batch=batch * tokens, seed=cell.seed,
+                                                            device=device)
+                        rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
+                                  "higher_is_better": METRICS[m], "status": "ok", "error": "",
+                                  "sample_scores": scores[m]} for m in metrics]
+                        rows += protocol_rows(net, task, cell, eval_len, ratio, row_base, device,
+                                              tokens_per_batch=batch * tokens)
+                    except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
+                        rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
+                                  "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
+                                 for m in metrics]
+            finally:
+                if variant is not None:
+                    model.pos_enc.set_scaling(trained_scaling)
+        # Chance and trivial baselines on the same evaluation samples (identical in every cell of
+        # a task and seed; results.normalize keeps one copy).
+        rows += baseline_rows(task, cell.train_len, cell.eval.ratios, samples=cell.eval.samples,
+                              tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed, base=base)
+        nothing = every_measurement_failed(rows, cell.encoding.key)
+        if nothing:
+            result.update(status="failed", error=nothing)
+    except Exception as err:
+        result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
+        if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint
+            result["fingerprint"] = cell_fingerprint(cell, device.type, threads, "").to_json()
+            provenance["code_fingerprint"] = result["fingerprint"]["code_fingerprint"]
+    timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    for row in rows:
+        row.update(timestamp=timestamp, train_seconds=train_seconds)
+    result.update(seconds=time.perf_counter() - start, train_seconds=train_seconds, timestamp=timestamp)
+    return result
+
+
+def every_measurement_failed(rows: list[dict], label: str) -> str:
+    """The reason a cell failed although it ran to the end: every whole-length measurement of its
+    own model (encoding `label`, any variant) failed; "" when at least one succeeded (or none exists).
+
+    Args:
+        rows: the cell's rows (baseline rows carry other encoding labels and do not count).
+        label: the cell's encoding label.
+    """
+    own = [r for r in rows if r["encoding"] == label and not r.get("bucket")]
+    if not own or any(r["status"] != "failed" for r in own):
+        return ""
+    return f"every measurement failed ({len(own)} of {len(own)}); the first: {own[0]['error']}"
+
+
+def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio: float, row_base: dict,
+                  device: torch.device, tokens_per_batch: int | None = None) -> list[dict]:
+    """The rows of one length beyond the whole-length metrics (README "Results", `bucket` column):
+    the task's own measurements (`Task.extra_measurements`: `lm`'s per-position nll buckets,
+    window perplexity and context gain; passkey's depth buckets), as rows.
+
+    A failure here fails only these rows (the task's `extra_metrics` at `ratio`, status "failed"
+    with the reason), never the length's own.
+    """
+    kw = {"samples": cell.eval.samples, "tokens_per_batch": tokens_per_batch or cell.eval.tokens_per_batch,
+          "seed": cell.seed, "device": device}
+    ok = {"status": "ok", "error": ""}
+    try:
+        found = task.extra_measurements(net, eval_len, cell.train_len, ratio, **kw)
+        return [{**row_base, **m, "higher_is_better": METRICS[m["metric"]], **ok} for m in found]
+    except Exception as err:  # the length's own rows stand; these are recorded as failed
+        return [{**row_base, "metric": m, "value": None, "n_samples": 0, "higher_is_better": METRICS[m],
+                 "status": "failed", "error": _reason(err)} for m in task.extra_metrics(ratio)]
+
+
+def _reason(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}".splitlines()[0]
+

@@ -1,0 +1,293 @@
+"""The driver: runs a suite's cells (through an executor) and alone writes the results directory.
+
+`run_cell`, `ensure_cell` and `run_suite` hand out `CellJob`s (`lenbench.run.cell`) with the cached
+checkpoints and write what comes back, atomically, through `lenbench.run.store`. A rerun skips
+every cell whose file is valid and whose fingerprint (`lenbench.run.fingerprint`: the source it
+depends on, torch version, device, dtype, threads, task data) still matches; stale cells are
+recomputed and the run says why. A run killed at any moment resumes without losing or duplicating
+rows; a second run on the same directory skips the cells the first one has claimed (lock files).
+`pytest bench`, `lenbench run` and every executor share this one driver.
+
+The driver never changes a result (it reads and writes files, picks executors, shows progress):
+it is not in any cell's fingerprint, and nothing on the compute path imports it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from lenbench.config import Cell, Suite
+from lenbench.device import resolve_device
+from lenbench.run.cell import (
+    CellJob,
+    CellOutcome,
+    checkpoint_matches,
+    checkpoint_names,
+    default_threads,
+    load_checkpoint_bytes,
+)
+from lenbench.run.executors import base as executors
+from lenbench.run.executors.base import get_executor, plan_execution
+from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
+from lenbench.run.memory import available_bytes
+from lenbench.run.store import (
+    Log,
+    checkpoint_path,
+    claim_cell,
+    error_line,
+    lock_path,
+    prepare_output,
+    quarantine,
+    read_cell,
+    release_cell,
+    stderr_log,
+    store_outcome,
+)
+from lenbench.tasks import build_task
+
+
+def compute_in_process(job: CellJob) -> CellOutcome:
+    """`compute_cell` in this process as the executors run it (`lenbench.run.executors.base.compute_cell`:
+    freed memory kept for reuse first)."""
+    return executors.compute_cell(job)
+
+
+@functools.lru_cache(maxsize=64)
+def _task_data_fingerprint(name: str, params_json: str) -> str:
+    try:
+        return data_fingerprint(build_task(name, **json.loads(params_json)).fingerprint())
+    except Exception:  # the cell will fail building its task too, and record data ""
+        return ""
+
+
+def expected_fingerprint(cell: Cell, device: str | torch.device, threads: int) -> Fingerprint:
+    """The fingerprint a run of `cell` here, now, would record."""
+    device_type = resolve_device(device).type if not isinstance(device, torch.device) else device.type
+    data = _task_data_fingerprint(cell.task.name, json.dumps(cell.task.params, sort_keys=True, default=str))
+    return cell_fingerprint(cell, device_type, threads, data)
+
+
+def read_checkpoints(out: Path, cell: Cell, fingerprint: Fingerprint | None = None,
+                     log: Log = stderr_log) -> dict[str, bytes]:
+    """The cached checkpoint files of `cell` in `out` (name → bytes) that are valid for `fingerprint`.
+
+    A checkpoint that does not load (truncated, old format) is moved aside (`quarantine`); one made
+    by other code or another environment is left out (it is retrained and overwritten).
+    """
+    found = {}
+    for name in checkpoint_names(cell):
+        path = checkpoint_path(out, name)
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        try:
+            _, meta = load_checkpoint_bytes(data, torch.device("cpu"))
+        except Exception as err:
+            quarantine(path, error_line(err), log)
+            continue
+        if fingerprint is None or checkpoint_matches(meta, fingerprint):
+            found[name] = data
+    return found
+
+
+def make_job(cell: Cell, out: Path, device: str | torch.device, *, threads: int | None = None,
+             progress: bool = False, fingerprint: Fingerprint | None = None, log: Log = stderr_log) -> CellJob:
+    device = device.type if isinstance(device, torch.device) else device
+    threads = threads or default_threads()
+    fingerprint = fingerprint or expected_fingerprint(cell, device, threads)
+    return CellJob(cell=cell, device=device, threads=threads,
+                   checkpoints=read_checkpoints(Path(out), cell, fingerprint, log), progress=progress)
+
+
+def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
+             threads: int | None = None, log: Log = stderr_log) -> dict:
+    """Train and evaluate one cell in this process, write `OUT/cells/<cell_id>.json` atomically,
+    return its result. Writability of `out` is checked before anything is trained."""
+    out = prepare_output(Path(out), log)
+    return store_outcome(out, compute_in_process(make_job(cell, out, device, threads=threads, progress=progress, log=log)))
+
+
+def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: bool = False,
+               retry_failed: bool = False, log: Log = stderr_log) -> tuple[dict | None, list[str]]:
+    """(stored result still valid, or None; why it must be recomputed: [] when missing or valid).
+
+    A stored result is recomputed when it is damaged (moved aside), stale (its fingerprint differs
+    from `fingerprint`, unless `keep_stale`) or failed (with `retry_failed`).
+    """
+    result = read_cell(out, cell, log)
+    if result is None:
+        return None, []
+    if retry_failed and result["status"] == "failed":
+        return None, ["failed before (--retry-failed)"]
+    reasons = stale_reasons(result.get("fingerprint"), fingerprint)
+    if reasons and not keep_stale:
+        return None, reasons
+    return result, []
+
+
+def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
+                threads: int | None = None, keep_stale: bool = False, log: Log = stderr_log,
+                poll: float = 0.5, wait_s: float = 6 * 3600) -> tuple[dict, bool]:
+    """The cell's result, from its file when it finished before with a matching fingerprint, else by
+    running it: (result, reused). While another live process holds the cell's lock, waits for it
+    (at most `wait_s` seconds, then a one-line ValueError naming the lock file)."""
+    out = prepare_output(Path(out), log)
+    threads = threads or default_threads()
+    fingerprint = expected_fingerprint(cell, device, threads)
+    deadline = time.monotonic() + wait_s
+    while True:
+        result, reasons = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)
+        if result is not None:
+            return result, True
+        lock = claim_cell(out, cell)
+        if isinstance(lock, Path):
+            break
+        if time.monotonic() > deadline:
+            raise ValueError(f"cell {cell.title} is still held by pid {lock.get('pid')} on {lock.get('host')} after "
+                             f"{wait_s:g} s; if that run is gone, delete {lock_path(out, cell)}")
+        time.sleep(poll)  # another process is computing it
+    try:
+        result, _ = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)
+        if result is not None:  # finished by another process while we waited
+            return result, True
+        if reasons:
+            log(f"lenbench: recomputing stale cell {cell.title}: {'; '.join(reasons)}")
+        job = make_job(cell, out, device, threads=threads, progress=progress, fingerprint=fingerprint, log=log)
+        return store_outcome(out, compute_in_process(job)), False
+    finally:
+        release_cell(lock)
+
+
+# --- a whole suite ------------------------------------------------------------------------------
+
+
+class SuiteRun(list):
+    """The results of the cells `run_suite` computed now (a list, as before), plus what it skipped.
+
+    Attributes:
+        done: cells whose valid, current results were reused.
+        stale: reason → number of stored cells recomputed for it.
+        busy: (cell title, lock holder) of cells another live run is computing (skipped here).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = 0
+        self.stale: dict[str, int] = {}
+        self.busy: list[tuple[str, dict]] = []
+
+
+def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, keep_stale: bool = False,
+                  device: str = "auto", threads: int | None = None, log: Log = stderr_log,
+                  stale: dict[str, int] | None = None) -> list[Cell]:
+    """Cells without a valid, current result (or with a failed one, when `retry_failed`).
+
+    `stale`, when given, is filled with reason → count of stored results found stale.
+    """
+    threads = threads or default_threads()
+    todo = []
+    for cell in suite.cells():
+        result, reasons = cell_state(Path(out), cell, expected_fingerprint(cell, device, threads),
+                                     keep_stale=keep_stale, retry_failed=retry_failed, log=log)
+        if result is None:
+            todo.append(cell)
+            if stale is not None and reasons:
+                key = "; ".join(reasons)
+                stale[key] = stale.get(key, 0) + 1
+    return todo
+
+
+def run_suite(
+    suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int | None = None,
+    threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
+    log: Log = stderr_log, only: Collection[str] | None = None, **executor_options: Any,
+) -> SuiteRun:
+    """Run every unfinished or stale cell of `suite` into `out`; return the results of the cells run now.
+
+    Before anything runs: `out` must be writable (one-line ValueError otherwise), damaged cell files
+    and checkpoints are moved aside (`*.corrupt`) and recomputed, and temporary files of a killed
+    run are removed. Each cell is claimed with a lock file; cells another live run holds are
+    skipped (`SuiteRun.busy`). One line per reason says how many stale cells are recomputed.
+
+    Args:
+        executor: where cells run: "serial" (default, in this process), "auto" (the command line's
+            default: one process per core for CPU cells, else serial;
+            `lenbench.run.executors.base.plan_execution`), "process" (a pool of `workers` processes) or "ray"
+            (see `lenbench.run.executors.base`); `workers` > 1 with "serial" means "process".
+        workers: processes of the process executor (default: one per usable core, see
+            `plan_execution`).
+        threads: intra-op threads per cell (default 1, `default_threads`); part of every row's
+            provenance and of the fingerprint, so serial, process and Ray runs give
+            bit-identical rows.
+        only: cell ids to run (default: every cell of the suite), e.g. the cells a `pytest -k`
+            selected.
+        keep_stale: keep results whose fingerprint no longer matches (default: recompute them).
+        log: where one-line notices go (default: stderr).
+        executor_options: passed to the executor (e.g. Ray's `address`).
+    """
+    device_type = resolve_device(device).type  # a one-line error now rather than one per cell
+    out = prepare_output(Path(out), log)
+    threads = threads or default_threads()
+    run = SuiteRun()
+    todo = pending_cells(suite, out, retry_failed=retry_failed, keep_stale=keep_stale, device=device,
+                         threads=threads, log=log, stale=run.stale)
+    total = len(suite.cells())
+    if only is not None:
+        only = set(only)
+        todo = [cell for cell in todo if cell.cell_id in only]
+        total = len(only)
+    plan = plan_execution(executor, workers, device_type, pending=len(todo), available_memory=available_bytes(
+        torch.device(device_type)))
+    executor, workers = plan.executor, plan.workers
+    cls = get_executor(executor)
+    if todo and plan.why:
+        log(f"lenbench: {len(todo)} cell(s) on {executor}" + (f" × {workers}" if executor == "process" else "")
+            + f", {threads} thread(s) each ({plan.why})")
+    for reason, count in run.stale.items():
+        log(f"lenbench: recomputing {count} stale cell(s): {reason}")
+    held: dict[str, Path] = {}
+
+    def jobs() -> Iterator[CellJob]:
+        for cell in todo:
+            lock = claim_cell(out, cell)
+            if not isinstance(lock, Path):
+                run.busy.append((cell.title, lock))
+                continue
+            held[cell.cell_id] = lock
+            fingerprint = expected_fingerprint(cell, device, threads)
+            result, _ = cell_state(out, cell, fingerprint, keep_stale=keep_stale, retry_failed=False, log=log)
+            if result is not None and not (retry_failed and result["status"] == "failed"):
+                release_cell(held.pop(cell.cell_id))  # another run finished it meanwhile
+                continue
+            yield make_job(cell, out, device, threads=threads, progress=progress and executor == "serial",
+                           fingerprint=fingerprint, log=log)
+
+    bar = tqdm(total=total, initial=total - len(todo), desc=f"suite {suite.name}", unit="cell",
+               disable=not progress, dynamic_ncols=True)
+    try:
+        with cls(workers=workers, suite=suite, **executor_options) as runner:
+            for outcome in runner.run(jobs()):
+                run.append(store_outcome(out, outcome))
+                lock = held.pop(outcome.cell_id, None)
+                if lock is not None:
+                    release_cell(lock)
+                for name, why in outcome.notes.get("rejected_checkpoints", {}).items():
+                    log(f"lenbench: checkpoint {name} of {outcome.result.get('title')} was not usable ({why}); retrained")
+                bar.set_postfix_str(outcome.result.get("title", outcome.cell_id))
+                bar.update()
+    finally:
+        for lock in held.values():
+            release_cell(lock)
+        bar.close()
+    run.done = total - len(run) - len(run.busy)
+    for title, holder in run.busy:
+        log(f"lenbench: skipped {title}: another run (pid {holder.get('pid')} on {holder.get('host')}) is computing it")
+    return run
