@@ -103,7 +103,7 @@ class KernelSpec:
 
     Environment variables override these fields one by one (`LENBENCH_KERNEL_LENGTHS`,
     `LENBENCH_KERNEL_DTYPES`, `LENBENCH_KERNEL_SECONDS`, `LENBENCH_KERNEL_ENCODINGS`,
-    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `kernel_settings` in bench/kernel_plans.py):
+    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `kernel_settings` in lenbench/kernels/plans.py):
     environment > suite file > these defaults.
 
     Args:

@@ -20,9 +20,8 @@ environment, which the id does not see; the fingerprint covers them:
   into its members (that would make every cell depend on every encoding); a name imported from
   a package is followed to the module that defines it, and the `__init__` itself is hashed iff it
   holds code of its own (the top package does: `__version__`, which rows record). Code loaded by
-  file path is not an import: the only such load (`kernels/core.py` running `bench/kernel_plans.py`)
-  sits under `if __name__ == "__main__":`, which the compute path never runs, and
-  tests/test_trust_fingerprint.py keeps every other path load out of the closure.
+  file path is not an import: no package module loads one (`python -m lenbench.kernels` imports
+  `lenbench.kernels.plans`), and tests/test_trust_fingerprint.py keeps every path load out of the closure.
   Today every cell's closure holds `__init__.py`, `atomic.py`, `baselines.py`, `run/closure.py`,
   `device.py`, `encodings/base.py`, `encodings/rope_scaling.py`, `run/engine.py`, `evaluate.py`,
   `run/executors/base.py`, `run/fingerprint.py`, `run/memory.py`, `model.py`, `numerics.py`, `run/executors/parent_watch.py`, `run/executors/ray.py`, `registry.py`,
