@@ -38,13 +38,13 @@ import traceback
 from collections.abc import Callable
 
 import torch
-from kernel_plans import quick_training_step  # bench/ is this script's directory
 
 from lenbench.atomic import atomic_write_text
+from lenbench.config import load_suite
 from lenbench.device import resolve_device, synchronize
 from lenbench.flops import matmul_rate, mfu
-from lenbench.kernels.core import time_fn
-from lenbench.config import load_suite
+from lenbench.kernels.plans import quick_training_step
+from lenbench.timing import time_fn
 
 COMPILED = ("compile", "cudagraphs")  # the variants that compile (slow first call)
 

@@ -18,7 +18,7 @@
 # Each stage has a time limit so the whole check ends within 8 minutes on one GPU (the limits add up
 # to 7); a stage that hits it is stopped with SIGINT, keeps what it measured, is recorded as timed
 # out, and the check goes on. `--device cpu` runs the same stages with tiny settings (no
-# compilation) in about a minute: tests/test_speed.py runs it.
+# compilation) in about a minute: tests/kernels/test_speed.py runs it.
 set -u -o pipefail
 
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
@@ -130,7 +130,7 @@ EOF
 
 # 1. the tests that have a device path (the fast training step == eager, on the device; cuBLAS pinned
 #    to its deterministic workspace so that the determinism test tests lenbench)
-stage tests "${LIMITS[1]}" env LENBENCH_TEST_DEVICE="$DEVICE" CUBLAS_WORKSPACE_CONFIG=:4096:8 "$PY" -m pytest tests/test_speed.py \
+stage tests "${LIMITS[1]}" env LENBENCH_TEST_DEVICE="$DEVICE" CUBLAS_WORKSPACE_CONFIG=:4096:8 "$PY" -m pytest tests/kernels/test_speed.py \
     -q -p no:cacheprovider -k "$TESTS_K" --junitxml="$OUT/tests.xml"
 
 # 2. the smoke suite on the device (cells only; its kernels are in stage 3 at the target lengths)

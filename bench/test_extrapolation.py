@@ -34,10 +34,10 @@ import time
 
 import pytest
 
-from lenbench.run.driver import ensure_cell, run_suite
-from lenbench.evaluate import PRIMARY_METRIC
-from lenbench.run.executors.base import plan_execution
 from lenbench.config import load_suite
+from lenbench.evaluate import PRIMARY_METRIC
+from lenbench.run.driver import ensure_cell, run_suite
+from lenbench.run.executors.base import plan_execution
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

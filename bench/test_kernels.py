@@ -4,7 +4,7 @@
 
 One test per (encoding, implementation, length T, dtype), over `lenbench.encodings.ENCODINGS`
 (new encodings are picked up automatically; one without a hook of its own is skipped with the
-reason). Implementations come from `lenbench.kernels.core.implementations`:
+reason). Implementations come from `lenbench.kernels.implementations`:
 
     rotary    eager (apply_rotary on q, then k), hf (transformers' rotate_half), fused (compiled)
     bias      eager (hook + SDPA), cached (bias materialised once per length), flex (score_mod),
@@ -29,7 +29,7 @@ What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.ke
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
 handful of kernels in seconds and quick / standard / paper time more. Each environment variable
 that is set replaces its field (environment > suite file > KernelSpec defaults;
-`kernel_plans.kernel_settings`, bench/kernel_plans.py):
+`lenbench.kernels.plans.kernel_settings`):
     LENBENCH_KERNEL_LENGTHS   comma list of T                        (kernels.lengths)
     LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (bf16 skipped without native support)  (dtypes)
     LENBENCH_KERNEL_SECONDS   timing budget per benchmark            (kernels.seconds)
@@ -52,7 +52,7 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
     over_unbiased      attention: seconds / unbiased causal SDPA seconds (same T, dtype)
     copy_ratio_interleaved  rotary, fused impls: this call over the copy of the same bytes, the two
                        timed back to back in 16 counterbalanced pairs of rounds
-                       (`kernel_plans.interleaved_ratio`: kernel-copy, copy-kernel; the median over
+                       (`plans.interleaved_ratio`: kernel-copy, copy-kernel; the median over
                        pairs). The performance target reads it; copy_ratio divides by a copy timed
                        once per session, which drifts with load
     over_unbiased_interleaved  attention, fused impls: this call over an unbiased causal SDPA call on
@@ -72,14 +72,16 @@ from __future__ import annotations
 import os
 import statistics
 
-import kernel_plans as P
 import pytest
 import torch
 
-from lenbench.kernels import core as K
+from lenbench import kernels as K
+from lenbench.config import KernelSpec, load_suite
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
-from lenbench.config import KernelSpec, load_suite
+from lenbench.encodings.base import shared_rows
+from lenbench.kernels import plans as P
+from lenbench.timing import time_fn
 
 S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -289,7 +291,7 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
 
 
 def _over_unbiased_interleaved(fn, shape, dtype, device, rounds: int = 5) -> float:
-    """fn's time over unbiased causal SDPA's on inputs of `shape`, by `kernel_plans.interleaved_ratio` (the two
+    """fn's time over unbiased causal SDPA's on inputs of `shape`, by `plans.interleaved_ratio` (the two
     called back to back, so other jobs on the machine slow both alike)."""
     q, k, v = _inputs(shape, dtype, device, 3)
     return P.interleaved_ratio(fn, lambda: K.attention_unbiased(q, k, v), device, rounds)
@@ -319,7 +321,7 @@ def _bias(enc, impl, T, dtype, device):
     pos = _positions(enc, B, T, device)
     eager = lambda: K.attention_eager(q, k, v, enc, pos)  # noqa: E731
     if impl == "eager":
-        p = K.shared_rows(pos)
+        p = shared_rows(pos)
         return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=torch.empty(p.shape[0], HEADS, T, T, dtype=dtype, device="meta"))
     if impl == "cached":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
@@ -402,7 +404,7 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, 
     with P.cell_threads(device) as threads:
         timed(ts.step, rounds=S.train_rounds, warmup_rounds=3)
         stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
-        seconds = stats.stats.median if stats is not None else K.time_fn(ts.step, device, rounds=3, warmup=0)
+        seconds = stats.stats.median if stats is not None else time_fn(ts.step, device, rounds=3, warmup=0)
     _SECONDS[(name, "train-step")] = seconds
     nope = _SECONDS.get(("nope", "train-step"))
     benchmark.extra_info.update(
@@ -436,7 +438,7 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     extra_info: task, impl ("fast-<task>": a distinct key for `lenbench compare`), flops (analytic
     forward + backward, `lenbench.flops`), seconds (median of the fast step), seconds_eager, speedup
     (median over rounds of eager / fast in the same round), threads (the cells' intra-op thread
-    count, `kernel_plans.cell_threads`: everything here runs with it), sgemm_flops_per_s (fp32,
+    count, `plans.cell_threads`: everything here runs with it), sgemm_flops_per_s (fp32,
     the fastest 2048² sgemm of the rounds at those threads), sgemm_flops_per_s_all_threads (at
     session start with every thread; bf16_flops_per_s where native), mfu and mfu_eager (median
     over rounds of the step's FLOP/s over the sgemm's timed in the same round), mfu_session_peak

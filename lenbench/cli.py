@@ -36,9 +36,9 @@ def _list(what: str) -> int:
         for name, cls in TASKS.items():
             print(f"{name:<10} [{cls.length_unit}] {cls.description}")
     else:
+        from lenbench.config import list_suites, load_suite
         from lenbench.run.estimate import estimate_suite, format_seconds, wall_seconds
         from lenbench.run.executors.base import plan_execution
-        from lenbench.config import list_suites, load_suite
 
         print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
               "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
@@ -139,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.report.build import write_report
     from lenbench.publication import recover
+    from lenbench.report.build import write_report
 
     source = Path(args.results)
     _note(recover(source if source.is_dir() or not source.exists() else source.parent))  # after a killed publish
@@ -182,9 +182,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from lenbench.config import load_suite
     from lenbench.run.driver import run_suite
     from lenbench.run.store import load_rows
-    from lenbench.config import load_suite
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from lenbench.model import Transformer
 from lenbench.config import TrainSpec
+from lenbench.model import Transformer
 from lenbench.tasks import Batch, Task
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-# The benchmark plans live beside the benchmarks (bench/kernel_plans.py); tests import them as `kernel_plans`.
+# Tests import the benchmark scripts of bench/ (gpu_check) by name; the plans are `lenbench.kernels.plans`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 

@@ -6,9 +6,9 @@ import json
 import pytest
 
 import lenbench
-from lenbench.run import estimate
 from lenbench.cli import build_parser, main
 from lenbench.config import SuiteError, list_suites, load_suite, parse_suite
+from lenbench.run import estimate
 
 
 def test_version(capsys):

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from lenbench.model import ModelConfig, Transformer
 from lenbench.config import TrainSpec, load_suite
+from lenbench.model import ModelConfig, Transformer
 from lenbench.tasks import TASKS, build_task
 from lenbench.train import train_model
 
@@ -90,8 +90,8 @@ def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
 
 
 def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
-    from lenbench.run.cell import model_config
     from lenbench.config import parse_suite
+    from lenbench.run.cell import model_config
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
                          "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})

@@ -13,9 +13,9 @@ import yaml
 from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.report.build import REPORT_FILES, write_report
 from lenbench.publication import MARKER
 from lenbench.publish import publish
+from lenbench.report.build import REPORT_FILES, write_report
 from lenbench.report.rows import load_results
 
 ROOT = Path(__file__).resolve().parent.parent

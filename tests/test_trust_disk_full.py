@@ -22,10 +22,10 @@ from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.atomic import DiskFullError, atomic_path, atomic_write_bytes, atomic_write_json, check_writable
 from lenbench.cli import main
+from lenbench.config import parse_suite
+from lenbench.publish import publish
 from lenbench.run.driver import run_suite
 from lenbench.run.store import load_rows
-from lenbench.publish import publish
-from lenbench.config import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,11 +18,11 @@ import pytest
 from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.run.driver import run_suite
-from lenbench.report.build import write_report
+from lenbench.config import parse_suite
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish
-from lenbench.config import parse_suite
+from lenbench.report.build import write_report
+from lenbench.run.driver import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -47,7 +47,7 @@ def test_reporting_steps_run_after_a_failure(workflow):
 def test_kernel_settings_equal_the_published_baselines(workflow):
     """results/bench.json was produced with the quick suite's `kernels:` section and no override
     (README); the workflow's run must time the same kernels, so it sets no override either."""
-    from kernel_plans import KERNEL_ENV
+    from lenbench.kernels.plans import KERNEL_ENV
 
     env = workflow["env"]
     overrides = sorted(set(KERNEL_ENV) & set(env))

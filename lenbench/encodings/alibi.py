@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import ClosedFormBias, EncodingDims, PositionalEncoding, register_encoding
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -34,6 +34,11 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+def alibi_score(score: torch.Tensor, h: torch.Tensor, rel: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
+    """score − m_h · |k_pos − q_pos| (the closed form fused kernels evaluate per score)."""
+    return score - slopes[h] * rel.abs()
+
+
 @register_encoding("alibi")
 class ALiBi(PositionalEncoding):
     """Attention with Linear Biases (Press et al. 2022, "Train Short, Test Long", eq. in §3).
@@ -44,6 +49,7 @@ class ALiBi(PositionalEncoding):
 
     description = "per-head linear distance penalty, geometric slopes; no parameters"
     paper = "Press et al. 2022, Train Short, Test Long: Attention with Linear Biases"
+    relative_only = True
 
     def __init__(self, dims: EncodingDims):
         super().__init__(dims)
@@ -53,3 +59,9 @@ class ALiBi(PositionalEncoding):
         rel = (q_pos[:, :, None] - k_pos[:, None, :]).abs()  # (B, Tq, Tk); causal mask hides j > i
         slopes = self.slopes.to(torch.float64 if q_pos.dtype == torch.float64 else torch.float32)
         return -slopes[None, :, None, None] * rel[:, None].to(slopes.dtype)  # (B, H, Tq, Tk)
+
+    def closed_form_bias(self) -> ClosedFormBias:
+        return ClosedFormBias("alibi", alibi_score, (self.slopes.float(),))  # slopes (H,)
+
+    def kernel_comparisons(self) -> tuple[str, ...]:
+        return ("flex_gather",)  # the same score modifier gathering positions, even contiguous ones

@@ -17,6 +17,35 @@ Positions are always explicit integer tensors `pos` of shape `(B, T)`; no hook b
 
 One encoding instance serves every layer of the model (T5 shares its bias table across layers
 the same way), and a static bias is computed once per forward pass, not once per layer.
+
+Declare your kernel family. `lenbench.kernels` picks an encoding's fused forward kernels from
+what the class declares, never from its name, so a new encoding touches only its own module:
+
+| declaration                       | default  | what it gets                                           |
+| --------------------------------- | -------- | ------------------------------------------------------ |
+| the hook it overrides             |          | its kind: `rotate` → rotary, `bias` → bias, `embed` →  |
+|                                   |          | absolute, `content_dependent = True` → content; none → |
+|                                   |          | nothing to fuse (a wrapper's `inner` is read instead)  |
+| `relative_only: ClassVar[bool]`   | False    | True: `bias` is a function of k_pos − q_pos alone (per |
+|                                   |          | head); then `toeplitz` attention (SDPA over strided    |
+|                                   |          | views of a per-distance table) instead of              |
+|                                   |          | `cached_blocks`, and a per-distance table in the flex  |
+|                                   |          | score modifier instead of the materialised bias        |
+| `relative_bias(distances)`        | via bias | (H, R) bias at each k_pos − q_pos: the table those     |
+|                                   |          | paths read (override when the `bias` hook is costly)   |
+| `closed_form_bias()`              | None     | a `ClosedFormBias` (relative-only biases): the flex    |
+|                                   |          | score modifier evaluates it per score, no table        |
+| `pair_rotation(pos, dtype)`       | None     | a `PairRotation` (rotary: x1·cos − x2·sin,             |
+|                                   |          | x2·cos + x1·sin per channel pair): the one compiled    |
+|                                   |          | kernel rotating q and k together; None: `rotate` is    |
+|                                   |          | compiled as it is                                      |
+| `kernel_comparisons()`            | ()       | extra implementations timed beside those: "hf"         |
+|                                   |          | (rotary, when `rotate` equals transformers'            |
+|                                   |          | rotate_half over the whole head), "flex_gather" (a     |
+|                                   |          | closed form, positions always gathered)                |
+
+A wrong declaration shows: the kernel tests (tests/kernels) and every `pytest bench` kernel
+benchmark check each fused implementation equal to the eager hooks before timing it.
 """
 
 from __future__ import annotations
@@ -92,6 +121,41 @@ class EncodingDims:
         return self.d_model // self.n_heads
 
 
+@dataclass(frozen=True)
+class ClosedFormBias:
+    """A relative-only bias in closed form (`PositionalEncoding.closed_form_bias`), for fused kernels.
+
+    Attributes:
+        name: the form's name (e.g. "alibi"); fused kernels are compiled once per `score` function.
+        score: `score(s, h, rel, *params)` → s plus the bias of head h at distance rel = k_pos − q_pos
+            (integer tensors; elementwise torch ops only, as in a flex_attention score modifier).
+        params: the tensors `score` reads, each indexed by the head: (H,) float32, detached.
+    """
+
+    name: str
+    score: Callable[..., torch.Tensor]
+    params: tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class PairRotation:
+    """What a per-pair rotary `rotate` applies at positions (B, T) (`PositionalEncoding.pair_rotation`):
+    channel pairs (x1, x2) of the first R channels become (x1·cos − x2·sin, x2·cos + x1·sin); the
+    other Dh − R channels pass through.
+
+    Attributes:
+        cos, sin: (B|1, 1, T, R/2) tables of the queries (and of the keys unless `cos_k` is set).
+        layout: "half" (channel i pairs with i + R/2) or "interleaved" (2i with 2i + 1).
+        cos_k, sin_k: the keys' tables when they differ (xPos scales q and k oppositely), else None.
+    """
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    layout: str
+    cos_k: torch.Tensor | None = None
+    sin_k: torch.Tensor | None = None
+
+
 def number_param(encoding: str, param: str, value: Any, *, low: float = 0.0, strict: bool = True) -> float:
     """`value` as a float, when it is a finite number above `low` (or equal to it, unless `strict`).
 
@@ -140,6 +204,8 @@ class PositionalEncoding(nn.Module):
         causal_only: True when the encoding is defined for causal attention only.
         content_dependent: True when `attention_bias` reads q / k (recomputed per layer).
         variants: inference-time variants, name → one-line description.
+        relative_only: True when `bias` depends on k_pos − q_pos alone (kernel dispatch; see
+            the module docstring, "Declare your kernel family").
     """
 
     name: ClassVar[str] = ""
@@ -148,6 +214,7 @@ class PositionalEncoding(nn.Module):
     causal_only: ClassVar[bool] = False
     content_dependent: ClassVar[bool] = False
     variants: ClassVar[dict[str, str]] = {}
+    relative_only: ClassVar[bool] = False
 
     def __init__(self, dims: EncodingDims) -> None:
         super().__init__()
@@ -181,6 +248,29 @@ class PositionalEncoding(nn.Module):
     ) -> torch.Tensor | None:
         """Bias that may read the (rotated) queries and keys; defaults to the static `bias`."""
         return self.bias(q_pos, k_pos)
+
+    # --- kernel declarations (read by `lenbench.kernels`; see the module docstring) ---
+
+    def relative_bias(self, distances: torch.Tensor) -> torch.Tensor:
+        """(H, R) bias at each k_pos − q_pos in `distances` (R,) integers, for a `relative_only`
+        encoding. The default reads it off `bias` (the query at −min(distances), keys at
+        distances − min(distances), so every position is ≥ 0)."""
+        lo = int(distances.min())
+        q_pos = torch.full((1, 1), -lo, device=distances.device, dtype=torch.long)  # (1, 1)
+        return self.bias(q_pos, (distances - lo)[None])[0, :, 0, :]  # (H, R)
+
+    def closed_form_bias(self) -> ClosedFormBias | None:
+        """The bias as a closed form of (head, k_pos − q_pos), or None (relative_only encodings only)."""
+        return None
+
+    def pair_rotation(self, pos: torch.Tensor, dtype: torch.dtype) -> PairRotation | None:
+        """The per-pair rotation `rotate` applies at positions `pos` (B, T) in `dtype`, or None
+        when `rotate` is not one (then fused kernels compile `rotate` itself)."""
+        return None
+
+    def kernel_comparisons(self) -> tuple[str, ...]:
+        """Extra implementations the kernel benchmarks time for this instance ("hf", "flex_gather")."""
+        return ()
 
     # --- Hooks beyond a bias from positions, q and k (FoX, DAPE, stick-breaking, SSMax) ---------------
     # Both are off by default (class attributes False): the model calls them only for an encoding

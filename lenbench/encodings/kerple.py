@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.base import ClosedFormBias, EncodingDims, PositionalEncoding, register_encoding
 
 EPS = 1e-2  # the lower bound of every KERPLE parameter, as in the paper's code
 
@@ -16,6 +16,17 @@ EPS = 1e-2  # the lower bound of every KERPLE parameter, as in the paper's code
 def _softplus_inverse(y: torch.Tensor) -> torch.Tensor:
     """x with softplus(x) = y, for y > 0."""
     return y + torch.log(-torch.expm1(-y))
+
+
+def kerple_log_score(score: torch.Tensor, h: torch.Tensor, rel: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor) -> torch.Tensor:
+    """score − r1_h · log(1 + r2_h · |k_pos − q_pos|) (the closed form fused kernels evaluate per score)."""
+    return score - r1[h] * torch.log1p(r2[h] * rel.abs())
+
+
+def kerple_power_score(score: torch.Tensor, h: torch.Tensor, rel: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor) -> torch.Tensor:
+    """score − r1_h · |k_pos − q_pos|^r2_h, 0 at distance 0 (the closed form fused kernels evaluate per score)."""
+    d = rel.abs().to(torch.float32)
+    return score - r1[h] * torch.where(d > 0, d.clamp(min=1.0).pow(r2[h]), 0.0)
 
 
 @register_encoding("kerple")
@@ -43,6 +54,7 @@ class Kerple(PositionalEncoding):
 
     description = "learned per-head kernel bias −r1·log(1 + r2·|m−n|) (or −r1·|m−n|^r2)"
     paper = "Chi et al. 2022, KERPLE: Kernelized Relative Positional Embedding for Length Extrapolation"
+    relative_only = True
 
     def __init__(self, dims: EncodingDims, *, form: Literal["log", "power"] = "log"):
         super().__init__(dims)
@@ -82,6 +94,10 @@ class Kerple(PositionalEncoding):
         # |m − n|^r2 with a finite gradient at distance 0 (d/dr2 of 0^r2 would be 0 · log 0 = nan).
         powered = dist.clamp(min=1.0).pow(r2)  # (B, H, Tq, Tk); distances are integers, so ≥ 1 or 0
         return -r1 * torch.where(dist > 0, powered, torch.zeros_like(powered))  # (B, H, Tq, Tk)
+
+    def closed_form_bias(self) -> ClosedFormBias:
+        score = kerple_log_score if self.form == "log" else kerple_power_score
+        return ClosedFormBias(f"kerple_{self.form}", score, (self.r1.detach().float(), self.r2.detach().float()))  # (H,) each
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, form={self.form!r}"

@@ -10,6 +10,7 @@ from torch.autograd.function import once_differentiable
 from lenbench.encodings.base import (
     TABLE_CACHE_SIZE,
     EncodingDims,
+    PairRotation,
     PositionalEncoding,
     number_param,
     register_encoding,
@@ -294,3 +295,10 @@ class RoPE(PositionalEncoding):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         tables = self.tables(pos, q.dtype)  # 2 × (B|1, 1, T, R)
         return rotate_qk(q, k, tables, tables, self.layout)  # (B, H, T, Dh) each
+
+    def pair_rotation(self, pos: torch.Tensor, dtype: torch.dtype) -> PairRotation:
+        return PairRotation(*self.cos_sin(pos, dtype), self.layout)  # cos, sin (B, 1, T, R/2) each
+
+    def kernel_comparisons(self) -> tuple[str, ...]:
+        # transformers' apply_rotary_pos_emb is this rotation only in the half layout over the whole head
+        return ("hf",) if self.layout == "half" and self.partial == 1.0 else ()

@@ -80,6 +80,7 @@ class T5Bias(PositionalEncoding):
 
     description = "learned scalar bias per head and log-spaced relative-distance bucket"
     paper = "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer"
+    relative_only = True  # table[bucket(k_pos − q_pos), h]
 
     def __init__(
         self, dims: EncodingDims, *, num_buckets: int = 32, max_distance: int | None = None,

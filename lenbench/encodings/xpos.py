@@ -6,7 +6,13 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, number_param, register_encoding
+from lenbench.encodings.base import (
+    EncodingDims,
+    PairRotation,
+    PositionalEncoding,
+    number_param,
+    register_encoding,
+)
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_scaling import default_inv_freq
 
@@ -103,3 +109,8 @@ class XPos(PositionalEncoding):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q_cos, q_sin, k_cos, k_sin = self.tables(pos, q.dtype)  # 4 × (B|1, 1, T, d)
         return rotate_qk(q, k, (q_cos, q_sin), (k_cos, k_sin), self.layout)  # (B, H, T, Dh) each
+
+    def pair_rotation(self, pos: torch.Tensor, dtype: torch.dtype) -> PairRotation:
+        cos, sin, scale = self.cos_sin_scale(pos, dtype)  # (B, 1, T, d/2) each; keys use 1 / scale
+        return PairRotation((cos * scale).to(dtype), (sin * scale).to(dtype), self.layout,
+                            (cos / scale).to(dtype), (sin / scale).to(dtype))

@@ -16,11 +16,11 @@ import torch
 import yaml
 from lenbench_testing import TINY_SUITE
 
+from lenbench.config import SuiteError, load_suite, parse_suite
 from lenbench.run import cell as cell_module
 from lenbench.run import store
 from lenbench.run.cell import compute_cell, load_checkpoint_bytes
 from lenbench.run.driver import make_job, read_checkpoints, run_suite
-from lenbench.config import SuiteError, load_suite, parse_suite
 
 TINY = TINY_SUITE
 

@@ -29,8 +29,6 @@ from lenbench.run.cell import (
 from lenbench.run.driver import ensure_cell, make_job, run_cell, run_suite
 from lenbench.run.executors.base import WORKER_MEMORY_BYTES, plan_execution, usable_cores
 from lenbench.run.memory import ENV_VAR, GIB, estimate, memory_budget
-from lenbench.model import Transformer
-from lenbench.config import parse_suite
 from lenbench.run.store import checkpoint_path, claim_cell, load_cell_results, load_rows
 from lenbench.tasks import build_task
 

@@ -9,21 +9,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-import kernel_plans as P
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from lenbench import train as train_mod
+from lenbench.config import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
 from lenbench.encodings import ENCODINGS
 from lenbench.flops import matmul_rate, mfu, model_step_flops, transformer_flops
+from lenbench.kernels import plans as P
 from lenbench.model import ModelConfig, Transformer
-from lenbench.config import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
 from lenbench.tasks import build_task
 from lenbench.train import TrainingDiverged, TrainStep, token_loss, train_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # --- FLOPs --------------------------------------------------------------------------------------
 
@@ -369,8 +369,6 @@ def test_gpu_check_usage_errors(tmp_path):
 
 _FAULTS_PER_STEP = """
 import resource, sys
-sys.path.insert(0, "bench")
-import kernel_plans as P
 import torch
 from lenbench.device import keep_freed_memory
 

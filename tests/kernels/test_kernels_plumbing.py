@@ -12,18 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-import kernel_plans as P
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lenbench.kernels import core as K
+from lenbench import kernels as K
+from lenbench import timing
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
+from lenbench.kernels import plans as P
 from lenbench.model import ModelConfig, Transformer, attend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DIMS = EncodingDims(d_model=64, n_heads=4, max_len=256)
 B, H, T, DH = 2, 4, 40, 16
 
@@ -44,6 +45,10 @@ def positions():
 
 def kind_names(kind):
     return [n for n in ENCODINGS.names() if K.kernel_kind(build_encoding(n, DIMS)) == kind]
+
+
+#: The bias encodings that declare `relative_only` (the toeplitz path): alibi, kerple, sandwich, t5.
+RELATIVE_ONLY = [n for n in kind_names("bias") if K.base_encoding(build_encoding(n, DIMS)).relative_only]
 
 
 # --- registry coverage ------------------------------------------------------------------------
@@ -195,7 +200,7 @@ def test_row_offsets():
     assert K.row_offsets(pos["random"]) is None
 
 
-@pytest.mark.parametrize("name", K.TOEPLITZ_ENCODINGS)
+@pytest.mark.parametrize("name", RELATIVE_ONLY)
 def test_toeplitz_equals_eager_causal_and_bidirectional(name):
     """Strided diagonal-table masks == the materialised bias, for blocks that do and do not divide T,
     per-row offsets, causal and bidirectional."""
@@ -241,7 +246,7 @@ def test_toeplitz_refuses_what_it_cannot_compute():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="contiguous position rows"):
         K.prepare_toeplitz(build_encoding("alibi", DIMS), positions()["random"], torch.float32)
-    fire = [n for n in kind_names("bias") if n not in K.TOEPLITZ_ENCODINGS]
+    fire = [n for n in kind_names("bias") if n not in RELATIVE_ONLY]
     for name in fire:
         assert "toeplitz" not in K.implementations(build_encoding(name, DIMS))
         with pytest.raises(ValueError, match="relative-only bias"):
@@ -468,8 +473,8 @@ def test_time_fn_reports_the_median_or_min_of_the_rounds(monkeypatch, stat, expe
     """Rounds of 3, 1, 2 and 4 s (a scripted clock): the median of an even count is the mean of
     the middle two (`statistics.median`, as the GPU check and the benchmarks report it)."""
     clock = iter([0.0, 3.0, 10.0, 11.0, 20.0, 22.0, 30.0, 34.0])
-    monkeypatch.setattr(K.time, "perf_counter", lambda: next(clock))
-    assert K.time_fn(lambda: None, torch.device("cpu"), rounds=4, warmup=1, stat=stat) == expected
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    assert timing.time_fn(lambda: None, torch.device("cpu"), rounds=4, warmup=1, stat=stat) == expected
 
 
 class _FakeAccelerator:
@@ -478,8 +483,8 @@ class _FakeAccelerator:
 
     def __init__(self, monkeypatch, per_call: float, latency: float = 20e-6) -> None:
         self.now, self.syncs, self.calls, self.per_call, self.latency = 0.0, 0, 0, per_call, latency
-        monkeypatch.setattr(K.time, "perf_counter", lambda: self.now)
-        monkeypatch.setattr(K, "synchronize", self.synchronize)
+        monkeypatch.setattr(timing.time, "perf_counter", lambda: self.now)
+        monkeypatch.setattr(timing, "synchronize", self.synchronize)
 
     def fn(self) -> None:
         self.calls += 1
@@ -492,21 +497,21 @@ class _FakeAccelerator:
 
 def test_calls_per_round_is_one_on_the_cpu_and_fills_a_millisecond_on_an_accelerator(monkeypatch):
     fake = _FakeAccelerator(monkeypatch, per_call=20e-6)
-    assert K.calls_per_round(fake.fn, torch.device("cpu")) == 1
-    calls = K.calls_per_round(fake.fn, torch.device("cuda"))
+    assert timing.calls_per_round(fake.fn, torch.device("cpu")) == 1
+    calls = timing.calls_per_round(fake.fn, torch.device("cuda"))
     assert 45 <= calls <= 50  # 1 ms / (20 µs + the synchronise latency shared by the calls of a round)
     fake.per_call = 1e-9
-    assert K.calls_per_round(fake.fn, torch.device("cuda")) == K.MAX_CALLS_PER_ROUND
+    assert timing.calls_per_round(fake.fn, torch.device("cuda")) == timing.MAX_CALLS_PER_ROUND
 
 
 def test_time_fn_on_an_accelerator_times_many_calls_per_synchronise(monkeypatch):
     """A 5 µs kernel behind a 20 µs synchronise: one call per round would report 25 µs; rounds
     of `calls_per_round` calls report the kernel's time within the latency spread over them."""
     fake = _FakeAccelerator(monkeypatch, per_call=5e-6)
-    seconds = K.time_fn(fake.fn, torch.device("cuda"), rounds=5, warmup=1)
+    seconds = timing.time_fn(fake.fn, torch.device("cuda"), rounds=5, warmup=1)
     assert 5e-6 <= seconds < 5.2e-6
     syncs_before, calls_before = fake.syncs, fake.calls
-    K.time_fn(fake.fn, torch.device("cuda"), rounds=5, warmup=0)
+    timing.time_fn(fake.fn, torch.device("cuda"), rounds=5, warmup=0)
     calibration = 2  # calls_per_round's two rounds
     assert fake.syncs - syncs_before == 1 + calibration + 5 and fake.calls - calls_before > 5 * 100
 
@@ -515,13 +520,13 @@ def test_synced_every_synchronises_once_per_round_of_calls(monkeypatch):
     """pytest-benchmark calls the target `iterations` times per round: the device is synchronised
     after the last call of each round (CPU: after every call, as before)."""
     fake = _FakeAccelerator(monkeypatch, per_call=50e-6)
-    target, calls = K.synced_every(fake.fn, torch.device("cuda"))
+    target, calls = timing.synced_every(fake.fn, torch.device("cuda"))
     assert calls == 20
     fake.syncs = 0
     for _ in range(3 * calls):
         target()
     assert fake.syncs == 3
-    target, calls = K.synced_every(fake.fn, torch.device("cpu"))
+    target, calls = timing.synced_every(fake.fn, torch.device("cpu"))
     fake.syncs = 0
     for _ in range(4):
         target()
@@ -541,7 +546,7 @@ def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
         order.append(name)
         now[0] += cost[name] * (4.0 if position == 0 else 2.0)
 
-    monkeypatch.setattr(K.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.kernels.core
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.timing
     ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
     assert ratio == pytest.approx(1.5)
     assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs
