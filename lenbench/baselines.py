@@ -33,16 +33,12 @@ from lenbench.evaluate import (
     sample_sums,
     task_metrics,
 )
+from lenbench.labels import BASELINE_PREFIX as PREFIX
+from lenbench.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
 
-PREFIX = "baseline:"
 #: Baseline names by task kind.
 BASELINES = {"sequence": ("chance", "repeat-previous"), "lm": ("chance", "unigram")}
-
-
-def is_baseline(encoding: str) -> bool:
-    """Whether a row's encoding label is a baseline ("baseline:chance", …)."""
-    return encoding.startswith(PREFIX)
 
 
 @functools.lru_cache(maxsize=4)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from lenbench import metrics
+from lenbench.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported for the evaluation's callers)
     METRICS,
     PRIMARY_METRIC,
@@ -16,8 +18,10 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
     encode_samples,
     metric_transform,
 )
-from lenbench.model import Transformer
 from lenbench.tasks.base import Task
+
+if TYPE_CHECKING:  # annotations only: the evaluation runs any model it is given
+    from lenbench.model import Transformer
 
 # Every metric's facts (direction, the sums it is built from, the task kinds it is recorded for, its
 # value from those sums, the stored form of per-sample scores) live in `lenbench.metrics`; this
@@ -112,35 +116,6 @@ def evaluate_length(
 POSITION_BUCKETS = 32
 #: Needle-depth buckets per passkey evaluation length.
 DEPTH_BUCKETS = 5
-
-
-def position_bucket(lo: int, hi: int) -> str:
-    """Label of the targets at positions lo … hi (inclusive)."""
-    return f"pos:{lo}-{hi}"
-
-
-def depth_bucket(lo: float, hi: float) -> str:
-    """Label of the needle depths in [lo, hi)."""
-    return f"depth:{lo:.2f}-{hi:.2f}"
-
-
-def parse_bucket(label: str) -> tuple[str, float, float] | None:
-    """(kind, lo, hi) of a bucket label, None for "" (a whole-length row).
-
-    >>> parse_bucket("pos:0-31"), parse_bucket("depth:0.20-0.40"), parse_bucket("")
-    (('pos', 0.0, 31.0), ('depth', 0.2, 0.4), None)
-    """
-    if not label:
-        return None
-    kind, sep, span = label.partition(":")
-    lo, dash, hi = span.partition("-")
-    try:
-        if not (sep and dash):
-            raise ValueError
-        return kind, float(lo), float(hi)
-    except ValueError:
-        raise ValueError(f"bucket {label!r} is not of the form '<kind>:<lo>-<hi>' (e.g. 'pos:0-31', "
-                         f"'depth:0.20-0.40', or '' for a whole-length row)") from None
 
 
 def _eval_batches(task: Task, length: int, samples: int, tokens_per_batch: int, seed: int, device: torch.device):

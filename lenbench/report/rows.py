@@ -419,15 +419,11 @@ def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
 
 
 def primary_metric(task: str, metrics: Iterable[str]) -> str:
-    """The leaderboard metric of a task: the primary metric of its kind, else the first primary metric
-    present (`lenbench.metrics.leaderboard_metric`)."""
-    try:
-        from lenbench.tasks import TASKS
-
-        kind = TASKS.get(task).kind
-    except KeyError:
-        kind = None
-    return leaderboard_metric(kind, metrics)
+    """The leaderboard metric of a task's rows: the primary metric of the kind its metrics belong
+    to (a task records the metrics of one kind, `lenbench.metrics.task_metrics`), else the first
+    present (`lenbench.metrics.leaderboard_metric`). Read from the rows alone, so the report never
+    imports the tasks (and through them torch and the model)."""
+    return leaderboard_metric(None, metrics)
 
 
 TRAINING_STEP_COLUMNS = ("encoding", "seconds", "ratio_to_nope", "task", "T", "batch_size", "device", "device_name")

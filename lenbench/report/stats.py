@@ -49,7 +49,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from lenbench.baselines import PREFIX as BASELINE_PREFIX
+from lenbench.labels import BASELINE_PREFIX
 from lenbench.metrics import decode_arrays as decode
 from lenbench.metrics import learned_min, worst_value
 from lenbench.metrics import transform_array as transform

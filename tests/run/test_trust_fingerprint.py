@@ -139,10 +139,10 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     """What the compute path imports today, stated in full (a change here is a deliberate one).
     No driver, store or executor module: the compute path (`run/cell.py`) imports none of them."""
     assert source_files(cells["alibi/copy"]) == [
-        "__init__.py", "baselines.py", "config/checks.py", "config/suite.py", "device.py",
-        "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py", "evaluate.py", "model.py",
-        "numerics.py", "registry.py", "run/cell.py", "run/closure.py", "run/fingerprint.py", "run/memory.py",
-        "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
+        "__init__.py", "baselines.py", "config/fields.py", "config/kernels.py", "config/resources.py",
+        "config/schema.py", "device.py", "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py",
+        "evaluate.py", "metrics.py", "model.py", "numerics.py", "registry.py", "run/cell.py", "run/closure.py",
+        "run/fingerprint.py", "run/memory.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
         "encodings/rope.py", "tasks/lm.py"}
     assert set(source_files(cells["randomized/copy"])) - set(source_files(cells["rope/copy"])) == {
@@ -212,6 +212,7 @@ from pathlib import Path
 from lenbench.atomic import atomic_write_json
 from lenbench.run.driver import expected_fingerprint, pending_cells
 from lenbench.run.store import cell_path
+from lenbench.run import fingerprint
 from lenbench.config import load_suite
 suite, out = load_suite(sys.argv[1]), Path(sys.argv[2])
 if sys.argv[3] == "write":
