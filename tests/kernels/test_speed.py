@@ -369,6 +369,7 @@ def test_gpu_check_usage_errors(tmp_path):
 
 _FAULTS_PER_STEP = """
 import resource, sys
+from lenbench.kernels import plans as P
 import torch
 from lenbench.device import keep_freed_memory
 
