@@ -12,6 +12,9 @@ reason). Implementations come from `lenbench.kernels.implementations`:
               toeplitz (relative-only biases: SDPA over strided views of a per-distance table),
               cached_blocks (the others: the materialised mask, one SDPA call per causal query block)
     absolute  eager vs compiled embed;  content (CoPE): eager vs compiled attention
+    layer     (FoX, DAPE) eager (one layer's attention as the model runs it: layer_bias folded into
+              the mask + SDPA), compiled (the same function), flex (FoX: score_mod c[q] − c[kv])
+    attend    (stick-breaking, SSMax) eager (rotate + the encoding's attend), compiled
 
 plus `test_attention_baseline` (unbiased causal SDPA, what `nope` runs), `test_training_step`
 (one training step of each encoding at the suite's size) and `test_training_mfu` (model FLOPs
@@ -23,7 +26,8 @@ dtype's tolerance. Compilation and autotuning happen in that check call, never i
 Rounds adapt to the kernel's duration (about `seconds` of timing, 3 … 50 rounds).
 
 Shapes (fixed across T, so one dynamic-shape compilation serves every length): rotary
-(B=8, H=8, T, Dh=64), absolute (8, T, 512), attention (B=1, 8, T, 64).
+(B=8, H=8, T, Dh=64), absolute (8, T, 512), attention (B=1, 8, T, 64); layer and attend kinds
+also read the layer input x (1, T, 512).
 
 What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.kernels.KernelSpec`: enabled,
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
@@ -34,13 +38,14 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
     LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (bf16 skipped without native support)  (dtypes)
     LENBENCH_KERNEL_SECONDS   timing budget per benchmark            (kernels.seconds)
     LENBENCH_KERNEL_ENCODINGS comma list of encodings to time        (kernels.encodings)
-    LENBENCH_CONTENT_MAX_T    longest T for content-dependent (CoPE) kernels on the CPU  (content_max_t)
+    LENBENCH_CONTENT_MAX_T    longest T for content-dependent (CoPE), layer and attend kernels on the CPU
+                              (their eager references materialise (B, H, T, T) tensors)  (content_max_t)
     LENBENCH_TRAIN_ROUNDS     rounds of the training-step and MFU benchmarks             (train_rounds)
     LENBENCH_TRAIN_TASK       suite task of the training-step benchmark (default lm: T = 64 in quick;
                               passkey and copy train at T = 32)
 
 `benchmark.extra_info` keys (every kernel test):
-    encoding, kind (rotary|bias|absolute|content|attention-baseline), impl, T, dtype, shape
+    encoding, kind (rotary|bias|absolute|content|layer|attend|attention-baseline), impl, T, dtype, shape
     bytes_moved        estimate: rotary read q,k + write q,k; attention q,k,v,out (+ the bias when
                        materialised); absolute read h + write out (+ gathered table rows)
     seconds            median seconds per call;  gb_per_s  bytes_moved / seconds
@@ -126,15 +131,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 HEADS, HEAD_DIM = 8, 64
 ROTARY_BATCH, ATTENTION_BATCH = 8, 1
 TOL = {
-    "fp32": {"rotary": (1e-5, 1e-5), "absolute": (1e-5, 1e-5), "bias": (2e-4, 1e-4), "content": (2e-4, 1e-4)},
+    "fp32": {"rotary": (1e-5, 1e-5), "absolute": (1e-5, 1e-5), "bias": (2e-4, 1e-4), "content": (2e-4, 1e-4),
+             "layer": (2e-4, 1e-4), "attend": (2e-4, 1e-4)},
     # bf16: the eager reference rounds every product to bf16, the compiled kernel once at the end, so
     # a difference of products (x1·cos − x2·sin) can differ by a few bf16 ulps of the products.
-    "bf16": {"rotary": (6e-2, 1.6e-2), "absolute": (3e-2, 1.6e-2), "bias": (3e-2, 2e-2), "content": (3e-2, 2e-2)},
+    "bf16": {"rotary": (6e-2, 1.6e-2), "absolute": (3e-2, 1.6e-2), "bias": (3e-2, 2e-2), "content": (3e-2, 2e-2),
+             "layer": (3e-2, 2e-2), "attend": (3e-2, 2e-2)},
 }
 # A compiled kernel that hits dynamo's recompile limit would silently run eagerly (and be timed
 # as "fused"): make that an error instead.
 if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
     torch._dynamo.config.fail_on_recompile_limit_hit = True
+
+#: Kinds whose kernel is a whole attention (timed against unbiased causal SDPA, grouped as "attention").
+ATTENTION_KINDS = ("bias", "content", "layer", "attend")
 
 _ENCODINGS: dict[tuple[str, str], object] = {}
 _SECONDS: dict[tuple, float] = {}  # (encoding, impl, T, dtype) -> median seconds, this session
@@ -213,7 +223,7 @@ def _record(benchmark, copy_floor, *, name, kind, impl, T, dt, shape, bytes_move
         info["over_eager"] = seconds / eager
     if kind == "rotary" and impl != "hf" and (hf := _SECONDS.get((name, "hf", T, dt))):
         info["speedup_over_hf"] = hf / seconds
-    if kind in ("bias", "content") and (base := _SECONDS.get(("attention-baseline", "sdpa_causal", T, dt))):
+    if kind in ATTENTION_KINDS and (base := _SECONDS.get(("attention-baseline", "sdpa_causal", T, dt))):
         info["over_unbiased"] = seconds / base
     return seconds
 
@@ -251,14 +261,15 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
         pytest.skip(K.nothing_to_fuse_reason(enc))
     dtype = _check_dtype(dt, device)
     kind = K.kernel_kind(enc)
-    benchmark.group = f"{'attention' if kind in ('bias', 'content') else kind}-T{T}-{dt}"
+    benchmark.group = f"{'attention' if kind in ATTENTION_KINDS else kind}-T{T}-{dt}"
     compiled = impl in ("fused", "compiled", "flex", "flex_gather")
     if compiled:
         ok, reason = K.flex_support(device.type) if impl.startswith("flex") else K.compile_support(device.type)
         if not ok:
             pytest.skip(reason)
     atol, rtol = TOL[dt][kind]
-    build = {"rotary": _rotary, "bias": _bias, "absolute": _absolute, "content": _content}[kind]
+    build = {"rotary": _rotary, "bias": _bias, "absolute": _absolute, "content": _content, "layer": _layer,
+             "attend": _layer}[kind]
     with torch.no_grad():  # forward kernels: no autograd graph, learned biases need no grad
         fn, eager_fn, shape, bytes_moved = build(enc, impl, T, dtype, device)
         out, once = P.call_seconds(fn, device)  # compiles here, outside any timed round
@@ -279,7 +290,7 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
         if compiled:  # the first call compiled: time a second one (the warm-up) to size the rounds
             _, once = P.call_seconds(fn, device)
         timed(fn, rounds=_rounds(once), warmup_rounds=0)
-        interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ("bias", "content") and impl != "eager" else None
+        interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ATTENTION_KINDS and impl != "eager" else None
         copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=31)
                             if kind == "rotary" and impl != "eager" else None)
     _record(benchmark, copy_floor, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape, bytes_moved=bytes_moved,
@@ -360,6 +371,29 @@ def _content(enc, impl, T, dtype, device):
     fn = eager if impl == "eager" else (lambda: K.attention_content_compiled(q, k, v, enc, pos))
     bias = torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
     return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias)
+
+
+def _layer(enc, impl, T, dtype, device):
+    """layer (FoX, DAPE) and attend (stick-breaking, SSMax): one layer's attention after its
+    projections, from the layer input x and q, k, v (`lenbench.kernels.layer`)."""
+    if device.type == "cpu" and T > S.content_max_t:
+        pytest.skip(f"{enc.name}: its eager attention materialises (B, H, T, T) tensors; CPU runs stop at "
+                    f"T={S.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
+    B = ATTENTION_BATCH
+    q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
+    (x,) = _inputs((B, T, HEADS * HEAD_DIM), dtype, device, 1, seed=1)
+    pos = _positions(enc, B, T, device)
+    enc = P.in_dtype(enc, dtype)  # a per-dtype copy (FoX's gates, DAPE's MLPs read x / the logits in dtype)
+    mask = K.layer_mask(enc, pos, dtype)  # (B|1, H|1, T, T) or None: built once per forward in the model
+    eager = lambda: K.attention_layer(x, q, k, v, enc, pos, mask)  # noqa: E731
+    fns = {"eager": eager, "compiled": lambda: K.attention_layer_compiled(x, q, k, v, enc, pos, mask),
+           "flex": lambda: K.attention_score_vector(x, q, k, v, enc, pos)}
+    # bytes: q, k, v, out, x, plus the bias read where one is materialised (the layer bias; a wrapped bias's mask)
+    if K.kernel_kind(enc) == "layer":
+        materialised = None if impl == "flex" else torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
+    else:
+        materialised = mask
+    return fns[impl], eager, q.shape, P.attention_bytes(q, k, v, bias=materialised) + P.nbytes(x)
 
 
 # --- training step --------------------------------------------------------------------------------

@@ -23,9 +23,14 @@ what the class declares, never from its name, so a new encoding touches only its
 
 | declaration                       | default  | what it gets                                           |
 | --------------------------------- | -------- | ------------------------------------------------------ |
-| the hook it overrides             |          | its kind: `rotate` → rotary, `bias` → bias, `embed` →  |
-|                                   |          | absolute, `content_dependent = True` → content; none → |
-|                                   |          | nothing to fuse (a wrapper's `inner` is read instead)  |
+| the hook it overrides             |          | its kind: `replaces_softmax = True` → attend,          |
+|                                   |          | `layer_dependent = True` → layer (these two first,     |
+|                                   |          | whatever else the class overrides), `content_dependent |
+|                                   |          | = True` → content, `rotate` → rotary, `bias` → bias,   |
+|                                   |          | `embed` → absolute; none → nothing to fuse (a          |
+|                                   |          | wrapper's `inner` is read instead); layer and attend:  |
+|                                   |          | eager (one layer's attention as the model runs it) and |
+|                                   |          | compiled (the same function through torch.compile)     |
 | `relative_only: ClassVar[bool]`   | False    | True: `bias` is a function of k_pos − q_pos alone (per |
 |                                   |          | head); then `toeplitz` attention (SDPA over strided    |
 |                                   |          | views of a per-distance table) instead of              |
@@ -39,6 +44,11 @@ what the class declares, never from its name, so a new encoding touches only its
 |                                   |          | x2·cos + x1·sin per channel pair): the one compiled    |
 |                                   |          | kernel rotating q and k together; None: `rotate` is    |
 |                                   |          | compiled as it is                                      |
+| `score_vector(x, layer)`          | None     | a (B, H, T) vector c (layer kind): the layer's whole   |
+|                                   |          | bias is c_i − c_j for keys j ≤ i (FoX's cumulative log |
+|                                   |          | forget gates; no other bias); then `flex` attention    |
+|                                   |          | with the score modifier c[b, h, q] − c[b, h, kv] and a |
+|                                   |          | causal block mask, no (T, T) tensor                    |
 | `kernel_comparisons()`            | ()       | extra implementations timed beside those: "hf"         |
 |                                   |          | (rotary, when `rotate` equals transformers'            |
 |                                   |          | rotate_half over the whole head), "flex_gather" (a     |
@@ -271,6 +281,18 @@ class PositionalEncoding(nn.Module):
     def kernel_comparisons(self) -> tuple[str, ...]:
         """Extra implementations the kernel benchmarks time for this instance ("hf", "flex_gather")."""
         return ()
+
+    def score_vector(self, x: torch.Tensor, layer: int) -> torch.Tensor | None:
+        """For a `layer_dependent` encoding whose bias is a difference of one vector: c (B, H, T),
+        float32 at least, such that `layer_bias(x, q, k, pos, layer)[b, h, i, j]` = c[b, h, i] −
+        c[b, h, j] for keys j ≤ i (−inf after the query; causal only), and no other bias. None:
+        no such form (the layer's bias is materialised). Overriding it declares the `flex` kernel.
+
+        Args:
+            x: (B, T, D) the layer's input, as `layer_bias` receives it.
+            layer: the layer's index.
+        """
+        return None
 
     # --- Hooks beyond a bias from positions, q and k (FoX, DAPE, stick-breaking, SSMax) ---------------
     # Both are off by default (class attributes False): the model calls them only for an encoding

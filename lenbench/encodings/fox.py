@@ -33,7 +33,8 @@ class ForgettingAttention(PositionalEncoding):
 
     The bias is a difference of cumulative sums (c_i − c_j) of a (B, H, T) vector: a fused kernel
     needs only that vector as a score modifier, never a (T, T) table. Here it is materialised as a
-    (B, H, T, T) additive bias (the eager reference). Causal only: the cumulative sum runs forward.
+    (B, H, T, T) additive bias (the eager reference); `score_vector` declares c for the fused
+    flex kernel (`lenbench.kernels.layer`). Causal only: the cumulative sum runs forward.
 
     Args:
         dims: model geometry; one gate per layer (`dims.n_layers`).
@@ -70,12 +71,20 @@ class ForgettingAttention(PositionalEncoding):
         future = torch.ones(T, T, dtype=torch.bool, device=c.device).triu(1)  # (T, T): key after query
         return d.masked_fill(future, float("-inf"))  # (B, H, T, T)
 
-    def layer_bias(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor,
-                   layer: int) -> torch.Tensor:
+    def _check_layer(self, layer: int) -> None:
         if layer >= len(self.gates):
             raise ValueError(f"encoding 'fox' has gates for {len(self.gates)} layers, asked for layer {layer} "
                              f"(build it with EncodingDims(n_layers=...))")
+
+    def layer_bias(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor,
+                   layer: int) -> torch.Tensor:
+        self._check_layer(layer)
         return self.decay(self.log_forget(x, layer))  # (B, H, T, T)
+
+    def score_vector(self, x: torch.Tensor, layer: int) -> torch.Tensor:
+        """c_t = Σ_{l ≤ t} log f_l (B, H, T): the kernel declaration (D_ij = c_i − c_j), for the flex path."""
+        self._check_layer(layer)
+        return self.log_forget(x, layer).cumsum(-1)  # (B, H, T)
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, layers={len(self.gates)}"

@@ -6,7 +6,7 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, number_param, register_encoding
+from lenbench.encodings.base import EncodingDims, PairRotation, PositionalEncoding, number_param, register_encoding
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_scaling import default_inv_freq
 
@@ -76,6 +76,11 @@ class PRoPE(PositionalEncoding):
         key = ("prope", q.dtype, self.theta, self.layout, self.kept)
         tables = self.position_tables(pos, key, lambda p: rotary_tables(*self.cos_sin(p, q.dtype), self.layout))  # 2 × (B|1, 1, T, R)
         return rotate_qk(q, k, tables, tables, self.layout)  # (B, H, T, Dh) each
+
+    def pair_rotation(self, pos: torch.Tensor, dtype: torch.dtype) -> PairRotation | None:
+        """The kept pairs' rotation (R = 2 · kept channels rotate, the rest pass through): the fused
+        rotary kernel; None at p = 0 (nothing rotates)."""
+        return PairRotation(*self.cos_sin(pos, dtype), self.layout) if self.kept else None  # (B, 1, T, kept) each
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, p={self.p:g}, kept_pairs={self.kept}/{self.dims.head_dim // 2}, theta={self.theta:g}"

@@ -17,15 +17,22 @@ or more fused implementations that `bench/test_kernels.py` times and `tests/kern
 |           |                                 |                                          | read by causal query blocks                             |
 | absolute  | sinusoidal, learned             | `enc.embed`                              | `torch.compile(enc.embed)`                              |
 | content   | cope                            | `enc.attention_bias` + SDPA              | the same function compiled                              |
+| layer     | fox, dape (`layer_dependent`)   | one layer's attention as the model runs  | `compiled`: the same function compiled; `flex` (a       |
+|           |                                 | it (`attention_layer`: rotate,           | `score_vector` declaration, FoX): flex_attention adding |
+|           |                                 | layer_bias folded into the mask, SDPA)   | c[b,h,q] − c[b,h,kv] from a (B, H, T) vector            |
+| attend    | stickbreaking, ssmax            | `attention_layer`: rotate, the           | the same function compiled                              |
+|           | (`replaces_softmax`, whatever   | encoding's `attend`                      |                                                         |
+|           | it wraps)                       |                                          |                                                         |
 
 An encoding without a hook of its own (nope) has nothing to fuse. Which paths an encoding gets
 comes from its declarations (`relative_only`, `closed_form_bias`, `pair_rotation`,
-`kernel_comparisons`: "Declare your kernel family" in `lenbench.encodings.base`), never from
-its name: a new encoding touches only its own module.
+`score_vector`, `kernel_comparisons`: "Declare your kernel family" in `lenbench.encodings.base`),
+never from its name: a new encoding touches only its own module.
 
 Modules: `dispatch` (kind and implementations per encoding), `support` (compile / flex / bf16
 checks, lazily compiled wrappers), `rotary`, `bias` (eager, cached, flex, toeplitz,
-cached_blocks), `content` (CoPE-like), `_inductor_patch` (a torch inductor fix), `plans` (what the
+cached_blocks), `content` (CoPE-like), `layer` (per-layer biases and replaced softmax:
+FoX, DAPE, stick-breaking, SSMax), `_inductor_patch` (a torch inductor fix), `plans` (what the
 benchmarks time, their measurements and targets; `python -m lenbench.kernels BENCH.json`).
 
 This package re-exports the ops of those modules (`__all__`): the benchmarks and tests address
@@ -57,10 +64,12 @@ from lenbench.kernels.content import attention_content, attention_content_compil
 from lenbench.kernels.dispatch import (
     Kind,
     base_encoding,
+    declares_score_vector,
     implementations,
     kernel_kind,
     nothing_to_fuse_reason,
 )
+from lenbench.kernels.layer import attention_layer, attention_layer_compiled, attention_score_vector, layer_mask
 from lenbench.kernels.rotary import (
     ROTARY_COMPILE_OPTIONS,
     RotaryInputs,
@@ -75,10 +84,11 @@ from lenbench.kernels.support import bf16_support, compile_support, compiled_hoo
 
 __all__ = [
     "FlexPlan", "Kind", "ROTARY_COMPILE_OPTIONS", "RotaryInputs", "ToeplitzPlan", "attention_cached",
-    "attention_cached_blocks", "attention_content", "attention_content_compiled", "attention_eager", "attention_flex",
-    "attention_toeplitz", "attention_unbiased", "base_encoding", "bf16_support", "causal_additive_mask",
-    "causal_block_mask", "compile_support", "compiled_hook", "flex_block_size", "flex_support", "folded_bias",
-    "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "nothing_to_fuse_reason", "prepare_flex",
-    "prepare_toeplitz", "relative_table", "rotary_eager", "rotary_fused", "rotary_hf", "rotary_inputs", "row_offsets",
-    "toeplitz_block",
+    "attention_cached_blocks", "attention_content", "attention_content_compiled", "attention_eager",
+    "attention_flex", "attention_layer", "attention_layer_compiled", "attention_score_vector", "attention_toeplitz",
+    "attention_unbiased", "base_encoding", "bf16_support", "causal_additive_mask", "causal_block_mask",
+    "compile_support", "compiled_hook", "declares_score_vector", "flex_block_size", "flex_support", "folded_bias",
+    "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "layer_mask", "nothing_to_fuse_reason",
+    "prepare_flex", "prepare_toeplitz", "relative_table", "rotary_eager", "rotary_fused", "rotary_hf",
+    "rotary_inputs", "row_offsets", "toeplitz_block",
 ]

@@ -1,9 +1,10 @@
 """What each encoding offers: its kernel kind and the implementations the benchmarks time.
 
 Read from what the encoding declares (`lenbench.encodings.base`, "Declare your kernel family"),
-never from its name: the hook it overrides gives the kind; `relative_only`, `closed_form_bias`,
-`pair_rotation` and `kernel_comparisons` give the paths within the kind. A wrapper (randomized)
-is read through its `inner` encoding.
+never from its name: the hook it overrides gives the kind (`replaces_softmax` → attend and
+`layer_dependent` → layer before any other hook: SSMax over RoPE still replaces the softmax);
+`relative_only`, `closed_form_bias`, `pair_rotation`, `score_vector` and `kernel_comparisons` give
+the paths within the kind. A wrapper (randomized) is read through its `inner` encoding.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Literal
 from lenbench.encodings import PositionalEncoding
 from lenbench.registry import did_you_mean
 
-Kind = Literal["rotary", "bias", "absolute", "content", "none"]
+Kind = Literal["rotary", "bias", "absolute", "content", "layer", "attend", "none"]
 
 #: The extra implementations an encoding may ask for (`kernel_comparisons`), per kind.
 COMPARISONS: dict[str, tuple[str, ...]] = {"rotary": ("hf",), "bias": ("flex_gather",)}
@@ -32,6 +33,10 @@ def base_encoding(enc: PositionalEncoding) -> PositionalEncoding:
 def kernel_kind(enc: PositionalEncoding) -> Kind:
     """Which forward kernel an encoding has: the hook it overrides (after unwrapping wrappers)."""
     enc = base_encoding(enc)
+    if enc.replaces_softmax:  # stick-breaking, SSMax (whatever it wraps): the attention itself
+        return "attend"
+    if enc.layer_dependent:  # FoX, DAPE: a bias per layer, read from the layer's input
+        return "layer"
     if enc.content_dependent:
         return "content"
     if _overrides(enc, "rotate"):
@@ -41,6 +46,11 @@ def kernel_kind(enc: PositionalEncoding) -> Kind:
     if _overrides(enc, "embed"):
         return "absolute"
     return "none"
+
+
+def declares_score_vector(enc: PositionalEncoding) -> bool:
+    """Whether `enc` (after unwrapping) declares its layer bias as c_i − c_j (`score_vector`)."""
+    return _overrides(base_encoding(enc), "score_vector")
 
 
 def comparisons(enc: PositionalEncoding) -> tuple[str, ...]:
@@ -75,7 +85,9 @@ def implementations(enc: PositionalEncoding) -> list[str]:
     it: RoPE's default half layout with full rotation); bias: eager, cached, flex (+ flex_gather
     where declared: the same closed-form modifier always gathering positions; + toeplitz for a
     `relative_only` bias, else cached_blocks: the materialised mask read by causal query blocks);
-    absolute and content: eager, compiled; none: [].
+    absolute and content: eager, compiled; layer and attend: eager (one layer's attention as the
+    model runs it, `lenbench.kernels.layer`), compiled (+ flex for a layer encoding declaring
+    `score_vector`: FoX); none: [].
     """
     kind = kernel_kind(enc)
     extra = comparisons(enc)
@@ -84,11 +96,13 @@ def implementations(enc: PositionalEncoding) -> list[str]:
     if kind == "bias":
         impls = ["eager", "cached", "flex", "flex_gather"] if "flex_gather" in extra else ["eager", "cached", "flex"]
         return impls + ["toeplitz"] if base_encoding(enc).relative_only else impls + ["cached_blocks"]
-    if kind in ("absolute", "content"):
+    if kind in ("absolute", "content", "attend"):
         return ["eager", "compiled"]
+    if kind == "layer":
+        return ["eager", "compiled", "flex"] if declares_score_vector(enc) else ["eager", "compiled"]
     return []
 
 
 def nothing_to_fuse_reason(enc: PositionalEncoding) -> str:
-    return (f"encoding {enc.name!r} overrides no embed/rotate/bias hook: nothing to fuse (its attention is "
+    return (f"encoding {enc.name!r} overrides no embed/rotate/bias/layer_bias/attend hook: nothing to fuse (its attention is "
             f"the unbiased causal SDPA timed by test_attention_baseline)")

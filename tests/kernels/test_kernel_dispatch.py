@@ -2,6 +2,7 @@
 
 - Every built-in encoding gets exactly the implementations and flex flavour it got when dispatch
   went by name (the lists were computed on the `skeleton` branch, before the change).
+- The frontier encodings (issue 22) get the kinds their declarations give (`FRONTIER`).
 - A toy encoding registered here (not in `lenbench/kernels/`) gets the fused paths its
   declarations allow: relative-only bias → toeplitz and the per-distance flex table; a closed
   form → its own flex modifier; a per-pair rotation → the fused rotary kernel; each equal to its
@@ -54,6 +55,20 @@ BEFORE = [
     ("randomized", {"base": "t5"}, "bias", ["eager", "cached", "flex", "toeplitz"]),
     ("randomized", {"base": "xpos"}, "rotary", ["eager", "fused"]),
 ]
+# The 2024–2025 frontier (issue 22): kinds from `replaces_softmax` (attend, before any other hook:
+# SSMax over RoPE or ALiBi still replaces the softmax) and `layer_dependent` (layer); FoX's
+# `score_vector` declaration adds flex; p-RoPE's `pair_rotation` gives it the fused rotary kernel.
+FRONTIER = [
+    ("fox", {}, "layer", ["eager", "compiled", "flex"]),
+    ("dape", {}, "layer", ["eager", "compiled"]),
+    ("dape", {"base": "alibi"}, "layer", ["eager", "compiled"]),
+    ("stickbreaking", {}, "attend", ["eager", "compiled"]),
+    ("ssmax", {}, "attend", ["eager", "compiled"]),
+    ("ssmax", {"base": "rope"}, "attend", ["eager", "compiled"]),
+    ("ssmax", {"base": "alibi"}, "attend", ["eager", "compiled"]),
+    ("prope", {}, "rotary", ["eager", "fused"]),
+    ("prope", {"p": 1.0}, "rotary", ["eager", "fused"]),
+]
 # The flex flavour of each bias encoding at contiguous and at gathered positions (skeleton branch).
 FLAVOURS_BEFORE = {"alibi": "alibi", "fire": "dense_shared", "kerple": "kerple_log", "sandwich": "table", "t5": "table"}
 
@@ -62,6 +77,25 @@ FLAVOURS_BEFORE = {"alibi": "alibi", "fire": "dense_shared", "kerple": "kerple_l
 def test_every_built_in_encoding_gets_the_implementations_it_got_by_name(name, params, kind, impls):
     enc = build_encoding(name, DIMS, **params)
     assert (K.kernel_kind(enc), K.implementations(enc)) == (kind, impls)
+
+
+@pytest.mark.parametrize(("name", "params", "kind", "impls"), FRONTIER, ids=[f"{n}{p or ''}" for n, p, _, _ in FRONTIER])
+def test_the_frontier_encodings_get_their_kind_from_their_declarations(name, params, kind, impls):
+    enc = build_encoding(name, DIMS, **params)
+    assert (K.kernel_kind(enc), K.implementations(enc)) == (kind, impls)
+
+
+def test_p_rope_declares_its_rotation_and_p0_rotates_nothing():
+    q, k = qkv(2)
+    pos = torch.stack((torch.arange(T), torch.arange(T) + 3))
+    for p in (0.25, 0.75, 1.0):
+        enc = build_encoding("prope", DIMS, p=p)
+        tables = K.rotary_inputs(enc, pos, torch.float32)
+        assert tables is not None and 2 * tables.cos.shape[-1] == enc.rot_dim
+        ref = enc.rotate(q, k, pos)
+        for out in (tables.eager(q, k), tables.fused(q, k, compiled=False)):
+            torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6)
+    assert K.rotary_inputs(build_encoding("prope", DIMS, p=0.0), pos, torch.float32) is None  # compiled rotate (identity)
 
 
 @pytest.mark.parametrize("name", sorted(FLAVOURS_BEFORE))

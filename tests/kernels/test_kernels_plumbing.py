@@ -59,7 +59,7 @@ def test_every_encoding_has_a_kind_and_implementations(name):
     enc = build_encoding(name, DIMS)
     kind = K.kernel_kind(enc)
     impls = K.implementations(enc)
-    assert kind in ("rotary", "bias", "absolute", "content", "none")
+    assert kind in ("rotary", "bias", "absolute", "content", "layer", "attend", "none")
     if kind == "none":
         assert impls == [] and "nothing to fuse" in K.nothing_to_fuse_reason(enc)
     else:
@@ -431,7 +431,9 @@ def test_quick_training_step_runs():
 def test_bench_kernels_collects_every_encoding():
     env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "256", "LENBENCH_KERNEL_DTYPES": "fp32"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "bench/test_kernels.py", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        # standard: its kernels section times every registered encoding (quick names its twelve)
+        [sys.executable, "-m", "pytest", "bench/test_kernels.py", "--suite", "standard", "--collect-only", "-q",
+         "-p", "no:cacheprovider"],
         cwd=ROOT, capture_output=True, text=True, env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
