@@ -246,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:  # the executor has cancelled its outstanding cells on the way out
         return _interrupted()
+    except BrokenPipeError:  # `lenbench list encodings | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 def _main(argv: list[str] | None) -> int:

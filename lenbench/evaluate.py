@@ -1,4 +1,4 @@
-"""Evaluation of a trained model at one length: the metrics of DESIGN.md's results schema."""
+"""Evaluation of a trained model at one length: the metrics of docs/DESIGN.md's results schema."""
 
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ fraction [0.2, 0.4), the last bucket closed). The evaluation writes these labels
 
 from __future__ import annotations
 
+#: The `variant` of a row measured on the model as trained (no inference-time variant).
+BASE_VARIANT = "none"
 #: Prefix of a baseline row's encoding label ("baseline:chance", "baseline:unigram", …).
 BASELINE_PREFIX = "baseline:"
 

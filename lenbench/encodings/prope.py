@@ -6,7 +6,13 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import EncodingDims, PairRotation, PositionalEncoding, number_param, register_encoding
+from lenbench.encodings.base import (
+    EncodingDims,
+    PairRotation,
+    PositionalEncoding,
+    number_param,
+    register_encoding,
+)
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_scaling import default_inv_freq
 

@@ -69,7 +69,12 @@ from lenbench.kernels.dispatch import (
     kernel_kind,
     nothing_to_fuse_reason,
 )
-from lenbench.kernels.layer import attention_layer, attention_layer_compiled, attention_score_vector, layer_mask
+from lenbench.kernels.layer import (
+    attention_layer,
+    attention_layer_compiled,
+    attention_score_vector,
+    layer_mask,
+)
 from lenbench.kernels.rotary import (
     ROTARY_COMPILE_OPTIONS,
     RotaryInputs,

@@ -1,4 +1,4 @@
-"""Results, step 1 of the report path: the tidy rows of DESIGN.md, loaded and normalised.
+"""Results, step 1 of the report path: the tidy rows of docs/DESIGN.md, loaded and normalised.
 
 The report path, one module per step, each importing only the steps before it:
 rows (this module) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`: the leaderboard
@@ -32,10 +32,11 @@ import numpy as np
 import pandas as pd
 
 from lenbench.escape import uncsv_frame
+from lenbench.labels import BASE_VARIANT
 from lenbench.metrics import METRICS, leaderboard_metric
 from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
 
-#: The tidy schema of DESIGN.md, in the fixed column order of every frame `load_results` returns.
+#: The tidy schema of docs/DESIGN.md, in the fixed column order of every frame `load_results` returns.
 COLUMNS: tuple[str, ...] = (
     "schema_version", "cell_id", "suite", "task", "encoding", "variant", "train_len", "eval_len", "ratio",
     "bucket",  # "" for a whole-length measurement, else e.g. "pos:0-31" / "depth:0.20-0.40" (evaluate.parse_bucket)
@@ -56,7 +57,6 @@ REQUIRED = ("task", "encoding", "variant", "train_len", "eval_len", "metric", "v
 ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric", "bucket")
 SORT_KEY = (*ROW_KEY, "cell_id")
 
-BASE_VARIANT = "none"
 
 EXPECTED_SOURCES = ("a results directory (cells/*.json), a tidy results CSV (results.csv) "
                     "or a pytest-benchmark JSON")
@@ -196,7 +196,7 @@ def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ResultsError(f"{source}: missing column(s) {', '.join(missing)}; expected the tidy rows of "
-                           f"DESIGN.md ({', '.join(COLUMNS)})")
+                           f"docs/DESIGN.md ({', '.join(COLUMNS)})")
     df = df.reset_index(drop=True)
     out: dict[str, Any] = {}
     try:
@@ -328,7 +328,7 @@ def resolve_source(source: str | Path) -> Path:
 
 
 def load_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """The tidy results frame (DESIGN.md schema, `COLUMNS` order) of a source.
+    """The tidy results frame (docs/DESIGN.md schema, `COLUMNS` order) of a source.
 
     Args:
         source: a results directory (``cells/*.json``; or a report directory with ``results.csv``

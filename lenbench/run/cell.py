@@ -38,6 +38,7 @@ from lenbench.config import Cell, VariantSpec, digest
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import scaling_for
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
+from lenbench.labels import BASE_VARIANT
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version
@@ -46,7 +47,6 @@ from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
 
 SCHEMA_VERSION = 2  # 2: rows carry sample_scores; baseline rows; exact match primary
-BASE_VARIANT = "none"
 CHECKPOINT_FORMAT = 1
 
 
