@@ -25,7 +25,7 @@ Faults:
     * a SIGKILLed driver runs none of that, and needs not: the local Ray its `ray.init` started
       (gcs_server, raylet, dashboard, monitors) shares its fate (Ray's own: the kernel's
       parent-death signal on Linux, a reaper process elsewhere), and the workers exit with the
-      raylet, all within seconds (`tests/test_trust_orphans.py`). A cluster it only joined is not
+      raylet, all within seconds (`tests/run/test_trust_orphans.py`). A cluster it only joined is not
       its to end and keeps running.
 
 Code on the workers: the tasks get this checkout on their PYTHONPATH, so a local Ray (or a cluster
