@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from lenbench.atomic import atomic_write_json
-from lenbench.run.store import CELLS, cell_files
+from lenbench.run.store import CELLS, cell_files, pid_alive
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
 MARKER = ".lenbench-publication"
@@ -171,22 +171,6 @@ def _state(directory: Path) -> str | None:
     if not any(directory.iterdir()):
         return "empty"
     return "complete" if is_older_publication(directory) else None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` may still be running on this machine (this very process counts as not:
-    its own leftovers cannot exist before it made any, so they are an earlier process's)."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError, OSError):
-        return False
-    return True
 
 
 def recover(target: str | Path) -> str | None:

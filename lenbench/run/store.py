@@ -221,7 +221,13 @@ def holder_alive(holder: dict) -> bool:
     if holder.get("host") != socket.gethostname():
         return True
     pid = holder.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
+    return isinstance(pid, int) and pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` may still be running on this machine (this very process counts as not:
+    its own leftovers cannot exist before it made any, so they are an earlier process's)."""
+    if pid == os.getpid():
         return False
     try:
         os.kill(pid, 0)
@@ -229,6 +235,8 @@ def holder_alive(holder: dict) -> bool:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError, OSError):
+        return False
     return True
 
 
