@@ -51,17 +51,14 @@ def _panels(df: pd.DataFrame, board: Leaderboard) -> tuple[list[tuple], dict[str
             ldf = tdf[tdf["train_len"] == train_len]
             for encoding, variant in series_order(zip(ldf["encoding"], ldf["variant"], strict=True)):
                 sdf = ldf[(ldf["encoding"] == encoding) & (ldf["variant"] == variant)]
-                panel = (task, int(train_len), metric, encoding, variant, sdf)
-                panels.append(panel)
-                key = (task, int(train_len), encoding, variant)
-                reasons[id(panel)] = (NOT_LEARNED_PANEL if key in not_learned
-                                      else ALL_ZERO if frame_is_zero(sdf["value"]) else None)
-    kept, dropped = keep_panels([id(p) for p in panels], reasons)
-    by_id = {id(p): p for p in panels}
-    groups = {(p[0], p[1]) for p in panels}
-    labels = {id(p): series_label(p[3], p[4]) + (f" on {board_label(p[0], p[1])}" if len(groups) > 1 else "")
-              for p in panels}
-    return [by_id[i] for i in kept], {labels[i]: why for i, why in dropped.items()}
+                reasons[len(panels)] = (NOT_LEARNED_PANEL if (task, int(train_len), encoding, variant) in not_learned
+                                        else ALL_ZERO if frame_is_zero(sdf["value"]) else None)
+                panels.append((task, int(train_len), metric, encoding, variant, sdf))
+    kept, dropped = keep_panels(list(range(len(panels))), reasons)
+    several = len({(p[0], p[1]) for p in panels}) > 1
+    label = {i: series_label(p[3], p[4]) + (f" on {board_label(p[0], p[1])}" if several else "")
+             for i, p in enumerate(panels)}
+    return [panels[i] for i in kept], {label[i]: why for i, why in dropped.items()}
 
 
 def needle_left_out(df: pd.DataFrame, board: Leaderboard | None = None) -> dict[str, str]:
