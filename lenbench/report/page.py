@@ -9,16 +9,20 @@ rows (`lenbench.report.rows`) → statistics (`lenbench.report.stats`) → table
 URIs, no network access and no external URL. Per task (and training length): the main table
 (scores ± 95 % half-widths, shared ranks "=2", not-learned marks), the scores by length ratio and
 one table per encoding with inference-time variants; every table sorts by a click on its header
-and filters by the text typed above it. Then the overall ranking, the figures, the cost view
-(when the source is a benchmark JSON with kernel timings) and a provenance footer. The cells are
+and filters by the text typed above it. Then the overall ranking, the figures (`Figure`), each with
+its caption: the ``CAPTION`` of its plot module, kept there once so docs can quote it, and the
+panels it left out, the cost view (when the source is a benchmark JSON with kernel timings) and a
+provenance footer. The lede defines the tables' terms; "holds to" is `lenbench.report.tables.HOLDS_TO`. The cells are
 the strings of `leaderboard.md` (`lenbench.report.tables.board_table_rows`), so the two never disagree.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +30,7 @@ import pandas as pd
 from lenbench.report.cost import _fmt_seconds, _fmt_x
 from lenbench.report.tables import (
     BOARD_ALIGN,
+    HOLDS_TO,
     Leaderboard,
     _fmt_ci,
     _fmt_rank,
@@ -47,7 +52,7 @@ th,td{border:1px solid #d8dee4;padding:3px 9px;white-space:nowrap}th{background:
 th.sorted-asc::after{content:" \\25B2";font-size:10px}th.sorted-desc::after{content:" \\25BC";font-size:10px}
 td.r{text-align:right}tr.nl td{color:#8c959f;font-style:italic}tr.baseline td{color:#57606a;background:#f6f8fa}
 td.rank1{font-weight:700;color:#116329}.filter{margin:6px 0;padding:3px 6px;width:260px;border:1px solid #c7ced6;border-radius:4px}
-.note{color:#57606a;font-size:12.5px;max-width:1000px}figure{margin:14px 0}figure img{max-width:100%;border:1px solid #e1e4e8;background:#fff}
+.note{color:#57606a;font-size:12.5px;max-width:1000px}figure{margin:14px 0}figure img{max-width:100%;margin:0 6px 6px 0;vertical-align:top;border:1px solid #e1e4e8;background:#fff}
 figcaption{color:#57606a;font-size:12.5px}details{margin:8px 0}footer{margin-top:40px;padding-bottom:30px;color:#57606a;font-size:12.5px;border-top:1px solid #d8dee4}
 footer dt{font-weight:600;float:left;clear:left;width:170px}footer dd{margin:0 0 2px 180px}
 """
@@ -79,7 +84,7 @@ def _esc(text: object) -> str:
 def _sort_value(cell: str) -> str:
     """A numeric sort key of a formatted cell ("=2" → 2, "0.912 ± 0.01" → 0.912, "n/l" → NaN), or ""."""
     head = cell.split(" ")[0].lstrip("=").rstrip("×")
-    if cell in ("n/l", "–", "fail"):
+    if cell in ("n/l", "n/a", "–", "fail"):
         return "NaN"
     try:
         return repr(float(head))
@@ -163,10 +168,27 @@ def _cost_section(cost: pd.DataFrame) -> list[str]:
     return parts
 
 
-def _figure(title: str, path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{_esc(title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{_esc(title)}</figcaption></figure>")
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One figure of the page: its PNG files (several for a group such as the position patterns;
+    none when every one was left out) and its caption, the ``CAPTION`` of its plot module plus the
+    sentence naming what was left out (`lenbench.report.plots._style.left_out_note`)."""
+
+    paths: tuple[Path, ...]
+    caption: str
+
+
+def _figure(title: str, figure: Figure) -> str:
+    imgs = "".join(f'<img alt="{_esc(title)}" src="data:image/png;base64,'
+                   f'{base64.b64encode(path.read_bytes()).decode("ascii")}">'
+                   for path in figure.paths if path.is_file())
+    return (f'<figure>{imgs}<figcaption><strong>{_esc(title)}.</strong> {_esc(figure.caption)}</figcaption>'
+            "</figure>")
+
+
+def _md_emphasis(text: str) -> str:
+    """Escaped `text` with markdown's *emphasis* as <em>."""
+    return re.sub(r"\*(.+?)\*", r"<em>\1</em>", _esc(text))
 
 
 def _provenance(df: pd.DataFrame, cost: pd.DataFrame | None) -> list[tuple[str, str]]:
@@ -191,8 +213,15 @@ def _provenance(df: pd.DataFrame, cost: pd.DataFrame | None) -> list[tuple[str, 
 
 
 def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame | None,
-                figures: dict[str, Path]) -> str:
-    """The self-contained ``index.html`` of a report (module docstring)."""
+                figures: dict[str, Figure]) -> str:
+    """The self-contained ``index.html`` of a report (module docstring).
+
+    Args:
+        board: the leaderboard, or None for a kernel-only source.
+        df: the tidy results frame (the provenance footer).
+        cost: `lenbench.report.cost.cost_table`, or None.
+        figures: title → `Figure`, in page order; each gets its caption under it.
+    """
     sections: list[str] = []
     nav = []
     if board is not None:
@@ -210,7 +239,7 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
         nav.append(("overall", "overall"))
     if figures:
         sections.append('<section id="figures"><h2>Figures</h2>')
-        sections += [_figure(title, path) for title, path in figures.items() if path.is_file()]
+        sections += [_figure(title, figure) for title, figure in figures.items()]
         sections.append("</section>")
         nav.append(("figures", "figures"))
     if cost is not None:
@@ -220,8 +249,8 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
     lede = ("How far past its training length does each positional encoding hold up, and what does it cost? "
             "Every score is the mean over seeds ± the half-width of its 95 % hierarchical bootstrap interval; "
             "rank = 1 + the number of entries better with statistical support (\"=2\" is a shared rank); "
-            "<em>n/l</em> = not learned at the training length, shown but not ranked; baselines are not ranked. "
-            "Click a column header to sort, type above a task's tables to filter them.")
+            "<em>n/l</em> = not learned at the training length, shown but not ranked; baselines are not ranked; "
+            f"{_md_emphasis(HOLDS_TO)} Click a column header to sort, type above a task's tables to filter them.")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',

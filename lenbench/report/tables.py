@@ -255,7 +255,20 @@ def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
     return text
 
 
-def _fmt_ratio(mean: float, lo: float, hi: float) -> str:
+#: What "holds to" means, where a table shows it (leaderboard.md and the page quote this one sentence).
+HOLDS_TO = (f"*holds to*: the largest length ratio up to which every score stays within {stats.WITHIN * 100:g} % of the in-dist "
+            f"score (at least {(1 - stats.WITHIN) * 100:g} % of it; for perplexity at most {(1 + stats.WITHIN) * 100:g} %); n/a for an entry whose "
+            "in-dist score is 0, such as one at zero everywhere: it has nothing to hold.")
+
+
+def _holds_nothing(r: dict) -> bool:
+    """An entry whose in-dist score is 0 on a higher-is-better metric: "holds to" is n/a for it."""
+    return bool(r["higher_is_better"]) and r["in_dist"] == 0
+
+
+def _fmt_ratio(mean: float, lo: float, hi: float, *, holds_nothing: bool = False) -> str:
+    if holds_nothing:
+        return "n/a"
     if math.isnan(mean):
         return "–"
     text = f"{mean:g}×"
@@ -311,7 +324,7 @@ def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[li
              _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
              _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
              _fmt_ratio(r["max_ratio_within_10pct"], r["max_ratio_within_10pct_ci_low"],
-                        r["max_ratio_within_10pct_ci_high"]),
+                        r["max_ratio_within_10pct_ci_high"], holds_nothing=_holds_nothing(r)),
              f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
 
 
@@ -372,7 +385,7 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
               "hierarchical bootstrap interval (seeds, then evaluation samples). *In-dist*: score at the training "
               "length; *mean past train*: mean over ratios > 1 (a failed length scores 0 accuracy / infinite "
               "perplexity); *retention*: (score − chance) / (in-dist − chance) averaged past 1× (ppl: in-dist / ppl); "
-              "*holds to*: largest ratio up to which the score stays within 10 % of in-dist. Rank = 1 + the number "
+              f"{HOLDS_TO} Rank = 1 + the number "
               "of entries better with support (paired 95 % interval of the difference in mean past train excludes "
               "0); \"=3\" is a shared rank. *n/l*: not learned at 1× (exact match < 0.9, or perplexity no better "
               "than the unigram baseline), shown but not ranked. Baselines are not ranked.", ""]

@@ -1,6 +1,7 @@
 """The cost view and the self-contained leaderboard page (index.html), parsed with html.parser."""
 
 import base64
+import html
 import json
 import math
 import re
@@ -154,3 +155,71 @@ def test_kernel_only_benchmark_json_gives_the_cost_view(tmp_path):
     written = [p.name for p in write_report(source, tmp_path / "out")]
     assert written == ["cost.csv", "cost.md", "cost.png", "cost.svg", "index.html"]
     assert json.loads(source.read_text())  # the source is untouched
+
+
+class Captions(HTMLParser):
+    """Every <figure>: its number of <img> and its caption's text."""
+
+    def __init__(self):
+        super().__init__()
+        self.figures: list[dict] = []
+        self._in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "figure":
+            self.figures.append({"imgs": 0, "caption": ""})
+        elif tag == "img" and self.figures:
+            self.figures[-1]["imgs"] += 1
+        elif tag == "figcaption":
+            self._in_caption = True
+
+    def handle_endtag(self, tag):
+        if tag == "figcaption":
+            self._in_caption = False
+
+    def handle_data(self, data):
+        if self._in_caption:
+            self.figures[-1]["caption"] += data
+
+
+def test_every_figure_has_its_caption_once_and_says_what_it_left_out(report):
+    from lenbench.report.plots import cost, extrapolation, geometry, heatmap
+    from lenbench.report.plots._style import NOT_LEARNED
+
+    page = Captions()
+    page.feed((report / "index.html").read_text(encoding="utf-8"))
+    captions = [f["caption"] for f in page.figures]
+    expected = {"metric against evaluation length": extrapolation.CAPTION, "leaderboard heatmap": heatmap.CAPTION,
+                "position patterns": geometry.CAPTION, "kernel time against sequence length": cost.COST_CAPTION,
+                "quality against training cost": cost.QUALITY_COST_CAPTION}
+    assert len(captions) == len(expected)
+    for (title, caption), text in zip(expected.items(), captions, strict=True):
+        assert text.startswith(f"{title}. {caption}"), (title, text)
+    assert all(f["imgs"] >= 1 for f in page.figures)
+    # tiny_rows: copy is learned by rope and alibi, lm by all: no board is left out
+    assert not any("Left out" in c for c in captions[:2]) and NOT_LEARNED not in "".join(captions)
+    # no run directory: learned has no checkpoint (only its initialisation) and nope has no pattern
+    assert captions[2].endswith(f" Left out: learned: {geometry.AT_INITIALISATION}; nope: {geometry.NO_PATTERN}.")
+    assert page.figures[2]["imgs"] == 2  # rope and alibi
+    assert not (report / "encodings" / "learned.png").exists() and (report / "encodings" / "rope.png").is_file()
+
+
+def test_holds_to_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp_path):
+    from test_results import row
+
+    from lenbench.report.tables import HOLDS_TO, board_table_rows, leaderboard
+
+    rows = [row("copy", e, "none", 10, r, "exact_match", v, s) for s in (0, 1)
+            for e, vals in (("rope", (1.0, 0.95, 0.5)), ("nope", (0.0, 0.0, 0.0)), ("alibi", (0.0, 0.2, 0.1)))
+            for r, v in zip((1, 2, 4), vals, strict=True)]
+    board = leaderboard(pd.DataFrame(rows))
+    table = board.per_task.set_index("encoding")
+    cells = {r[1].split(" ")[0]: r[5] for r in board_table_rows(board.per_task, "rank", "exact_match")}
+    assert cells["rope"] == "2× ± 0"
+    assert cells["nope"] == "n/a" and table.loc["nope", "max_ratio_within_10pct"] == 4  # 0 within 10 % of 0, vacuously
+    assert cells["alibi"] == "n/a"  # in-dist 0: nothing to hold, whatever follows
+    write_report(pd.DataFrame(rows), tmp_path, plots=False)
+    text = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert html.escape(HOLDS_TO.split("*holds to*", 1)[1], quote=True) in text and "<em>holds to</em>" in text
+    assert "<td class=\"r\" data-v=\"NaN\">n/a</td>" in text  # sorts with the missing values
+    assert HOLDS_TO in (tmp_path / "leaderboard.md").read_text()

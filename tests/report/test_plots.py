@@ -1,6 +1,8 @@
 """Figures render from a tiny results set, in PNG and SVG, with one fixed style per line."""
 
 import math
+import random
+import zlib
 
 import pytest
 
@@ -10,7 +12,9 @@ from lenbench.report.plots._style import ENCODING_COLORS, encoding_color, series
 from lenbench.report.plots.extrapolation import extrapolation_plot, task_chance
 from lenbench.report.plots.geometry import encoding_heatmap
 from lenbench.report.plots.heatmap import leaderboard_heatmap
-from lenbench.report.rows import load_results, series_order
+from lenbench.report.plots.needle import needle_heatmap
+from lenbench.report.plots.position import position_loss_plot
+from lenbench.report.rows import load_results, series_label, series_order
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -164,3 +168,334 @@ def test_rotary_heatmap_reads_cos_of_position_times_frequency():
         expected = torch.cos(torch.arange(64, dtype=torch.float64)[:, None] * theta[None])  # (T, Dh/2)
         assert matrix.shape == (64, 8) and ylabel == "position m"
         torch.testing.assert_close(matrix.double(), expected, atol=1e-5, rtol=0)
+
+
+# --- layout: constrained, nothing overlapping ----------------------------------------------------
+
+
+@pytest.fixture
+def capture(monkeypatch):
+    """Figures as saved: `capture(module)` makes that plot module hand each figure to the list it
+    returns (drawn, before it is closed)."""
+    import importlib
+
+    def install(name: str) -> list:
+        module = importlib.import_module(f"lenbench.report.plots.{name}")
+        figures, save = [], module.save_figure
+
+        def keep(fig, path, **kwargs):
+            fig.canvas.draw()
+            fig.test_renderer = fig.canvas.get_renderer()  # closing the figure takes its Agg canvas
+            figures.append(fig)
+            return save(fig, path, **kwargs)
+
+        monkeypatch.setattr(module, "save_figure", keep)
+        return figures
+
+    return install
+
+
+def visible_axes(fig):
+    return [ax for ax in fig.get_axes() if ax.get_visible()]
+
+
+def legends(fig):
+    found = list(fig.legends)
+    for sub in fig.subfigs:
+        found += legends(sub)
+    return found + [ax.get_legend() for ax in fig.get_axes() if ax.get_legend() is not None]
+
+
+def assert_nothing_overlaps(fig):
+    """No legend over any panel; no two panels' decorations (titles, labels, tick labels) touching;
+    the title above every panel."""
+    renderer = fig.test_renderer
+    axes = visible_axes(fig)
+    boxes = [ax.get_tightbbox(renderer) for ax in axes]  # the panel with its title, labels and tick labels
+    titles = [t for f in (fig, *fig.subfigs) for t in [getattr(f, "_suptitle", None)] if t is not None and t.get_text()]
+    for legend in (lg for lg in legends(fig) if lg.axes is None):  # a legend inside its own axes may sit on it
+        box = legend.get_window_extent(renderer)
+        for ax, tight in zip(axes, boxes, strict=True):
+            assert not box.overlaps(tight), f"legend over the panel {ax.get_title()!r} or its labels"
+        for title in titles:
+            assert not box.overlaps(title.get_window_extent(renderer)), f"legend over the title {title.get_text()!r}"
+    for i, a in enumerate(boxes):
+        for j in range(i + 1, len(boxes)):
+            assert not a.overlaps(boxes[j]), f"panels {axes[i].get_title()!r} and {axes[j].get_title()!r} overlap"
+    for title in titles:
+        box = title.get_window_extent(renderer)
+        for ax, tight in zip(axes, boxes, strict=True):
+            assert not box.overlaps(tight), f"title {title.get_text()!r} over the panel {ax.get_title()!r}"
+
+
+def published_like():
+    """Results shaped like the published board: a task no model learned (copy), one learned
+    (passkey) with depth buckets, lm with position buckets and the unigram baseline, rope variants."""
+    rows = []
+    pairs = [("alibi", "none"), ("rope", "none"), ("rope", "linear"), ("rope", "finetune-linear-x4"), ("rope", "yarn"),
+             ("rope", "finetune-yarn-x4"), ("rope", "yarn@4"), ("learned", "none"), ("my-plugin", "none")]
+    for seed in (0, 1):
+        for i, (enc, var) in enumerate(pairs):
+            for ratio in (1, 2, 4):
+                rows.append(row("copy", enc, var, ratio, "exact_match", 0.0 if i % 2 else 0.2 / ratio, seed))
+                at_1x = 0.5 if (enc, var) in (("learned", "none"), ("rope", "yarn@4"), ("rope", "finetune-linear-x4")) \
+                    else 0.97  # 0.5: not learned
+                acc = min(1.0, at_1x / ratio ** (0.3 * (i + 1)) + 0.01 * seed)
+                rows.append(row("passkey", enc, var, ratio, "exact_match", acc, seed, train_len=16))
+                for lo in (0.0, 0.5):
+                    rows.append({**row("passkey", enc, var, ratio, "exact_match", acc * (1 - lo / 2), seed, train_len=16),
+                                 "bucket": f"depth:{lo:.2f}-{lo + 0.5:.2f}"})
+                rows.append(row("lm", enc, var, ratio, "perplexity", 6.0 * ratio ** (0.25 * (i + 1)) + seed, seed,
+                                train_len=16))
+                for p in range(0, int(16 * ratio), 8):
+                    rows.append({**row("lm", enc, var, ratio, "nll", 1.5 + 0.1 * i + p / 100, seed, train_len=16),
+                                 "bucket": f"pos:{p}-{p + 7}"})
+        for ratio in (1, 2, 4):
+            rows.append(row("lm", "baseline:unigram", "none", ratio, "perplexity", 40.0, seed, train_len=16))
+    return load_results(rows)
+
+
+@pytest.fixture(scope="module")
+def published():
+    from lenbench.report.tables import leaderboard
+
+    df = published_like()
+    return df, leaderboard(df)
+
+
+PLOTS = {
+    "extrapolation": lambda df, board, path: extrapolation_plot(df, path, board=board),
+    "heatmap": lambda df, board, path: leaderboard_heatmap(df, path, board=board),
+    "position": lambda df, board, path: position_loss_plot(df, path, board=board),
+    "needle": lambda df, board, path: needle_heatmap(df, path, board=board),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLOTS))
+def test_figures_use_constrained_layout_and_nothing_overlaps(tmp_path, capture, published, name):
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    df, board = published
+    figures = capture(name)
+    PLOTS[name](df, board, tmp_path / f"{name}.png")
+    (fig,) = figures
+    assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+    assert_nothing_overlaps(fig)
+
+
+def test_cost_figures_use_constrained_layout_and_legends_stay_outside(tmp_path, capture, published):
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from test_page import KERNELS, step
+    from test_results import bench_json
+
+    from lenbench.report.cost import cost_table, quality_cost_frame
+    from lenbench.report.plots.cost import cost_plot as draw_cost
+    from lenbench.report.plots.cost import quality_cost_plot
+    from lenbench.report.rows import load_kernel_timings, load_training_steps
+
+    _, board = published
+    path = bench_json(tmp_path / "b.json", [], [*KERNELS, step("my-plugin", 1.2)])
+    cost = cost_table(load_kernel_timings(path), load_training_steps(path))
+    figures = capture("cost")
+    draw_cost(cost, tmp_path / "c.png")
+    quality_cost_plot(quality_cost_frame(board, cost), tmp_path / "q.png")
+    for fig in figures:
+        assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+        assert_nothing_overlaps(fig)
+    quality = figures[1]
+    assert not any(ax.texts for ax in visible_axes(quality)), "points are named in the legend, not by labels that overlap"
+    labels = [t.get_text() for t in legends(quality)[0].get_texts()]
+    assert labels[:4] == ["alibi", "learned", "rope", "my-plugin"] and "Pareto front" in labels  # registry order
+
+
+def test_log_colour_bar_has_three_or_more_ticks(tmp_path, capture, published):
+    from matplotlib.colors import LogNorm
+
+    from lenbench.report.plots._style import log_ticks
+
+    df, board = published
+    figures = capture("heatmap")
+    leaderboard_heatmap(df, tmp_path / "h.png", board=board)
+    logs = [ax.collections[0] for ax in visible_axes(figures[0]) if ax.collections
+            and isinstance(ax.collections[0].norm, LogNorm)]
+    assert len(logs) == 1  # lm's perplexity
+    norm = logs[0].norm
+    ticks = [t for t in logs[0].colorbar.get_ticks() if norm.vmin <= t <= norm.vmax]
+    assert len(ticks) >= 3, ticks
+    # closed forms, and three or more ticks over any range
+    assert log_ticks(6.2, 31.9) == [10, 20, 30]
+    assert log_ticks(1, 1000) == [1, 10, 100, 1000]
+    assert log_ticks(5, 12) == [5, 7, 10]
+    rng = random.Random(0)
+    for _ in range(200):
+        lo = 10 ** rng.uniform(-3, 4)
+        hi = lo * 10 ** rng.uniform(0.01, 3)
+        ticks = log_ticks(lo, hi)
+        assert len(ticks) >= 3 and all(lo <= t <= hi for t in ticks), (lo, hi, ticks)
+
+
+# --- one colour per encoding, everywhere ---------------------------------------------------------
+
+
+def legend_colours(fig) -> dict[str, tuple]:
+    import matplotlib.colors as mcolors
+
+    out = {}
+    for legend in legends(fig):
+        for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True):
+            out[text.get_text()] = mcolors.to_rgb(handle.get_color())
+    return out
+
+
+def line_colours(fig) -> set[tuple]:
+    import matplotlib.colors as mcolors
+
+    return {mcolors.to_rgb(line.get_color()) for ax in visible_axes(fig) for line in ax.get_lines()}
+
+
+def test_an_encoding_has_one_colour_in_every_figure(tmp_path, capture, published):
+    from test_page import KERNELS, step
+    from test_results import bench_json
+
+    from lenbench.report.cost import cost_table, quality_cost_frame
+    from lenbench.report.plots.cost import cost_plot as draw_cost
+    from lenbench.report.plots.cost import quality_cost_plot
+    from lenbench.report.rows import load_kernel_timings, load_training_steps
+
+    df, board = published
+    path = bench_json(tmp_path / "b.json", [], [*KERNELS, step("my-plugin", 1.2)])
+    cost = cost_table(load_kernel_timings(path), load_training_steps(path))
+    figures = {name: capture(name) for name in ("extrapolation", "position", "cost")}
+    PLOTS["extrapolation"](df, board, tmp_path / "x.png")
+    PLOTS["position"](df, board, tmp_path / "p.png")
+    draw_cost(cost, tmp_path / "c.png")
+    quality_cost_plot(quality_cost_frame(board, cost), tmp_path / "q.png")
+    drawn = [figures["extrapolation"][0], figures["position"][0], *figures["cost"]]
+    seen: dict[str, set] = {}
+    for fig in drawn:
+        for label, colour in legend_colours(fig).items():
+            seen.setdefault(label, set()).add(colour)
+    for encoding in ("alibi", "rope", "my-plugin"):
+        assert seen[encoding] == {encoding_color(encoding)}, encoding
+    assert len(seen["alibi"] | seen["rope"] | seen["learned"]) == 3
+    for fig in drawn[:2]:  # the lines themselves, not only the legend
+        assert {encoding_color("alibi"), encoding_color("rope")} <= line_colours(fig)
+
+
+def test_plugin_colours_depend_on_builtin_names_only():
+    from lenbench.encodings.base import PositionalEncoding
+    from lenbench.report.plots._style import builtin_encodings, encoding_marker
+
+    builtins = builtin_encodings()
+    assert builtins[:3] == ("alibi", "cope", "fire") and "fox" in builtins
+    before = {n: (encoding_color(n), encoding_marker(n)) for n in (*builtins, "zz-plugin", "aa-plugin")}
+
+    class Plugin(PositionalEncoding):  # defined here: its module is not lenbench's
+        pass
+
+    saved = dict(ENCODINGS._items)
+    try:
+        ENCODINGS.register("aa-plugin")(Plugin)  # loaded first, it must not take a colour from any other
+        ENCODINGS.register("zz-plugin")(Plugin)
+        assert builtin_encodings() == builtins
+        assert {n: (encoding_color(n), encoding_marker(n)) for n in before} == before
+    finally:
+        ENCODINGS._items.clear()
+        ENCODINGS._items.update(saved)
+    assert encoding_color("zz-plugin") not in {encoding_color(n) for n in builtins}
+    # the colour is the hash's, into the slots no built-in has
+    free = ENCODING_COLORS[len(builtins):]
+    assert encoding_color("zz-plugin") == free[zlib.crc32(b"zz-plugin") % len(free)]
+
+
+def test_every_variant_has_a_style_of_its_own():
+    variants = ["linear", "finetune-linear-x4", "ntk", "dynamic", "yarn", "finetune-yarn-x4", "yarn@4", "llama3"]
+    styles = [series_style("rope", v) for v in variants]
+    keys = [(s["color"], s["marker"], s["dashes"]) for s in styles]
+    assert len(set(keys)) == len(keys)  # fine-tuned and pinned yarn were once drawn alike
+    assert series_style("rope", "yarn@4")["marker"] == "s" and series_style("rope", "finetune-yarn-x4")["marker"] == "^"
+    assert series_style("rope", "yarn")["color"] == series_style("xpos", "yarn")["color"]
+
+
+# --- panels left out -----------------------------------------------------------------------------
+
+
+def test_a_board_no_model_learned_is_left_out_and_named(tmp_path, capture, published):
+    from lenbench.report.plots._style import ALL_ZERO, NOT_LEARNED, left_out_note
+    from lenbench.report.plots.extrapolation import extrapolation_left_out
+    from lenbench.report.plots.heatmap import heatmap_left_out
+
+    df, board = published
+    assert extrapolation_left_out(df, board) == {"copy (train length 8)": NOT_LEARNED}
+    assert heatmap_left_out(board) == {"copy (train length 8)": NOT_LEARNED}
+    assert left_out_note(extrapolation_left_out(df, board)) == f" Left out: copy (train length 8): {NOT_LEARNED}."
+    for name in ("extrapolation", "heatmap"):
+        figures = capture(name)
+        PLOTS[name](df, board, tmp_path / f"{name}.png")
+        titles = {ax.get_title() for ax in visible_axes(figures[0])}
+        assert "copy (train length 8)" not in titles and "passkey (train length 16)" in titles
+    # a board learned by one model but at zero everywhere else is kept; all at zero is left out
+    zero = load_results([row("copy", e, "none", r, "exact_match", 0.0, s) for e in ("alibi", "rope")
+                         for r in (1, 2) for s in (0, 1)] + [row("lm", "rope", "none", r, "perplexity", 5.0 + r)
+                                                             for r in (1, 2)])
+    from lenbench.report.tables import leaderboard
+
+    zboard = leaderboard(zero)
+    zboard.per_task["not_learned"] = False  # as if the threshold were 0: the zero rule alone
+    assert extrapolation_left_out(zero, zboard) == {"copy (train length 8)": ALL_ZERO}
+
+
+def test_when_every_board_would_be_left_out_all_are_drawn(tmp_path, capture):
+    from lenbench.report.plots.extrapolation import extrapolation_left_out
+
+    df = load_results([row("copy", e, "none", r, "exact_match", 0.1, s) for e in ("alibi", "rope")
+                       for r in (1, 2) for s in (0, 1)])
+    figures = capture("extrapolation")
+    extrapolation_plot(df, tmp_path / "x.png")
+    assert extrapolation_left_out(df) == {}
+    assert [ax.get_title() for ax in visible_axes(figures[0])] == ["copy (train length 8)"]
+
+
+def test_variants_get_their_own_row(tmp_path, capture, published):
+    df, board = published
+    figures = capture("extrapolation")
+    PLOTS["extrapolation"](df, board, tmp_path / "x.png")
+    fig = figures[0]
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == ["trained encodings", "rope and its inference-time variants"]
+    top, bottom = (set(legend_colours(sub)) for sub in fig.subfigs)
+    assert {"alibi", "rope", "learned", "my-plugin"} <= top and not any("+" in label for label in top)
+    assert {"rope", "rope+linear", "rope+yarn", "rope+finetune-yarn-x4", "rope+yarn@4"} <= bottom and "alibi" not in bottom
+
+
+def test_needle_panels_of_models_not_learned_are_left_out(tmp_path, capture, published):
+    from lenbench.report.plots.needle import NOT_LEARNED_PANEL, needle_left_out
+
+    df, board = published
+    not_learned = board.per_task[(board.per_task["task"] == "passkey") & board.per_task["not_learned"]]
+    assert len(not_learned)  # the fixture has some
+    expected = {series_label(e, v): NOT_LEARNED_PANEL for e, v in zip(not_learned["encoding"], not_learned["variant"],
+                                                                    strict=True)}
+    assert needle_left_out(df, board) == expected
+    figures = capture("needle")
+    PLOTS["needle"](df, board, tmp_path / "n.png")
+    titles = [ax.get_title() for ax in visible_axes(figures[0]) if ax.get_title()]
+    assert not set(titles) & set(expected) and len(titles) + len(expected) == 9
+
+
+def test_position_patterns_at_initialisation_or_all_zero_are_not_drawn():
+    from lenbench.report.plots.geometry import AT_INITIALISATION, NO_PATTERN, pattern_left_out
+
+    learned = encoding_pattern("learned", length=16, d_model=16, n_heads=2)
+    assert learned.at_initialisation and pattern_left_out(learned) == AT_INITIALISATION
+    trained = encoding_pattern("learned", length=16, d_model=16, n_heads=2,
+                               state={k: v + 1 for k, v in learned_state().items()})
+    assert not trained.at_initialisation and pattern_left_out(trained) is None
+    assert pattern_left_out(encoding_pattern("nope", length=16, d_model=16, n_heads=2)) == NO_PATTERN
+    rope = encoding_pattern("rope", length=16, d_model=16, n_heads=2)
+    assert not rope.at_initialisation and pattern_left_out(rope) is None
+
+
+def learned_state() -> dict:
+    from lenbench.encodings import EncodingDims, build_encoding
+
+    return build_encoding("learned", EncodingDims(d_model=16, n_heads=2, max_len=16)).state_dict()

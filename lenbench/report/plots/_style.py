@@ -1,15 +1,25 @@
-"""The shared look of every report figure: saving, the palette, line styles, panel grids.
+"""The shared look of every report figure: saving, the palette, line styles, panel grids, left-out panels.
 
 Every figure is written with the non-interactive Agg backend (set in `lenbench.report.plots`), so plotting works on machines
 without a display, in the format the path's suffix names (PNG or SVG), atomically (temporary
-file + os.replace) and reproducibly (no date in SVGs, fixed SVG ids): `save_figure`.
+file + os.replace) and reproducibly (no date in SVGs, fixed SVG ids): `save_figure`. Every figure
+is laid out by matplotlib's constrained layout (`grid`, `figure`), so titles, labels, colour bars
+and legends outside the axes never overlap.
 
-Every figure shares one style per line: the colour comes from the encoding's index in the
-encoding registry (`ENCODING_COLORS`, 20 fixed colours; a label outside the registry gets a
-colour from a hash of its name), the dash pattern from the variant's rope_type index in the
-rope_type registry (solid for the plain encoding), the marker says whether the variant was
-fine-tuned; lines and legends follow `lenbench.report.rows.series_order`. Adding results never
-shuffles colours.
+Every figure shares one style per series. A trained encoding's colour and marker come from its
+index among the *built-in* encodings (`builtin_encodings`: those registered by lenbench's own
+modules, in registry order; `ENCODING_COLORS`, 20 fixed colours of a qualitative palette); any
+other label (a plug-in encoding, a test label) gets a colour and marker from a CRC-32 of its name,
+a colour no built-in encoding has while the palette has one left, so neither loading a plug-in nor
+adding results ever shifts a colour. An inference-time variant (`rope+yarn`) takes its colour and
+dash pattern from its rope_type's index in the rope_type registry (`VARIANT_COLORS`,
+`VARIANT_DASHES`), darker with a ▲ marker when fine-tuned, lighter with a ■ marker when its factor
+is pinned; figures draw variants in panels of their own, beside the plain model
+(`lenbench.report.plots.extrapolation`, `lenbench.report.plots.position`). Lines and legends follow
+`lenbench.report.rows.series_order`.
+
+Panels whose every series scores zero or did not learn the task are left out (`board_left_out`,
+`keep_panels`), and the figure's caption on the page says which (`left_out_note`).
 """
 
 from __future__ import annotations
@@ -18,9 +28,12 @@ import contextlib
 import math
 import warnings
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
 import matplotlib.pyplot as plt  # the Agg backend: chosen by the package's __init__, which runs first
+import numpy as np
+import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
@@ -43,7 +56,7 @@ def quiet():
 _RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path"}
 
 
-def save_figure(fig, path: str | Path, *, dpi: int = 100) -> Path:
+def save_figure(fig, path: str | Path, *, dpi: int = 150) -> Path:
     """Save `fig` to `path` (format from the suffix) atomically and reproducibly, then close it."""
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or "png"
@@ -61,84 +74,128 @@ def save_figure(fig, path: str | Path, *, dpi: int = 100) -> Path:
 _TAB20 = sns.color_palette("tab20", 20)
 #: 20 fixed colours: the ten strong tab20 shades first, then the ten light ones.
 ENCODING_COLORS: list[tuple[float, float, float]] = [_TAB20[i] for i in (*range(0, 20, 2), *range(1, 20, 2))]
+#: Markers of trained encodings, by the same index as their colour (told apart in greyscale too).
+ENCODING_MARKERS: list[str] = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H", "8"]
 #: Dash patterns for variants, indexed by the rope_type's registry index (solid = the plain encoding).
 VARIANT_DASHES: list[tuple[float, ...]] = [(4, 1.5), (1, 1), (3, 1.25, 1.5, 1.25), (5, 1, 1, 1), (2, 2, 6, 2),
                                            (6, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
+#: Colours of inference-time variants, indexed by the rope_type's registry index: tab10 without its
+#: grey (the grey is close to the plain `rope` line they are drawn beside).
+VARIANT_COLORS: list[tuple[float, float, float]] = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]
+#: A fine-tuned variant: its rope_type's colour times this (darker); a pinned factor: mixed this far with white.
+FINETUNED_SHADE = 0.6
+PINNED_TINT = 0.45
 
 
 def _stable_index(name: str, n: int) -> int:
     return zlib.crc32(name.encode()) % n
 
 
-def encoding_color(encoding: str) -> tuple[float, float, float]:
-    names = ENCODINGS.names()
-    n = len(ENCODING_COLORS)
+@lru_cache(maxsize=1)
+def _builtin(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n for n in names if getattr(ENCODINGS.get(n), "__module__", "").startswith("lenbench.encodings."))
+
+
+def builtin_encodings() -> tuple[str, ...]:
+    """The encodings lenbench's own modules register, in registry order (plug-ins excluded)."""
+    return _builtin(tuple(ENCODINGS.names()))
+
+
+def _encoding_index(encoding: str, n: int) -> int:
+    """The palette index of a label: its built-in index, else a hash into the slots no built-in uses."""
+    names = builtin_encodings()
     if encoding in names:
-        index = names.index(encoding)
-    elif len(names) < n:  # other labels: a colour no registered encoding has, chosen by a hash of the label
-        index = len(names) + _stable_index(encoding, n - len(names))
-    else:
-        index = _stable_index(encoding, n)
-    return ENCODING_COLORS[index % n]
+        return names.index(encoding) % n
+    if len(names) < n:  # a colour no built-in encoding has, chosen by a hash of the label
+        return len(names) + _stable_index(encoding, n - len(names))
+    return _stable_index(encoding, n)
+
+
+def encoding_color(encoding: str) -> tuple[float, float, float]:
+    """The fixed colour of a trained encoding in every figure (module docstring)."""
+    return ENCODING_COLORS[_encoding_index(encoding, len(ENCODING_COLORS))]
+
+
+def encoding_marker(encoding: str) -> str:
+    """The fixed marker of a trained encoding in every figure."""
+    names = builtin_encodings()
+    if encoding in names:
+        return ENCODING_MARKERS[names.index(encoding) % len(ENCODING_MARKERS)]
+    return ENCODING_MARKERS[_stable_index(encoding, len(ENCODING_MARKERS))]
+
+
+def _variant_index(variant: str, n: int) -> int:
+    from lenbench.encodings.rope_scaling import ROPE_TYPES
+
+    rope_type = variant_rope_type(variant)
+    return (ROPE_TYPES.names().index(rope_type) if rope_type else _stable_index(variant, n)) % n
+
+
+def _variant_kind(variant: str) -> str:
+    """"plain" (a rope_type as is), "finetuned" (finetune-…) or "pinned" (…@factor); "other" else."""
+    if variant.startswith("finetune-"):
+        return "finetuned"
+    if "@" in variant:
+        return "pinned"
+    return "plain" if variant_rope_type(variant) == variant else "other"
 
 
 def variant_dashes(variant: str) -> tuple[float, ...] | str:
     """"" (solid) for the plain encoding, else a dash pattern fixed by the variant's rope_type."""
     if variant == BASE_VARIANT:
         return ""
-    from lenbench.encodings.rope_scaling import ROPE_TYPES
-
-    rope_type = variant_rope_type(variant)
-    index = ROPE_TYPES.names().index(rope_type) if rope_type else _stable_index(variant, len(VARIANT_DASHES))
-    return VARIANT_DASHES[index % len(VARIANT_DASHES)]
+    return VARIANT_DASHES[_variant_index(variant, len(VARIANT_DASHES))]
 
 
 def variant_marker(variant: str) -> str:
-    if variant == BASE_VARIANT:
-        return "o"
-    rope_type = variant_rope_type(variant)
-    if rope_type is None:
-        return "D"
-    return "o" if variant == rope_type else "^"
-
-
-#: Hues of inference-time variants, indexed by the rope_type's registry index: seaborn's "dark"
-#: palette, mixed with the family's colour (`VARIANT_FAMILY_MIX`) so a family's lines stay related.
-VARIANT_COLORS: list[tuple[float, float, float]] = list(sns.color_palette("dark", 10))
-VARIANT_FAMILY_MIX = 0.25
+    """The marker of a variant's line: ● a rope_type as is, ▲ fine-tuned, ■ pinned factor, ◆ other."""
+    return {"plain": "o", "finetuned": "^", "pinned": "s"}.get(_variant_kind(variant), "D")
 
 
 def series_color(encoding: str, variant: str) -> tuple[float, float, float]:
-    """The encoding's colour for its trained model; for a variant a colour of its own (by rope_type,
-    so `rope+yarn` and `xpos+yarn` share a hue), a quarter of it the family's colour."""
-    family = encoding_color(encoding)
+    """The encoding's colour for its trained model; for a variant its rope_type's colour (so
+    `rope+yarn` and `xpos+yarn` share a hue), darker when fine-tuned, lighter when pinned."""
     if variant == BASE_VARIANT:
-        return family
-    from lenbench.encodings.rope_scaling import ROPE_TYPES
-
-    rope_type = variant_rope_type(variant)
-    index = ROPE_TYPES.names().index(rope_type) if rope_type else _stable_index(variant, len(VARIANT_COLORS))
-    hue = VARIANT_COLORS[index % len(VARIANT_COLORS)]
-    if variant != rope_type and rope_type:  # a fine-tuned or re-parametrised variant: a darker shade of its hue
-        hue = tuple(0.7 * c for c in hue)
-    return tuple(float((1 - VARIANT_FAMILY_MIX) * h + VARIANT_FAMILY_MIX * f) for h, f in zip(hue, family, strict=True))
+        return encoding_color(encoding)
+    hue = VARIANT_COLORS[_variant_index(variant, len(VARIANT_COLORS))]
+    kind = _variant_kind(variant)
+    if kind == "finetuned":
+        return tuple(float(FINETUNED_SHADE * c) for c in hue)
+    if kind == "pinned":
+        return tuple(float((1 - PINNED_TINT) * c + PINNED_TINT) for c in hue)
+    return tuple(float(c) for c in hue)
 
 
 def series_style(encoding: str, variant: str) -> dict:
     """Colour (`series_color`), dashes and marker of the line of (encoding, variant) in every figure."""
-    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant), "marker": variant_marker(variant)}
+    marker = encoding_marker(encoding) if variant == BASE_VARIANT else variant_marker(variant)
+    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant), "marker": marker}
 
 
 def legend_handles(pairs: list[tuple[str, str]]) -> list[Line2D]:
+    """Legend entries of (encoding, variant) series, in their figure style."""
     handles = []
     for encoding, variant in pairs:
         style = series_style(encoding, variant)
-        handle = Line2D([], [], color=style["color"], marker=style["marker"], markersize=5, linewidth=1.6,
+        handle = Line2D([], [], color=style["color"], marker=style["marker"], markersize=4, linewidth=1.4,
                         label=series_label(encoding, variant))
         if style["dashes"]:
             handle.set_dashes(style["dashes"])
         handles.append(handle)
     return handles
+
+
+def series_groups(pairs) -> list[tuple[str | None, list[tuple[str, str]]]]:
+    """Series split into panel rows: (None, the trained encodings), then per encoding with
+    inference-time variants (encoding, its plain model and variants), in canonical order."""
+    from lenbench.report.rows import series_order
+    from lenbench.report.stats import is_baseline
+
+    pairs = [p for p in series_order(pairs) if not is_baseline(p[0])]
+    groups: list[tuple[str | None, list[tuple[str, str]]]] = [(None, [p for p in pairs if p[1] == BASE_VARIANT])]
+    for family in dict.fromkeys(e for e, v in pairs if v != BASE_VARIANT):
+        groups.append((family, [p for p in pairs if p[0] == family]))
+    return [g for g in groups if g[1]]
 
 
 # --- axes and panels ---------------------------------------------------------------------------
@@ -150,20 +207,66 @@ def plain_log_labels(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
 
 
+def log_ticks(vmin: float, vmax: float) -> list[float]:
+    """At least three round ticks for a log scale over [vmin, vmax] (a log colour bar over less than
+    a decade keeps a scale): the sparsest of 10^k, {1, 3}, {1, 2, 5}, {1, 2, 3, 5}, {1, 1.5, 2, 3, 5, 7}
+    × 10^k that puts three or more inside the range, else both ends and five values spread evenly in
+    log space, with as few significant digits (two or more) as keep three apart; a range that is one
+    value gets that value."""
+    if not (0 < vmin < vmax):
+        return [vmin, vmax] if vmin < vmax else [vmin]
+    decades = range(math.floor(math.log10(vmin)), math.ceil(math.log10(vmax)) + 1)
+    for mantissas in ((1,), (1, 3), (1, 2, 5), (1, 2, 3, 5), (1, 1.5, 2, 3, 5, 7)):
+        ticks = sorted(t for t in {float(f"{m * 10.0 ** k:.12g}") for k in decades for m in mantissas} if vmin <= t <= vmax)
+        if len(ticks) >= 3:
+            return ticks
+    for digits in range(2, 17):
+        spread = {float(f"{v:.{digits}g}") for v in np.geomspace(vmin, vmax, 5)}
+        ticks = sorted({t for t in spread if vmin <= t <= vmax} | {vmin, vmax})
+        if len(ticks) >= 3:
+            break
+    return ticks
+
+
 #: A two-column paper's text width in inches (a figure* in a NeurIPS/ICML/ACL template); report
 #: figures are this wide, panels wrapping `PANEL_COLUMNS` to a row, at `PAPER_FONT_SIZE`.
 PAPER_WIDTH = 6.75
 PANEL_COLUMNS = 2
 PAPER_FONT_SIZE = 8
+LEGEND_FONT_SIZE = 6.5
 
 
-def grid(n: int, width: float, height: float, ncols: int = 3):
+def figure(width: float, height: float):
+    """An empty figure with constrained layout (titles, labels, colour bars and legends never overlap)."""
+    return plt.figure(figsize=(width, height), layout="constrained")
+
+
+def grid(n: int, width: float, height: float, ncols: int = 3, *, parent=None, **subplot_kw):
+    """`n` panels of `width` × `height` inches, `ncols` to a row, in a constrained-layout figure
+    (or in `parent`, a figure or subfigure); returns (figure, the n axes)."""
     ncols = min(ncols, max(1, n))
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    if parent is None:
+        fig = figure(width * ncols, height * nrows)
+        axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
+    else:
+        fig = parent
+        axes = parent.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
+
+
+def outside_legend(target, handles: list, *, where: str = "right", max_rows: int = 16):
+    """A legend outside the panels of `target` (a figure or subfigure), placed by constrained
+    layout: "right" (a column beside the panels) or "below" (rows under them)."""
+    if where == "below":
+        ncol = min(len(handles), 4)
+        return target.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False,
+                             fontsize=LEGEND_FONT_SIZE)
+    ncol = max(1, math.ceil(len(handles) / max_rows))
+    return target.legend(handles=handles, loc="outside right upper", ncol=ncol, frameon=False,
+                         fontsize=LEGEND_FONT_SIZE)
 
 
 #: Line styles of baseline rows ("baseline:<name>"): grey, no marker.
@@ -176,3 +279,71 @@ def baseline_style(encoding: str) -> dict:
     """Colour and dashes of a baseline's line (grey; chance dotted)."""
     name = encoding.split(":", 1)[-1]
     return BASELINE_STYLES.get(name, {"color": "0.35", "dashes": (3, 1.5, 1, 1.5, 1, 1.5)})
+
+
+# --- panels left out ----------------------------------------------------------------------------
+
+NOT_LEARNED = "no model learned it at 1×"
+ALL_ZERO = "every model scores 0 at every length"
+
+
+def board_left_out(board, task: str, train_len: int) -> str | None:
+    """Why the panel of one board (task, train length) is left out of a figure, or None to draw it:
+    every trained model and variant did not learn the task at 1× (`NOT_LEARNED`), or scores 0 (or
+    failed) at every length (`ALL_ZERO`).
+
+    Args:
+        board: the `lenbench.report.tables.Leaderboard` of the results.
+        task, train_len: the board.
+    """
+    rows = board.per_task[(board.per_task["task"] == task) & (board.per_task["train_len"] == train_len)
+                          & (board.per_task["kind"] != "baseline")]
+    if not len(rows):
+        return None
+    if rows["not_learned"].all():
+        return NOT_LEARNED
+    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
+                      & (board.wide["kind"] != "baseline")]
+    cols = [c for c in wide.columns if c.endswith("x") and c[:-1].replace(".", "", 1).isdigit()]
+    values = wide[cols].to_numpy(dtype=float) if cols else np.zeros((0, 0))
+    if values.size and np.all(np.nan_to_num(values, nan=0.0) == 0):
+        return ALL_ZERO
+    return None
+
+
+def keep_panels(panels: list, reasons: dict) -> tuple[list, dict]:
+    """(the panels to draw, {panel: why it is left out}); `reasons` holds a reason or None per panel.
+    When every panel would be left out, all are drawn (a figure that shows nothing is no figure)
+    and none is reported left out."""
+    dropped = {p: reasons[p] for p in panels if reasons.get(p)}
+    kept = [p for p in panels if p not in dropped]
+    if not kept:
+        return list(panels), {}
+    return kept, dropped
+
+
+def left_out_note(dropped: dict[str, str]) -> str:
+    """The caption sentence naming the panels left out of a figure and why ("" when none is)."""
+    if not dropped:
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    for label, reason in dropped.items():
+        by_reason.setdefault(reason, []).append(label)
+    return " Left out: " + "; ".join(f"{', '.join(labels)}: {reason}" for reason, labels in by_reason.items()) + "."
+
+
+def board_label(task: str, train_len: int) -> str:
+    return f"{task} (train length {train_len})"
+
+
+def boards_left_out(board, keys: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], dict[str, str]]:
+    """`keep_panels` over boards: (the (task, train_len) keys to draw, {"task (train length n)": why})."""
+    kept, dropped = keep_panels(keys, {k: board_left_out(board, *k) for k in keys})
+    return kept, {board_label(*k): why for k, why in dropped.items()}
+
+
+def frame_is_zero(values: pd.DataFrame | np.ndarray) -> bool:
+    """Whether every finite value of a frame or array is 0 (and it has one)."""
+    arr = np.asarray(values, dtype=float)
+    finite = arr[np.isfinite(arr)]
+    return bool(finite.size) and bool(np.all(finite == 0))

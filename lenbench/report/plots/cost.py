@@ -5,39 +5,70 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from lenbench.report.plots._style import NOT_LEARNED_ALPHA, encoding_color, grid, quiet, save_figure
+from lenbench.report.plots._style import (
+    ALL_ZERO,
+    NOT_LEARNED,
+    NOT_LEARNED_ALPHA,
+    PAPER_FONT_SIZE,
+    PAPER_WIDTH,
+    board_label,
+    encoding_color,
+    encoding_marker,
+    grid,
+    keep_panels,
+    outside_legend,
+    quiet,
+    save_figure,
+)
+from lenbench.report.rows import BASE_VARIANT, series_order
+
+#: The captions of the two figures on the page (`lenbench.report.page`), and for docs to quote.
+COST_CAPTION = ("Forward-kernel time per call against sequence length (log-log), one colour and marker per "
+                "encoding as in every figure: solid the fused implementation, dashed the eager reference, black "
+                "unbiased causal SDPA (what nope attends with); one panel per dtype.")
+QUALITY_COST_CAPTION = ("Retention past the training length against the training step's time relative to nope's, "
+                        "with 95 % intervals, one panel per task: retention averages (score − chance) / (in-dist − "
+                        "chance) over ratios > 1 (perplexity: in-dist / ppl). Ringed and joined: the Pareto front of "
+                        "the learned models (none cheaper and better); hollow and faded: not learned at 1×.")
 
 
 def cost_plot(cost: pd.DataFrame, path: str | Path) -> Path:
-    """Kernel time against sequence length, log-log, one line per encoding, one panel per dtype.
+    """Kernel time against sequence length (`COST_CAPTION`), log-log, one line per encoding, one panel per dtype.
 
     Solid: the fused implementation (`lenbench.report.cost.cost_table`'s ``fused_s``); dashed, same
     colour: the eager reference; black: unbiased causal SDPA (what `nope` attends with), recovered
-    from ``ratio_to_sdpa``. Colours are the encodings' colours of every other figure.
+    from ``ratio_to_sdpa``. Colours and markers are the encodings' of every other figure; the legend
+    is below the panels.
     """
     timed = cost[cost["dtype"] != ""]
     if timed.empty:
         raise ValueError("cost_plot: no kernel timings to plot")
     dtypes = sorted(set(timed["dtype"]), key=lambda d: (d != "fp32", d))
-    with quiet():
-        fig, axes = grid(len(dtypes), 3.6, 3.0)
+    with quiet(), plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        fig, axes = grid(len(dtypes), PAPER_WIDTH / 2, 2.6, 2)
+        handles: dict[str, Line2D] = {}
         for ax, dtype in zip(axes, dtypes, strict=True):
             d = timed[timed["dtype"] == dtype]
             for encoding, g in d.groupby("encoding", sort=False):
-                color = encoding_color(encoding)
-                ax.plot(g["T"], g["fused_s"], color=color, marker="o", markersize=3, linewidth=1.4, label=encoding)
+                color, marker = encoding_color(encoding), encoding_marker(encoding)
+                (line,) = ax.plot(g["T"], g["fused_s"], color=color, marker=marker, markersize=3.5, linewidth=1.3,
+                                  label=encoding)
+                handles.setdefault(encoding, line)
                 eager = g[g["eager_s"].notna()]
                 if len(eager):
                     (line,) = ax.plot(eager["T"], eager["eager_s"], color=color, linewidth=0.9, alpha=0.7)
                     line.set_dashes((4, 2))
             sdpa = d[d["ratio_to_sdpa"].notna()].drop_duplicates("T")
             if len(sdpa):
-                ax.plot(sdpa["T"], sdpa["fused_s"] / sdpa["ratio_to_sdpa"], color="black", linewidth=1.8,
-                        label="SDPA (nope)")
+                (line,) = ax.plot(sdpa["T"], sdpa["fused_s"] / sdpa["ratio_to_sdpa"], color="black", linewidth=1.8,
+                                  label="SDPA (nope)")
+                handles.setdefault("SDPA (nope)", line)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xticks(sorted(set(d["T"])))
@@ -45,47 +76,78 @@ def cost_plot(cost: pd.DataFrame, path: str | Path) -> Path:
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel("sequence length T")
             ax.set_ylabel("seconds per call")
-            ax.set_title(f"{dtype}: fused (solid) vs eager (dashed)", fontsize=9)
+            ax.set_title(f"{dtype}: fused (solid) vs eager (dashed)", fontsize=PAPER_FONT_SIZE)
             ax.grid(True, which="major", alpha=0.3)
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5, fontsize=7, frameon=False)
-        fig.tight_layout()
+        outside_legend(fig, list(handles.values()), where="below")
     return save_figure(fig, path)
 
 
+def quality_cost_left_out(points: pd.DataFrame) -> dict[str, str]:
+    """The panels `quality_cost_plot` leaves out: {"task (train length n)": why}."""
+    return _boards(points)[1]
+
+
+def _boards(points: pd.DataFrame) -> tuple[list, dict[str, str]]:
+    boards = list(points.groupby(["task", "train_len"], sort=False))
+    reasons = {}
+    for key, g in boards:
+        retention = g["retention"].to_numpy(dtype=float)
+        reasons[key] = (NOT_LEARNED if g["not_learned"].all()
+                        else ALL_ZERO if np.all(np.nan_to_num(retention, nan=0.0) == 0) else None)
+    kept, dropped = keep_panels([k for k, _ in boards], reasons)
+    groups = dict(boards)
+    return [(k, groups[k]) for k in kept], {board_label(*k): why for k, why in dropped.items()}
+
+
 def quality_cost_plot(points: pd.DataFrame, path: str | Path) -> Path:
-    """Retention past the training length against training-step cost, one panel per task.
+    """Retention past the training length against training-step cost (`QUALITY_COST_CAPTION`), one panel per task.
 
     x: the encoding's training step relative to `nope` (`lenbench.report.cost.quality_cost_frame`);
-    y: retention (`lenbench.report.stats`) with its 95 % interval as error bars; the Pareto front (cheaper
-    and better than every other learned model it is not dominated by) joined by a line and ringed;
-    not-learned models faded and never on the front.
+    y: retention (`lenbench.report.stats`) with its 95 % interval as error bars; each encoding in
+    its colour and marker of every figure, named in the legend below the panels (no labels on the
+    points, which would overlap); the Pareto front (cheaper and better than every other learned
+    model it is not dominated by) joined by a line and ringed; not-learned models hollow, faded
+    and never on the front. A board whose every model is not learned or at zero retention is left
+    out (`quality_cost_left_out`), unless every board is.
     """
     if points.empty:
         raise ValueError("quality_cost_plot: no model with both a retention and a training-step timing")
-    boards = list(points.groupby(["task", "train_len"], sort=False))
-    with quiet():
-        fig, axes = grid(len(boards), 3.2, 2.8)
+    boards, _ = _boards(points)
+    encodings = [e for e, _ in series_order((e, BASE_VARIANT) for _, g in boards for e in g["encoding"])]
+    with quiet(), plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        fig, axes = grid(len(boards), PAPER_WIDTH / 3, 2.3, 3)
+        any_front = any_not_learned = False
         for ax, ((task, train_len), g) in zip(axes, boards, strict=True):
             for r in g.to_dict("records"):
                 y = r["retention"] if math.isfinite(r["retention"]) else np.nan
                 lo, hi = r["retention_ci_low"], r["retention_ci_high"]
                 err = [[y - lo], [hi - y]] if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(y) else None
-                alpha = NOT_LEARNED_ALPHA if r["not_learned"] else 1.0
                 color = encoding_color(r["encoding"])
-                ax.errorbar([r["cost"]], [y], yerr=err, fmt="o", color=color, alpha=alpha, markersize=5, capsize=2)
-                if math.isfinite(y):
-                    ax.annotate(r["encoding"] + (" (n/l)" if r["not_learned"] else ""), (r["cost"], y), fontsize=6,
-                                xytext=(3, 3), textcoords="offset points", alpha=alpha)
+                faded = bool(r["not_learned"])
+                any_not_learned |= faded
+                ax.errorbar([r["cost"]], [y], yerr=err, fmt=encoding_marker(r["encoding"]), color=color,
+                            alpha=NOT_LEARNED_ALPHA if faded else 1.0, markersize=4.5, capsize=2, elinewidth=0.9,
+                            markerfacecolor="none" if faded else color)
             front = g[g["pareto"]].sort_values("cost")
             if len(front):
+                any_front = True
                 ax.plot(front["cost"], front["retention"], color="black", linewidth=1.0, linestyle=":", zorder=0)
-                ax.scatter(front["cost"], front["retention"], s=90, facecolors="none", edgecolors="black",
-                           linewidths=0.9, label="Pareto front")
+                ax.scatter(front["cost"], front["retention"], s=80, facecolors="none", edgecolors="black",
+                           linewidths=0.8)
             ax.axvline(1.0, color="0.6", linewidth=0.8, linestyle="--")
-            ax.set_xlabel("training step / nope's (lower is cheaper)")
-            ax.set_ylabel("retention past train length")
-            ax.set_title(f"{task} (train length {train_len})", fontsize=9)
+            ax.set_xlabel("training step / nope's")
+            ax.set_ylabel("retention past train length ↑")
+            ax.set_title(board_label(task, train_len), fontsize=PAPER_FONT_SIZE)
+            ax.tick_params(labelsize=PAPER_FONT_SIZE - 1)
             ax.grid(True, alpha=0.3)
-        fig.tight_layout()
+        handles = [Line2D([], [], color=encoding_color(e), marker=encoding_marker(e), linestyle="none", markersize=4.5,
+                          label=e) for e in encodings]
+        if any_front:
+            handles.append(Line2D([], [], color="black", marker="o", markerfacecolor="none", markersize=8, linestyle=":",
+                                  linewidth=1.0, label="Pareto front"))
+        if any_not_learned:
+            handles.append(Line2D([], [], color="0.3", marker="o", markerfacecolor="none", alpha=NOT_LEARNED_ALPHA,
+                                  linestyle="none", markersize=4.5, label="not learned"))
+        legend = outside_legend(fig, handles, where="below")
+        legend.set_ncols(min(len(handles), 6))
     return save_figure(fig, path)

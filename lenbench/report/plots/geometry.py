@@ -10,7 +10,27 @@ import pandas as pd
 import seaborn as sns
 
 from lenbench.atomic import is_disk_full
-from lenbench.report.plots._style import PAPER_FONT_SIZE, PAPER_WIDTH, quiet, save_figure
+from lenbench.report.plots._style import PAPER_FONT_SIZE, PAPER_WIDTH, frame_is_zero, quiet, save_figure
+
+#: The caption of the position-pattern figures on the page (`lenbench.report.page`), and for docs to quote.
+CAPTION = ("What each encoding adds as a function of position, at the geometry of the run (the first finished "
+           "cell of the encoding, lm first): embedding values by position and dimension, rotation angles by "
+           "position and frequency pair, or the attention bias by key position and head; trained weights where "
+           "the results directory holds the encoding's checkpoint.")
+#: Why a pattern is not drawn (`pattern_left_out`).
+AT_INITIALISATION = "trainable, and no checkpoint in the results: only its random initialisation"
+NO_PATTERN = "no position signal: the matrix is all zeros"
+
+
+def pattern_left_out(pattern) -> str | None:
+    """Why an encoding's position pattern (`lenbench.report.geometry.EncodingPattern`) is not
+    drawn, or None to draw it: a trainable encoding without its trained weights
+    (`AT_INITIALISATION`), or a matrix of zeros such as `nope`'s (`NO_PATTERN`)."""
+    if pattern.at_initialisation:
+        return AT_INITIALISATION
+    if frame_is_zero(pattern.matrix) or not len(pattern.matrix):
+        return NO_PATTERN
+    return None
 
 
 def _tick_step(n: int, target: int = 8) -> int:
@@ -35,7 +55,7 @@ def encoding_heatmap(matrix: pd.DataFrame, path: str | Path, *, title: str, note
     """
     values = matrix.to_numpy()  # (T, channels)
     with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
-        fig, ax = plt.subplots(figsize=(PAPER_WIDTH / 2, 2.8))
+        fig, ax = plt.subplots(figsize=(PAPER_WIDTH / 2, 2.8), layout="constrained")
         # rasterized: one image instead of T × D vector patches, so the SVG stays small.
         with quiet():
             sns.heatmap(values, ax=ax, cmap="RdBu_r", center=0, xticklabels=_tick_step(values.shape[1]),

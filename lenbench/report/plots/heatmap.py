@@ -5,14 +5,30 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from lenbench.report.plots._style import grid, plain_log_labels, quiet, save_figure
+from lenbench.report.plots._style import (
+    PAPER_FONT_SIZE,
+    board_label,
+    boards_left_out,
+    grid,
+    log_ticks,
+    quiet,
+    save_figure,
+)
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
+
+#: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
+CAPTION = ("The leaderboard as heatmaps: each task's primary metric (mean over seeds) for every trained model, "
+           "inference-time variant and baseline at each length ratio (evaluation / training length); brighter is "
+           "better, \"fail\" marks a length where every seed failed, hatched grey rows did not learn the task at 1×. "
+           "Perplexity has a log colour scale spanning the models (a baseline beyond it takes the end colour).")
 
 
 def _cell_text(value: float, metric: str) -> str:
@@ -23,10 +39,24 @@ def _cell_text(value: float, metric: str) -> str:
     return f"{value:.1f}" if abs(value) < 100 else f"{value:.3g}"
 
 
+def _board_keys(board: Leaderboard) -> list[tuple[str, int]]:
+    wide = board.wide
+    return list(dict.fromkeys(zip(wide["task"], (int(n) for n in wide["train_len"]), strict=True)))
+
+
+def heatmap_left_out(board: Leaderboard) -> dict[str, str]:
+    """The panels `leaderboard_heatmap` leaves out: {"task (train length n)": why}
+    (`lenbench.report.plots._style.board_left_out`)."""
+    return boards_left_out(board, _board_keys(board))[1]
+
+
 def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboard | None = None) -> Path:
-    """The leaderboard as heatmaps: (encoding, variant) × length ratio, primary metric (mean over
-    seeds), one panel per task; brighter is better; "fail" marks a failed length; a model that
-    did not learn the task at 1× is veiled grey, hatched and labelled "(not learned)".
+    """The leaderboard as heatmaps (`CAPTION`): (encoding, variant) × length ratio, primary metric
+    (mean over seeds), one panel per task; brighter is better; "fail" marks a failed length; a
+    model that did not learn the task at 1× is veiled grey, hatched and labelled "(not learned)".
+    A board on which every model is at zero or not learned is left out (`heatmap_left_out`),
+    unless every board is. Each panel has its own colour bar; a log one (perplexity) is ticked at
+    three or more round values (`lenbench.report.plots._style.log_ticks`).
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`).
@@ -34,12 +64,18 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
         board: the precomputed `leaderboard(df)`, if at hand.
     """
     board = board if board is not None else leaderboard(df)
-    wide = board.wide
-    keys = list(dict.fromkeys(zip(wide["task"], wide["train_len"], strict=True)))
+    keys = _board_keys(board)
     if not keys:
         raise ValueError("leaderboard_heatmap: no rows to plot")
+    keys, _ = boards_left_out(board, keys)
+    with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        return _heatmap_figure(df, board, keys, path)
+
+
+def _heatmap_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, int]], path: str | Path) -> Path:
+    wide = board.wide
     n_rows = max(int(((wide["task"] == t) & (wide["train_len"] == n)).sum()) for t, n in keys)
-    fig, axes = grid(len(keys), 5.2, 0.9 + 0.32 * n_rows)
+    fig, axes = grid(len(keys), 5.0, 0.9 + 0.26 * n_rows)
     for ax, (task, train_len) in zip(axes, keys, strict=True):
         rows = wide[(wide["task"] == task) & (wide["train_len"] == train_len)]
         metric = rows["metric"].iloc[0]
@@ -63,18 +99,22 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
         annot = [[_cell_text(v, metric) for v in row] for row in values]
         with quiet():
             sns.heatmap(matrix, ax=ax, cmap="viridis" if hib else "viridis_r", annot=np.array(annot, dtype=object),
-                        fmt="", norm=norm, annot_kws={"fontsize": 7},
-                        cbar_kws={"label": f"{metric} {'↑' if hib else '↓'}"}, linewidths=0.5, linecolor="white")
+                        fmt="", norm=norm, annot_kws={"fontsize": 6.5},
+                        cbar_kws={"label": f"{metric} {'↑' if hib else '↓'}", "pad": 0.02}, linewidths=0.5,
+                        linecolor="white")
         if isinstance(norm, LogNorm):
-            plain_log_labels(ax.collections[0].colorbar.ax.yaxis)
+            cbar = ax.collections[0].colorbar
+            cbar.ax.yaxis.set_major_locator(FixedLocator(log_ticks(norm.vmin, norm.vmax)))
+            cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            cbar.ax.yaxis.set_minor_locator(NullLocator())
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
-            ax.text(j + 0.5, i + 0.5, "fail", ha="center", va="center", fontsize=7, color="0.3")
+            ax.text(j + 0.5, i + 0.5, "fail", ha="center", va="center", fontsize=6.5, color="0.3")
         for i, not_learned in enumerate(rows["not_learned"]):  # grey veil and hatching over a not-learned row
             if not_learned:
                 ax.add_patch(Rectangle((0, i), len(cols), 1, facecolor="white", alpha=0.55, hatch="//",
                                        edgecolor="0.5", linewidth=0))
-        ax.set(title=f"{task} (train length {train_len})", xlabel="length ratio (eval / train)", ylabel="")
-        ax.tick_params(axis="y", rotation=0)
+        ax.set(title=board_label(task, train_len), xlabel="length ratio (eval / train)", ylabel="")
+        ax.tick_params(axis="y", rotation=0, labelsize=7)
+        ax.tick_params(axis="x", labelsize=7)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
-    fig.tight_layout()
     return save_figure(fig, path)

@@ -4,50 +4,112 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 
 from lenbench.report.plots._buckets import bucketed
-from lenbench.report.plots._style import PAPER_WIDTH, grid, quiet, save_figure
+from lenbench.report.plots._style import (
+    ALL_ZERO,
+    PAPER_FONT_SIZE,
+    PAPER_WIDTH,
+    board_label,
+    frame_is_zero,
+    grid,
+    keep_panels,
+    quiet,
+    save_figure,
+)
 from lenbench.report.rows import primary_metric, series_label, series_order, task_order, whole_length
+from lenbench.report.tables import Leaderboard, leaderboard
+
+#: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
+CAPTION = ("Passkey retrieval by needle depth (rows, shallow at the top) and evaluation length (columns): the "
+           "task's primary metric, mean over seeds, one panel per trained model or inference-time variant; "
+           "brighter is better.")
+
+COLUMNS = 4
+NOT_LEARNED_PANEL = "not learned at 1×"
 
 
-def needle_heatmap(df: pd.DataFrame, path: str | Path) -> Path:
-    """Needle-in-a-haystack heatmaps: accuracy by needle depth (rows, shallow at the top) and
-    evaluation length (columns), one panel per (task, train length, encoding, variant), the
-    task's primary metric averaged over seeds; brighter is better.
-
-    Args:
-        df: the tidy results frame (`lenbench.report.rows.load_results`), holding "depth:…" bucket
-            rows (`evaluate_depth`).
-        path: output file (.png or .svg).
-    """
+def _panels(df: pd.DataFrame, board: Leaderboard) -> tuple[list[tuple], dict[str, str]]:
+    """(the panels to draw: (task, train_len, metric, encoding, variant, rows) in canonical order,
+    {panel label: why it is left out}): a panel whose series is at zero everywhere or did not learn
+    its task at 1× is left out (`lenbench.report.plots._style.keep_panels`)."""
     full = df
-    df = bucketed(full, "depth")
-    panels = []
-    for task in task_order(df["task"]):
-        tdf = df[df["task"] == task]
+    rows = bucketed(full, "depth")
+    not_learned = {(r["task"], int(r["train_len"]), r["encoding"], r["variant"])
+                   for r in board.per_task.to_dict("records") if r["not_learned"]}
+    panels, reasons = [], {}
+    for task in task_order(rows["task"]):
+        tdf = rows[rows["task"] == task]
         metric = primary_metric(task, whole_length(full[full["task"] == task])["metric"].unique())
         tdf = tdf[tdf["metric"] == metric]
         for train_len in sorted(tdf["train_len"].unique()):
             ldf = tdf[tdf["train_len"] == train_len]
             for encoding, variant in series_order(zip(ldf["encoding"], ldf["variant"], strict=True)):
-                panels.append((task, int(train_len), metric, encoding, variant,
-                               ldf[(ldf["encoding"] == encoding) & (ldf["variant"] == variant)]))
-    if not panels:
+                sdf = ldf[(ldf["encoding"] == encoding) & (ldf["variant"] == variant)]
+                reasons[len(panels)] = (NOT_LEARNED_PANEL if (task, int(train_len), encoding, variant) in not_learned
+                                        else ALL_ZERO if frame_is_zero(sdf["value"]) else None)
+                panels.append((task, int(train_len), metric, encoding, variant, sdf))
+    kept, dropped = keep_panels(list(range(len(panels))), reasons)
+    several = len({(p[0], p[1]) for p in panels}) > 1
+    label = {i: series_label(p[3], p[4]) + (f" on {board_label(p[0], p[1])}" if several else "")
+             for i, p in enumerate(panels)}
+    return [panels[i] for i in kept], {label[i]: why for i, why in dropped.items()}
+
+
+def needle_left_out(df: pd.DataFrame, board: Leaderboard | None = None) -> dict[str, str]:
+    """The panels `needle_heatmap` leaves out: {series label: why}."""
+    return _panels(df, board if board is not None else leaderboard(df))[1]
+
+
+def needle_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboard | None = None) -> Path:
+    """Needle-in-a-haystack heatmaps (`CAPTION`): accuracy by needle depth (rows, shallow at the
+    top) and evaluation length (columns), one panel per (task, train length, encoding, variant),
+    the task's primary metric averaged over seeds; brighter is better; one colour bar for all.
+    A panel whose series is at zero everywhere or did not learn the task at 1× is left out
+    (`needle_left_out`), unless every panel is.
+
+    Args:
+        df: the tidy results frame (`lenbench.report.rows.load_results`), holding "depth:…" bucket
+            rows (`evaluate_depth`).
+        path: output file (.png or .svg).
+        board: the precomputed `leaderboard(df)`, if at hand.
+    """
+    if not len(bucketed(df, "depth")):
         raise ValueError("needle_heatmap: no needle-depth rows (bucket 'depth:…') to plot")
-    fig, axes = grid(len(panels), PAPER_WIDTH / 3, 2.2)
-    for ax, (task, train_len, metric, encoding, variant, sdf) in zip(axes, panels, strict=True):
+    board = board if board is not None else leaderboard(df)
+    panels, _ = _panels(df, board)
+    with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        return _needle_figure(panels, path)
+
+
+def _needle_figure(panels: list[tuple], path: str | Path) -> Path:
+    groups = list(dict.fromkeys((p[0], p[1], p[2]) for p in panels))
+    ncols = min(COLUMNS, len(panels))
+    fig, axes = grid(len(panels), PAPER_WIDTH / COLUMNS, 1.55, ncols)
+    norm = Normalize(vmin=0.0, vmax=1.0)
+    for i, (ax, (task, train_len, _, encoding, variant, sdf)) in enumerate(zip(axes, panels, strict=True)):
         matrix = sdf.pivot_table(index="bucket", columns="eval_len", values="value", aggfunc="mean").sort_index()
         labels = [b.split(":", 1)[1] for b in matrix.index]
         with quiet():
-            sns.heatmap(matrix, ax=ax, cmap="viridis", vmin=0.0, vmax=1.0, annot=True, fmt=".2f",
-                        annot_kws={"fontsize": 6}, cbar=False, linewidths=0.5, linecolor="white",
+            sns.heatmap(matrix, ax=ax, cmap="viridis", norm=norm, annot=True, fmt=".2f",
+                        annot_kws={"fontsize": 4.5}, cbar=False, linewidths=0.4, linecolor="white",
                         yticklabels=labels)
-        ax.set(title=f"{series_label(encoding, variant)} ({task}, L{train_len})", xlabel="evaluation length",
-               ylabel=f"needle depth ({metric})")
-        ax.tick_params(axis="y", rotation=0, labelsize=7)
-        ax.tick_params(axis="x", labelsize=7)
-    fig.suptitle("lenbench: needle depth × length (brighter is better)")
-    fig.tight_layout()
+        title = series_label(encoding, variant)
+        if len(groups) > 1:
+            title += f"\n{board_label(task, train_len)}"
+        ax.set_title(title, fontsize=PAPER_FONT_SIZE - 1)
+        first_col, last_row = i % ncols == 0, i + ncols >= len(panels)
+        ax.set_ylabel("needle depth" if first_col else "", fontsize=PAPER_FONT_SIZE - 1)
+        ax.set_xlabel("evaluation length" if last_row else "", fontsize=PAPER_FONT_SIZE - 1)
+        ax.tick_params(axis="y", rotation=0, labelsize=5, labelleft=first_col, length=2)
+        ax.tick_params(axis="x", rotation=0, labelsize=5, length=2)
+    metrics = " / ".join(dict.fromkeys(g[2] for g in groups))
+    fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes, label=f"{metrics} ↑", shrink=0.6, aspect=30)
+    where = board_label(groups[0][0], groups[0][1]) if len(groups) == 1 else "passkey tasks"
+    fig.suptitle(f"{where}: {metrics} by needle depth × evaluation length", fontsize=PAPER_FONT_SIZE + 1)
     return save_figure(fig, path)

@@ -4,66 +4,122 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
 from lenbench.report.plots._buckets import bucketed
 from lenbench.report.plots._style import (
-    PANEL_COLUMNS,
+    NOT_LEARNED_ALPHA,
+    PAPER_FONT_SIZE,
     PAPER_WIDTH,
+    boards_left_out,
+    figure,
     grid,
     legend_handles,
+    outside_legend,
     plain_log_labels,
     save_figure,
+    series_groups,
     series_style,
 )
-from lenbench.report.rows import series_label, series_order
-from lenbench.report.tables import ratio_label
+from lenbench.report.rows import series_order
+from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
+
+#: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
+CAPTION = ("Language-model loss (nll, nats) by target position within the window at the longest evaluated "
+           "length, mean over seeds, the training length dashed; top row the trained encodings, below one row "
+           "per encoding with inference-time variants. A curve that keeps falling past the training length uses "
+           "the longer context, a flat one ignores it, a rising one is hurt by it.")
+
+COLUMNS = 2
+PANEL_HEIGHT = 2.2
 
 
-def position_loss_plot(df: pd.DataFrame, path: str | Path) -> Path:
-    """Loss by position within the evaluation window, one line per (encoding, variant) at the
-    longest evaluated length, one panel per lm task (and training length): the figure of Press et
-    al. 2022 (ALiBi, fig. 3), Sun et al. 2022 (xPos) and Ding et al. 2024 (LongRoPE).
+def _keys(df: pd.DataFrame) -> list[tuple[str, int]]:
+    return list(dict.fromkeys(zip(df["task"], (int(n) for n in df["train_len"]), strict=True)))
+
+
+def position_left_out(df: pd.DataFrame, board: Leaderboard | None = None) -> dict[str, str]:
+    """The panels `position_loss_plot` leaves out: {"task (train length n)": why}
+    (`lenbench.report.plots._style.board_left_out`)."""
+    rows = bucketed(df, "pos")
+    board = board if board is not None else leaderboard(df)
+    return boards_left_out(board, _keys(rows[rows["metric"] == "nll"]))[1]
+
+
+def position_loss_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard | None = None) -> Path:
+    """Loss by position within the evaluation window (`CAPTION`), one line per (encoding, variant)
+    at the longest evaluated length, one column of panels per lm task (and training length): the
+    figure of Press et al. 2022 (ALiBi, fig. 3), Sun et al. 2022 (xPos) and Ding et al. 2024
+    (LongRoPE). Rows as in `lenbench.report.plots.extrapolation`: the trained encodings, then
+    one row per encoding with inference-time variants; the legend of each row beside it.
 
     x: target position (bucket midpoint, log2 axis), y: mean nll (nats) over the bucket and seeds;
-    a dashed vertical line at the training length. A curve that keeps falling past the training
-    length uses the longer context; one that flattens there ignores it; one that rises is hurt.
+    a dashed vertical line at the training length; a model not learned at 1× faded. A board on
+    which every model is at zero or not learned is left out (`position_left_out`), unless every
+    board is.
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`), holding "pos:…" bucket
             rows (`evaluate_lm_context`).
         path: output file (.png or .svg).
+        board: the precomputed `leaderboard(df)`, if at hand.
     """
-    df = bucketed(df, "pos")
-    df = df[df["metric"] == "nll"]
-    keys = list(dict.fromkeys(zip(df["task"], df["train_len"], strict=True)))
+    rows = bucketed(df, "pos")
+    rows = rows[rows["metric"] == "nll"]
+    keys = _keys(rows)
     if not keys:
         raise ValueError("position_loss_plot: no per-position rows (bucket 'pos:…') to plot")
-    fig, axes = grid(len(keys), PAPER_WIDTH / PANEL_COLUMNS, 2.8, ncols=PANEL_COLUMNS)
-    all_pairs = series_order(zip(df["encoding"], df["variant"], strict=True))
-    for ax, (task, train_len) in zip(axes, keys, strict=True):
-        bdf = df[(df["task"] == task) & (df["train_len"] == train_len)]
-        ratio = bdf["ratio"].max()
-        bdf = bdf[bdf["ratio"] == ratio]
-        for encoding, variant in series_order(zip(bdf["encoding"], bdf["variant"], strict=True)):
-            sdf = bdf[(bdf["encoding"] == encoding) & (bdf["variant"] == variant)]
-            curve = sdf.assign(mid=(sdf["lo"] + sdf["hi"]) / 2 + 1).groupby("mid", sort=True)["value"].mean()
-            style = series_style(encoding, variant)
-            (line,) = ax.plot(curve.index, curve.to_numpy(), color=style["color"], linewidth=1.4,
-                              label=series_label(encoding, variant))
-            if style["dashes"]:
-                line.set_dashes(style["dashes"])
-        ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
-        ax.set_xscale("log", base=2)
-        plain_log_labels(ax.xaxis)
-        eval_len = int(bdf["eval_len"].max())
-        ax.set(title=f"{task} (train length {train_len}, evaluated at {eval_len} = {ratio_label(ratio)})",
-               xlabel="target position in the window (log2)", ylabel="nll (nats) ↓")
-        ax.grid(True, which="major", alpha=0.3)
-    extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
-    fig.legend(handles=legend_handles(all_pairs) + extra, loc="center left", bbox_to_anchor=(1.0, 0.5),
-               frameon=False, fontsize="small")
-    fig.suptitle("lenbench: loss by position at the longest evaluation length (mean over seeds)")
-    fig.tight_layout()
+    board = board if board is not None else leaderboard(df)
+    keys, _ = boards_left_out(board, keys)
+    with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
+        return _position_figure(rows, board, keys, path)
+
+
+def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, int]], path: str | Path) -> Path:
+    shown = df[[k in set(keys) for k in zip(df["task"], df["train_len"], strict=True)]]
+    groups = series_groups(zip(shown["encoding"], shown["variant"], strict=True))
+    not_learned = {(r["task"], r["train_len"], r["encoding"], r["variant"])
+                   for r in board.per_task.to_dict("records") if r["not_learned"]}
+    ncols = min(COLUMNS, len(keys))
+    band_rows = -(-len(keys) // ncols)
+    fig = figure(PAPER_WIDTH, PANEL_HEIGHT * band_rows * len(groups) + 0.3)
+    bands = fig.subfigures(len(groups), 1, squeeze=False)[:, 0]
+    for band, (family, pairs) in zip(bands, groups, strict=True):
+        _, axes = grid(len(keys), 0, 0, ncols, parent=band)
+        faded = False
+        for ax, (task, train_len) in zip(axes, keys, strict=True):
+            bdf = df[(df["task"] == task) & (df["train_len"] == train_len)]
+            ratio = bdf["ratio"].max()
+            bdf = bdf[bdf["ratio"] == ratio]
+            for encoding, variant in series_order(zip(bdf["encoding"], bdf["variant"], strict=True)):
+                if (encoding, variant) not in pairs:
+                    continue
+                sdf = bdf[(bdf["encoding"] == encoding) & (bdf["variant"] == variant)]
+                curve = sdf.assign(mid=(sdf["lo"] + sdf["hi"]) / 2 + 1).groupby("mid", sort=True)["value"].mean()
+                style = series_style(encoding, variant)
+                alpha = NOT_LEARNED_ALPHA if (task, train_len, encoding, variant) in not_learned else 1.0
+                faded |= alpha < 1
+                (line,) = ax.plot(curve.index, curve.to_numpy(), color=style["color"], linewidth=1.3, alpha=alpha)
+                if style["dashes"]:
+                    line.set_dashes(style["dashes"])
+            ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
+            ax.set_xscale("log", base=2)
+            plain_log_labels(ax.xaxis)
+            eval_len = int(bdf["eval_len"].max())
+            ax.set_title(f"{task} (train length {train_len}) at {eval_len} ({ratio_label(ratio)})",
+                         fontsize=PAPER_FONT_SIZE)
+            ax.set(xlabel="target position in the window (log2)", ylabel="nll (nats) ↓")
+            ax.tick_params(labelsize=PAPER_FONT_SIZE - 1)
+            ax.grid(True, which="major", alpha=0.3)
+        extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
+        if faded:
+            extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned"))
+        handles = legend_handles(pairs) + extra
+        for handle in handles:  # the lines carry no markers here
+            handle.set_marker("")
+        outside_legend(band, handles)
+        band.suptitle("trained encodings" if family is None else f"{family} and its inference-time variants",
+                      fontsize=PAPER_FONT_SIZE, x=0.02, ha="left")
     return save_figure(fig, path)
