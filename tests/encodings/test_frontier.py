@@ -336,6 +336,9 @@ def test_every_new_encoding_documents_itself_and_its_length_behaviour(capsys):
         cls = ENCODINGS.get(name)
         assert cls.description and cls.paper and cls.length_behaviour, name
         assert "Args:" in cls.__doc__ and "Length behaviour" in cls.__doc__, name
+        # "evaluated as trained" is what the evaluation does: no inference-time variant is swapped in
+        assert cls.length_behaviour.startswith("evaluated as trained"), name
+        assert not cls.variant_descriptions() and not hasattr(build_encoding(name, EncodingDims(16, 2)), "set_scaling")
     assert main(["list", "encodings"]) == 0
     out = capsys.readouterr().out
     for name in NEW:
