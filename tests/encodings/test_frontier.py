@@ -261,13 +261,13 @@ def test_dape_equals_base_bias_plus_mlp_across_heads(base):
     attn = m.blocks[1].attn
     q, k, v = qkv_lists(attn, x)
     mlp = m.pos_enc.mlps[1]
-    W1, b1, W2, b2 = (t.double() for t in (mlp[0].weight, mlp[0].bias, mlp[2].weight, mlp[2].bias))
+    W1, b1, W2, b2 = (t.detach().double() for t in (mlp[0].weight, mlp[0].bias, mlp[2].weight, mlp[2].bias))
     enc = m.pos_enc.base_enc
 
     def base_bias(h, i, j):  # the papers' formulas, not the hooks
         if base == "alibi":
             return -float(enc.slopes[h]) * abs(i - j)
-        return -float(enc.r1[h]) * math.log(1 + float(enc.r2[h]) * abs(i - j))
+        return -float(enc.r1[h].detach()) * math.log(1 + float(enc.r2[h].detach()) * abs(i - j))
 
     weights = []
     for b in range(2):
