@@ -38,13 +38,25 @@ class DAPE(PositionalEncoding):
     The default base is KERPLE (log), the paper's main DAPE (Kerple-DAPE) results; `base: alibi`
     or `base: fire` are the paper's other bases.
 
-    Note: the authors' repository (github.com/chuanyang-zheng/DAPE) was not reachable when this
-    was written; the formulation follows the paper (hidden width 32, LeakyReLU) and is checked
-    against an independent float64 implementation of the formula above, not against their code.
+    Checked against the authors' code (github.com/chuanyang-Zheng/DAPE, commit bde344a):
+    - `ParallelKerpleLog_DAPE` and `AliBi_DAPE` (DAPE.py l. 295–401 and 96–195) return
+      `x + bias + mlp2(cat(x, bias))` over the heads, `mlp2 = Linear(2H, mlp_width) → LeakyReLU →
+      Linear(mlp_width, H)` (l. 337–340, 113–116) with PyTorch's default initialisation and
+      slope 0.01; `mlp_width` is 32 in every config (configs/125M/512/125M_kerple_c.yml l. 24);
+    - x is the attention scores q·k/√Dh before the mask (megatron/model/transformer.py: the
+      scores l. 626–631, the DAPE call l. 666–667, the mask and softmax after it, l. 696);
+    - one module per attention layer (transformer.py l. 471–472), so each layer has its own MLP,
+      and also its own KERPLE (p, a). Here the base bias is shared by the layers, as lenbench's
+      bias encodings are (`kerple` alone shares it too): the one deliberate difference. Their
+      bias is 0 above the diagonal (a lower-triangular distance), ours |i − j|: those entries
+      are masked either way.
+    tests/encodings/test_frontier_authors.py holds `layer_bias` equal to both modules on the
+    attended entries (where DAPE.py is importable); test_frontier.py holds it to a float64 loop.
 
-    Length behaviour: the base bias extrapolates as it does alone (KERPLE's log decay); f sees
-    logit / bias pairs at the new distances, inside the value range of training when the base
-    bias saturates slowly (KERPLE-log) — the MLP is applied per pair, never per position.
+    Length behaviour: evaluated past the training length exactly as trained (no inference-time
+    variant). The base bias extrapolates as it does alone (KERPLE's log decay); f sees logit / bias
+    pairs at the new distances, inside the value range of training when the base bias saturates
+    slowly (KERPLE-log) — the MLP is applied per pair, never per position.
 
     Args:
         dims: model geometry; one MLP per layer.
@@ -55,7 +67,7 @@ class DAPE(PositionalEncoding):
 
     description = "base bias + MLP across heads of [logits, bias] per (i, j); base kerple by default"
     paper = "Zheng et al. 2024, DAPE: Data-Adaptive Positional Encoding for Length Extrapolation"
-    length_behaviour = "the base bias extrapolates as alone; the MLP adapts it per (i, j) from logits and bias"
+    length_behaviour = "evaluated as trained: the base bias extrapolates as alone; the MLP is applied per (i, j) at the new distances"
     layer_dependent = True
 
     def __init__(self, dims: EncodingDims, *, base: str = "kerple", base_params: dict | None = None,

@@ -20,16 +20,28 @@ class ForgettingAttention(PositionalEncoding):
         D_ij = Σ_{l=j+1}^{i} log f_l = c_i − c_j       ≤ 0 for keys j ≤ i (0 on the diagonal)
 
     and the logits become q_i · k_j / √Dh + D_ij: a key's weight decays by the product of the
-    gates of the tokens after it. No other positional encoding (the paper's FoX (LLaMA) uses none).
-    The gate is the authors' "full" (data-dependent) forget gate, `fgate_proj = nn.Linear(d_model,
-    n_heads, bias=True)` per layer, initialised like every other linear layer of their model:
-    weights N(0, 0.02), bias 0 (so f ≈ σ(0) = 1/2 at the start); log f is computed with
-    `logsigmoid` in float32 (float64 inputs stay float64), as in their code. The "Pro" block's extras (output gate, QK-norm,
-    key/value shift) are architecture changes outside the encoding and are not included.
+    gates of the tokens after it. The diagonal is kept (D_ii = 0: a token attends to itself).
 
-    Length behaviour: nothing to extrapolate beyond the gates. D depends on the tokens between
-    key and query, not on positions, so a longer input only adds more gate factors of the kind
-    seen in training; how far back a head can see is whatever decay its gates learned.
+    Checked against the authors' code (github.com/zhixuan-lin/forgetting-transformer, commit
+    883f260, src/forgetting_transformer/model/forgetting_transformer/modeling_forgetting_transformer.py):
+    - the gate is their "full" (data-dependent) forget gate, `fgate_proj = nn.Linear(d_model,
+      n_heads, bias=True)` per layer (l. 204–206), whose logits go through `logsigmoid` in float32
+      (l. 343–346; float64 inputs stay float64 here);
+    - initialised like every other linear layer of their model, weights N(0, initializer_range =
+      0.02) and bias 0 (`_init_weights`, l. 641–651), so f ≈ σ(0) = 1/2 at the start;
+    - no other positional encoding: their FoX (LLaMA) configs set `use_rope: false`
+      (configs/experiment/longcrawl64/forgetting_transformer/llama_125m_2b.yaml l. 43);
+    - the attention given log f equals flash-linear-attention's `naive_forgetting_attn`
+      (fla/ops/forgetting_attn/naive.py, the implementation their README points to): the
+      cumulative sum, D = c_i − c_j, causal mask with the diagonal, scale 1/√Dh —
+      tests/encodings/test_frontier_authors.py, where fla-core is installed.
+    The "Pro" block's extras (output gate, QK-norm, key/value shift) are architecture changes
+    outside the encoding and are not included.
+
+    Length behaviour: evaluated past the training length exactly as trained (no inference-time
+    variant); nothing to extrapolate beyond the gates. D depends on the tokens between key and
+    query, not on positions, so a longer input only adds more gate factors of the kind seen in
+    training; how far back a head can see is whatever decay its gates learned.
 
     The bias is a difference of cumulative sums (c_i − c_j) of a (B, H, T) vector: a fused kernel
     needs only that vector as a score modifier, never a (T, T) table. Here it is materialised as a
@@ -44,7 +56,7 @@ class ForgettingAttention(PositionalEncoding):
 
     description = "per-head data-dependent forget gate f = σ(w·x + b); logits += Σ log f between key and query"
     paper = "Lin et al. 2025, Forgetting Transformer: Softmax Attention with a Forget Gate"
-    length_behaviour = "nothing to extrapolate beyond the gates: the decay is a product over the tokens in between"
+    length_behaviour = "evaluated as trained: the decay is a product of the gates in between, not of positions; nothing to rescale"
     causal_only = True
     layer_dependent = True
 

@@ -36,8 +36,10 @@ class PRoPE(PositionalEncoding):
     rotate (paired half/half or interleaved within them), the rest pass through. Which channels
     are unrotated is immaterial for a model that learns its q/k projections.
 
-    Length behaviour: the kept frequencies extrapolate as RoPE's do (unseen angles for the slow
-    kept pairs past the training length); the unrotated channels carry no position at all.
+    Length behaviour: evaluated past the training length exactly as trained (no inference-time
+    variant) — the suites' RoPE scaling variants apply to `rope` alone. The kept frequencies
+    extrapolate as RoPE's do (unseen angles for the slow kept pairs past the training length); the
+    unrotated channels carry no position at all.
 
     Args:
         dims: model geometry.
@@ -49,7 +51,7 @@ class PRoPE(PositionalEncoding):
 
     description = "RoPE whose lowest-frequency fraction 1 − p of channel pairs is left unrotated"
     paper = "Barbero et al. 2025, Round and Round We Go! What makes Rotary Positional Encodings useful?"
-    length_behaviour = "the kept (high) frequencies extrapolate as RoPE's; the unrotated channels carry no position"
+    length_behaviour = "evaluated as trained: kept pairs meet unseen angles past train_len as RoPE's; unrotated ones carry no position"
 
     def __init__(self, dims: EncodingDims, *, p: float = 0.75, theta: float = 10000.0,
                  layout: Literal["half", "interleaved"] = "half"):

@@ -53,9 +53,10 @@ class ScalableSoftmax(PositionalEncoding):
 
     Causal only here (n = i + 1, the paper's decoder setting).
 
-    Length behaviour: n grows with the length, so past the training length the logits are scaled
-    by factors s · log n larger than any seen in training: attention sharpens with n instead of
-    fading; the wrapped encoding extrapolates as it does alone.
+    Length behaviour: evaluated past the training length exactly as trained (no inference-time
+    variant), n counting the keys each query attends to. n grows with the length, so past the
+    training length the logits are scaled by factors s · log n larger than any seen in training:
+    attention sharpens with n instead of fading; the wrapped encoding extrapolates as it does alone.
 
     Args:
         dims: model geometry; one s per head and layer.
@@ -68,7 +69,7 @@ class ScalableSoftmax(PositionalEncoding):
 
     description = "softmax over n keys with logits scaled by s·log n (s learned per head); wraps an encoding"
     paper = "Nakanishi 2025, Scalable-Softmax Is Superior for Attention"
-    length_behaviour = "n grows with the length: logits scaled by s·log n beyond any training value"
+    length_behaviour = "evaluated as trained, n = keys attended: past train_len s·log n exceeds its training values, attention sharpens"
     causal_only = True
     replaces_softmax = True
 

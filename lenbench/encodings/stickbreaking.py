@@ -15,9 +15,11 @@ def stick_breaking_weights(logits: torch.Tensor, allowed: torch.Tensor) -> torch
     """A_ij = β_ij · Π_{k allowed, j<k} (1 − β_ik), β = σ(logits), over the allowed keys of each query.
 
     In log space: log A_ij = logsigmoid(z_ij) + Σ_{k>j} logsigmoid(−z_ik), the sum over allowed k
-    (a reversed cumulative sum, shifted by one key: the authors' decoding path subtracts the own
-    term instead, which cancels badly in float32 once the sum is large); disallowed keys get A = 0
-    and contribute no factor.
+    (a reversed cumulative sum, shifted by one key; Tan et al.'s reference, sb_ref.py l. 21–23,
+    multiplies by a strictly lower-triangular matrix of ones instead, O(T³), and
+    flash-linear-attention's, fla/ops/stickbreaking_attn/naive.py l. 70, subtracts the own term
+    from the inclusive sum, which cancels in float32 once the sum is large); disallowed keys get
+    A = 0 and contribute no factor.
 
     Args:
         logits: (B, H, Tq, Tk) z = q·k/√Dh (float32 or float64).
@@ -46,17 +48,24 @@ class StickBreaking(PositionalEncoding):
     computed in log space (logsigmoid and a cumulative sum of softplus(−z) = −logsigmoid(−z)),
     with no positional encoding: the order of breaking is the recency bias.
 
-    Two choices follow the authors' code (github.com/shawntan/stickbreaking-attention):
-    - the diagonal: a token does **not** attend to itself (j < i strictly) — their kernels'
-      default `attend_current=False`, their reference mask `triu(0)`, and the decoding path that
-      drops the current key; `attend_current=True` (their option) lets the stick reach j = i.
+    Two choices follow the authors' code (github.com/shawntan/stickbreaking-attention, commit
+    3147a38):
+    - the diagonal: a token does **not** attend to itself (j < i strictly) — their kernel's
+      default `attend_current=False` (stickbreaking_attention/sb_attn/__init__.py l. 57) and
+      their test's reference mask `triu(0)` (tests/test_attn.py l. 11–15);
+      `attend_current=True` (their option, mask `triu(1)`) lets the stick reach j = i.
     - the leftover mass 1 − Σ_j A_ij: **given to the current token's value v_i**, as in their
-      reference test (`o = o + rem[..., None] * v`) and the paper-era model's `sb_remainder`
-      (IBM dolomite-engine). `remainder="drop"` discards it instead (the kernel's raw output).
+      test (`o = o + rem[..., None] * v`, tests/test_attn.py l. 17 and 64) and the released
+      models' `sb_remainder: True` (IBM dolomite-engine's StickbreakingConfig).
+      `remainder="drop"` discards it instead (the kernel's raw output).
     With the defaults the first token, which has nothing before it, outputs its own value.
+    tests/encodings/test_frontier_authors.py holds the model's layer equal to their
+    `stickbreaking` (sb_ref.py, where a checkout is on PYTHONPATH) and to flash-linear-attention's
+    `naive_stickbreaking_attn` (where fla-core is installed), in every combination of the two.
 
-    Length behaviour: nothing to extrapolate; there are no positions. At a longer input a query
-    only meets more keys further back, whose weights the sticks already broken before them shrink.
+    Length behaviour: evaluated past the training length exactly as trained (no inference-time
+    variant); there are no positions. At a longer input a query only meets more keys further back,
+    whose weights the sticks already broken before them shrink.
 
     Args:
         dims: model geometry (causal only).
@@ -66,7 +75,7 @@ class StickBreaking(PositionalEncoding):
 
     description = "replaces softmax: β = σ(q·k/√d) breaks the stick from the nearest key back; rest to v_i"
     paper = "Tan et al. 2025, Scaling Stick-Breaking Attention: An Efficient Implementation and In-depth Study"
-    length_behaviour = "nothing to extrapolate: no positions; the stick broken by nearer keys limits farther ones"
+    length_behaviour = "evaluated as trained: no positions; farther keys get only what nearer keys left of the stick"
     causal_only = True
     replaces_softmax = True
 
