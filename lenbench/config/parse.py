@@ -39,7 +39,7 @@ from lenbench.config.kernels import parse_kernels
 from lenbench.config.resources import parse_resources
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_scaling import ROPE_TYPES, factor_mode
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
 
@@ -270,6 +270,10 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
             if key in extra and (not isinstance(extra[key], want) or isinstance(extra[key], bool)):
                 raise SuiteError(f"{source}: {where}.{key} has the wrong type: {extra[key]!r}")
         variant = VariantSpec(rope_type=rope_type, params=params, **extra)
+        try:
+            factor_mode(variant)  # dynamic without a pinned factor: one line with the fix
+        except ValueError as err:
+            raise SuiteError(f"{source}: {where}: {err}") from None
         _check_range("variants.finetune_steps", variant.finetune_steps, f"{where}.finetune_steps", source)
         if variant.finetune_steps:
             _check_range("variants.finetune_ratio", variant.finetune_ratio, f"{where}.finetune_ratio", source)

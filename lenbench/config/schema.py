@@ -109,9 +109,9 @@ class VariantSpec:
 
     - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
       original_max_position_embeddings), used at every evaluation length, the way models are
-      deployed; key "<rope_type>@<factor>", e.g. "yarn@4".
-    - "adaptive": length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) without a pinned
-      factor get `rope_scaling.ADAPTIVE_FACTOR` = 1, never the ratio; key "<rope_type>".
+      deployed; key "<rope_type>@<factor>", e.g. "yarn@4", "dynamic@2".
+    - length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) must be pinned: at factor 1
+      they are oracle ntk again, and the ratio would scale twice (a load-time error otherwise).
     - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
       length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".
     - "fine-tuned": with `finetune_steps` > 0 and no pinned factor, factor = `finetune_ratio`
