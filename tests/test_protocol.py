@@ -71,21 +71,22 @@ def test_quick_and_standard_train_with_uniform_lengths():
 # --- 2. length-relative defaults ---------------------------------------------------------------
 
 
-def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
+def test_t5_max_distance_follows_the_training_length_and_fire_keeps_the_authors_threshold():
     from lenbench.encodings import EncodingDims, build_encoding
 
-    for train_len, threshold, max_distance in ((32, 8.0, 32), (64, 16.0, 64), (2048, 512.0, 2048), (8, 2.0, 17)):
+    for train_len, max_distance in ((32, 32), (64, 64), (2048, 2048), (8, 17)):
         dims = EncodingDims(d_model=32, n_heads=4, train_len=train_len)
-        assert build_encoding("fire", dims).threshold.item() == threshold
         assert build_encoding("t5", dims).max_distance == max_distance  # 17: one past the 16 exact buckets
+        # FIRE (issue 24): the authors' L0 = 512 at every length; a quarter of the training length only when asked
+        assert build_encoding("fire", dims).threshold.item() == 512.0
+        assert build_encoding("fire", dims, threshold_fraction=0.25).threshold.item() == max(1.0, train_len / 4)
     bidi = EncodingDims(d_model=32, n_heads=4, train_len=4, causal=False)
     assert build_encoding("t5", bidi).max_distance == 9  # one past 8 exact buckets per direction
     # the paper constants: by parameter, and when the training length is unknown
     dims = EncodingDims(d_model=32, n_heads=4, train_len=32)
-    assert build_encoding("fire", dims, threshold=512).threshold.item() == 512.0
     assert build_encoding("t5", dims, max_distance=128).max_distance == 128
     unknown = EncodingDims(d_model=32, n_heads=4)
-    assert build_encoding("fire", unknown).threshold.item() == 512.0
+    assert build_encoding("fire", unknown, threshold_fraction=0.25).threshold.item() == 512.0
     assert build_encoding("t5", unknown).max_distance == 128
 
 
@@ -94,7 +95,8 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
     from lenbench.run.cell import model_config
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
-                         "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})
+                         "encodings": ["fire", "t5", {"name": "fire", "params": {"threshold_fraction": 0.25},
+                                                      "label": "fire-relthresh"}], "eval": {"ratios": [1, 2]}})
     for cell in suite.cells():
         task = build_task(cell.task.name)
         cfg = model_config(cell, task)
@@ -103,7 +105,15 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
         if cell.encoding.name == "t5":
             assert model.pos_enc.max_distance == cfg.train_len
         else:
-            assert model.pos_enc.threshold.item() == cfg.train_len / 4
+            expected = cfg.train_len / 4 if cell.encoding.key == "fire-relthresh" else 512.0
+            assert model.pos_enc.threshold.item() == expected
+
+
+def test_every_preset_lists_fire_as_the_authors_and_the_relative_threshold_as_a_labelled_entry():
+    for name in ("quick", "standard", "paper"):
+        fire = {e.key: e for e in load_suite(name).encodings if e.name == "fire"}
+        assert sorted(fire) == ["fire", "fire-relthresh"], name
+        assert fire["fire"].params == {} and fire["fire-relthresh"].params == {"threshold_fraction": 0.25}, name
 
 
 # --- 7. Hugging Face rope dicts as they are ----------------------------------------------------
