@@ -3,7 +3,7 @@
 A task entry's `train:` / `eval:` fields replace the suite's for that entry's cells alone, checked
 like the suite's own sections; entries without overrides keep the very cell ids and training
 configs they had before overrides existed (golden ids computed on main); `label` keeps two entries
-of one task apart in cell titles and ids.
+of one task apart in rows, titles and leaderboard boards, whose provenance shows the settings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lenbench_testing import TINY_SUITE
+from lenbench_testing import TINY_SUITE, write_cells
 
 import lenbench
 from lenbench.config import SuiteError, SuiteWarning, TrainSpec, load_suite, parse_suite
@@ -183,3 +183,31 @@ def test_an_exact_repeat_runs_once_with_a_warning_and_a_label_equal_to_the_name_
     named = parse_suite(tiny({"name": "copy", "train_len": 4, "label": "copy"}))
     assert named.tasks[0].label == "" and [c.cell_id for c in named.cells()] == [c.cell_id for c in parse_suite(tiny()).cells()]
 
+
+# --- rows and the leaderboard -------------------------------------------------------------------------
+
+
+def test_rows_record_the_label_and_settings_and_the_leaderboard_keeps_the_boards_apart(tmp_path):
+    from lenbench.report.rows import load_results
+    from lenbench.report.tables import leaderboard
+    from lenbench.run.cell import CellJob, compute_cell
+
+    suite = parse_suite(tiny(*TINY_SUITE["tasks"], LONG, encodings=["nope"], variants=[]))
+    results = {c.task.key: compute_cell(CellJob(cell=c, device="cpu", threads=1)).result for c in suite.cells()}
+    rows = []
+    for key, result in results.items():
+        assert result["status"] == "ok", result["error"]
+        assert result["config"]["train"]["steps"] == (14 if key == "copy_long" else 6)
+        cell = next(c for c in suite.cells() if c.task.key == key)
+        assert {r["task"] for r in result["rows"]} == {key}  # baseline rows too
+        assert {r["settings"] for r in result["rows"]} == {cell.settings}
+        assert {r["n_samples"] for r in result["rows"] if r["encoding"] == "nope"} == {6 if key == "copy_long" else 4}
+        rows += result["rows"]
+    df = load_results(write_cells(tmp_path, rows))
+    assert set(df["task"]) == {"copy", "copy_long"} and set(df["settings"]) == {c.settings for c in suite.cells()}
+    board = leaderboard(df, n_boot=50)
+    per_task = board.per_task.set_index(["task", "encoding"])
+    assert per_task.loc[("copy_long", "nope"), "settings"] == next(c.settings for c in suite.cells() if c.task.key == "copy_long")
+    assert per_task.loc[("copy", "nope"), "settings"] == next(c.settings for c in suite.cells() if c.task.key == "copy")
+    assert "steps=14" in per_task.loc[("copy_long", "nope"), "settings"]
+    assert set(board.long()["task"]) == {"copy", "copy_long", "overall"}
