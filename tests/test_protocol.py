@@ -71,21 +71,22 @@ def test_quick_and_standard_train_with_uniform_lengths():
 # --- 2. length-relative defaults ---------------------------------------------------------------
 
 
-def test_fire_threshold_and_t5_max_distance_follow_the_training_length():
+def test_t5_max_distance_follows_the_training_length_and_fire_keeps_the_authors_threshold():
     from lenbench.encodings import EncodingDims, build_encoding
 
-    for train_len, threshold, max_distance in ((32, 8.0, 32), (64, 16.0, 64), (2048, 512.0, 2048), (8, 2.0, 17)):
+    for train_len, max_distance in ((32, 32), (64, 64), (2048, 2048), (8, 17)):
         dims = EncodingDims(d_model=32, n_heads=4, train_len=train_len)
-        assert build_encoding("fire", dims).threshold.item() == threshold
         assert build_encoding("t5", dims).max_distance == max_distance  # 17: one past the 16 exact buckets
+        # FIRE (issue 24): the authors' L0 = 512 at every length; a quarter of the training length only when asked
+        assert build_encoding("fire", dims).threshold.item() == 512.0
+        assert build_encoding("fire", dims, threshold_fraction=0.25).threshold.item() == max(1.0, train_len / 4)
     bidi = EncodingDims(d_model=32, n_heads=4, train_len=4, causal=False)
     assert build_encoding("t5", bidi).max_distance == 9  # one past 8 exact buckets per direction
     # the paper constants: by parameter, and when the training length is unknown
     dims = EncodingDims(d_model=32, n_heads=4, train_len=32)
-    assert build_encoding("fire", dims, threshold=512).threshold.item() == 512.0
     assert build_encoding("t5", dims, max_distance=128).max_distance == 128
     unknown = EncodingDims(d_model=32, n_heads=4)
-    assert build_encoding("fire", unknown).threshold.item() == 512.0
+    assert build_encoding("fire", unknown, threshold_fraction=0.25).threshold.item() == 512.0
     assert build_encoding("t5", unknown).max_distance == 128
 
 
@@ -94,7 +95,8 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
     from lenbench.run.cell import model_config
 
     suite = parse_suite({"tasks": [{"name": "copy", "train_len": 16}, {"name": "addition", "train_len": 8}],
-                         "encodings": ["fire", "t5"], "eval": {"ratios": [1, 2]}})
+                         "encodings": ["fire", "t5", {"name": "fire", "params": {"threshold_fraction": 0.25},
+                                                      "label": "fire-relthresh"}], "eval": {"ratios": [1, 2]}})
     for cell in suite.cells():
         task = build_task(cell.task.name)
         cfg = model_config(cell, task)
@@ -103,7 +105,15 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
         if cell.encoding.name == "t5":
             assert model.pos_enc.max_distance == cfg.train_len
         else:
-            assert model.pos_enc.threshold.item() == cfg.train_len / 4
+            expected = cfg.train_len / 4 if cell.encoding.key == "fire-relthresh" else 512.0
+            assert model.pos_enc.threshold.item() == expected
+
+
+def test_every_preset_lists_fire_as_the_authors_and_the_relative_threshold_as_a_labelled_entry():
+    for name in ("quick", "standard", "paper"):
+        fire = {e.key: e for e in load_suite(name).encodings if e.name == "fire"}
+        assert sorted(fire) == ["fire", "fire-relthresh"], name
+        assert fire["fire"].params == {} and fire["fire-relthresh"].params == {"threshold_fraction": 0.25}, name
 
 
 # --- 7. Hugging Face rope dicts as they are ----------------------------------------------------
@@ -200,23 +210,57 @@ def _variants(*entries):
                         "variants": list(entries)}).variants
 
 
-def test_dynamic_gets_factor_one_unless_pinned_and_matches_the_closed_form_at_4x():
+def test_dynamic_must_be_pinned_as_deployed_and_a_bare_one_is_a_one_line_error():
+    from lenbench.config import SuiteError
+
+    with pytest.raises(SuiteError, match=r"^<suite>: variants\[0\]: rope_type 'dynamic' needs a pinned factor, as it "
+                                         r"is deployed \(e\.g\. \{rope_type: dynamic, factor: 2\}\): its base already "
+                                         r"grows with the sequence length, so the evaluation ratio would scale twice, "
+                                         r"and factor 1 is oracle ntk again \(base \* \(L/L0\)\^\(d/\(d-2\)\) at every length\)$"):
+        _variants("dynamic")
+    with pytest.raises(SuiteError, match=r"variants\[1\]: rope_type 'dynamic' needs a pinned factor"):
+        _variants("ntk", {"rope_type": "dynamic", "finetune_steps": 10})  # fine-tuning does not pin it either
+
+
+def test_dynamic_at_factor_one_is_oracle_ntk_bit_for_bit_which_is_why_it_is_pinned():
+    """transformers' formula at factor 1: base · (1 · L/L0 − 0)^(d/(d−2)) = ntk with factor L/L0."""
+    from lenbench.encodings.rope_scaling import rope_parameters
+
+    L0 = 32
+    for ratio in (1, 2, 4, 8, 16):
+        dyn = rope_parameters({"rope_type": "dynamic", "factor": 1.0, "original_max_position_embeddings": L0},
+                              16, 1e4, ratio * L0)
+        ntk = rope_parameters({"rope_type": "ntk", "factor": float(ratio)}, 16, 1e4, ratio * L0)
+        assert torch.equal(dyn[0], ntk[0]) and dyn[1] == ntk[1] == 1.0
+
+
+def _transformers_dynamic(dim: int, base: float, factor: float, seq_len: int, original: int) -> list[float]:
+    """transformers' `_compute_dynamic_ntk_parameters`, written out in float64 with `math`."""
+    seq_len = max(seq_len, original)
+    new_base = base * ((factor * seq_len / original) - (factor - 1)) ** (dim / (dim - 2))
+    return [1.0 / new_base ** (i / dim) for i in range(0, dim, 2)]
+
+
+def test_pinned_dynamic_is_transformers_formula_and_differs_from_oracle_ntk_past_the_training_length():
     from lenbench.encodings.rope_scaling import factor_mode, scaling_for
 
-    dynamic, pinned = _variants("dynamic", {"rope_type": "dynamic", "factor": 2})
-    L0 = 32
+    ntk, dynamic = _variants("ntk", {"rope_type": "dynamic", "factor": 2})
+    assert (factor_mode(dynamic), dynamic.key) == ("pinned", "dynamic@2")
+    L0, dim = 32, 64  # tokens at the training length; _rope's head dim (256 / 4)
     for ratio in (1, 2, 4, 16):
-        assert scaling_for(dynamic, ratio, L0) == {"rope_type": "dynamic", "factor": 1.0,
-                                                   "original_max_position_embeddings": L0}
-        assert scaling_for(pinned, ratio, L0)["factor"] == 2
-    assert (factor_mode(dynamic), dynamic.key, factor_mode(pinned), pinned.key) == ("adaptive", "dynamic", "pinned", "dynamic@2")
-    enc = _rope(None, train_len=L0)
-    enc.set_scaling(scaling_for(dynamic, 4, L0))
-    dim, L = 64, 4 * L0
-    inv, att = enc.frequencies(L)
-    # factor 1: base' = base · (1 · L / L0 − 0)^(dim/(dim−2)) = base · 4^(64/62), not the ratio's 4 · 4 − 3 = 13
-    torch.testing.assert_close(inv, _theta(dim, 1e4 * 4 ** (dim / (dim - 2))), rtol=1e-12, atol=0)
-    assert att == 1.0
+        scaling = scaling_for(dynamic, ratio, L0)
+        assert scaling == {"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": L0}  # every length
+        enc = _rope(scaling, train_len=L0)
+        inv, att = enc.frequencies(ratio * L0)
+        expected = torch.tensor(_transformers_dynamic(dim, 1e4, 2.0, ratio * L0, L0), dtype=torch.float64)
+        torch.testing.assert_close(inv, expected, rtol=1e-12, atol=0)
+        assert att == 1.0
+        oracle, _ = _rope(scaling_for(ntk, ratio, L0), train_len=L0).frequencies(ratio * L0)
+        if ratio == 1:  # at the training length both are plain RoPE
+            torch.testing.assert_close(inv, oracle, rtol=1e-12, atol=0)
+        else:  # past it, dynamic@2 scales its base by 2r − 1, oracle ntk by r: every frequency but θ_0 differs
+            assert not torch.isclose(inv[1:], oracle[1:], rtol=1e-6, atol=0).any()
+            assert (inv[1:] < oracle[1:]).all()  # the larger base: lower frequencies
 
 
 def test_static_types_are_oracle_unless_a_factor_is_pinned():
@@ -440,3 +484,21 @@ def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_
         position_loss_plot(load_results(plain), tmp_path / "x.png")
     with pytest.raises(ValueError, match=r"needle_heatmap: no needle-depth rows"):
         needle_heatmap(load_results(plain), tmp_path / "x.png")
+
+
+def test_rows_of_pinned_dynamic_equal_oracle_ntk_at_the_training_length_and_differ_past_it():
+    from lenbench.config import parse_suite
+    from lenbench.run.cell import CellJob, compute_cell
+
+    suite = parse_suite({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+                         "train": {"steps": 4, "batch_size": 2, "warmup": 1}, "eval": {"ratios": [1, 2, 4], "samples": 2},
+                         "tasks": [{"name": "lm", "train_len": 16}], "encodings": ["rope"],
+                         "variants": ["ntk", {"rope_type": "dynamic", "factor": 2}]})
+    (cell,) = suite.cells()
+    result = compute_cell(CellJob(cell=cell, device="cpu", threads=1)).result
+    assert result["status"] == "ok", result["error"]
+    ppl = {(r["variant"], r["ratio"]): r["value"] for r in result["rows"]
+           if r["encoding"] == "rope" and r["metric"] == "perplexity" and not r["bucket"]}
+    assert ppl[("none", 1.0)] == ppl[("ntk", 1.0)] == ppl[("dynamic@2", 1.0)]  # plain RoPE at the training length
+    for ratio in (2.0, 4.0):
+        assert ppl[("dynamic@2", ratio)] != ppl[("ntk", ratio)]  # no duplicate row past it

@@ -156,7 +156,7 @@ def _cells_of_directory(directory: Path, facts: dict) -> list[dict]:
         if not {"task", "train_len", "seed"} <= set(config):
             continue  # a hand-written cell file: its rows speak for it
         fp = (result.get("task_fingerprint") or {}).get("corpus_sha256", "")
-        records.append({"task": str(config["task"]), "encoding": str(config.get("label") or config.get("encoding")),
+        records.append({"task": str(config.get("task_label") or config["task"]), "encoding": str(config.get("label") or config.get("encoding")),
                         "train_len": int(config["train_len"]), "seed": int(config["seed"]),
                         "status": str(result.get("status", CELL_OK)), "error": str(result.get("error", "")),
                         "timestamp": str(result.get("timestamp", "")), "data_fingerprint": str(fp or "")})

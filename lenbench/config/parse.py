@@ -14,7 +14,20 @@ Every number is range-checked at load time (`RANGES`; seeds and encoding paramet
 a one-line `SuiteError` naming the file, the key, the value and the valid range. Float fields also accept
 numeric strings, since PyYAML reads an exponent without a sign or dot (``1e-3``, ``1.0e9``) as a
 string. A grid entry listed twice (same task and length, same encoding label, same seed, same
-variant) runs once, with a `SuiteWarning`. The suite `name` becomes a directory (``runs/<name>``):
+variant) runs once, with a `SuiteWarning`.
+
+A task entry may override the suite's `train:` fields and `eval:` fields for that task alone,
+checked exactly like the suite's own sections (unknown keys with did-you-mean, types, `RANGES`):
+
+    tasks:
+      - {name: copy, train_len: 16}                                    # the suite's settings
+      - {name: copy, train_len: 16, label: copy_long, train: {steps: 3000}, eval: {samples: 128}}
+
+Its cells get the suite's TrainSpec / EvalSpec with those fields replaced (`TaskSpec.train_spec`);
+an entry without overrides makes the very cells (ids, checkpoints) it made before. `label` names
+the entry in results (the `task` column, `TaskSpec.key`): one task at one training length under one
+label is one leaderboard board, so two entries that would share a board with different settings
+are an error asking for a label (`TASK_LABEL`: no "-", not another task's name, not "overall"). The suite `name` becomes a directory (``runs/<name>``):
 an explicit name must be a safe directory name (`SAFE_NAME`), else a one-line error; a name taken
 from the file name is sanitised (other characters become ``_``).
 """
@@ -39,7 +52,7 @@ from lenbench.config.kernels import parse_kernels
 from lenbench.config.resources import parse_resources
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_scaling import ROPE_TYPES, factor_mode
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
 
@@ -132,12 +145,19 @@ def _check_range(key: str, value: Any, where: str, source: str) -> None:
         raise SuiteError(f"{source}: {where} = {value!r} is out of range (valid: {valid})")
 
 
-def _check_ranges(spec: Any, where: str, source: str) -> None:
-    """Range-check every field of a ModelSpec / TrainSpec / EvalSpec that has an entry in `RANGES`."""
+def _check_ranges(spec: Any, section: str, source: str, where: str | None = None) -> None:
+    """Range-check every field of a ModelSpec / TrainSpec / EvalSpec that has an entry in `RANGES`.
+
+    Args:
+        spec: the section's dataclass.
+        section: its `RANGES` prefix ("model", "train", "eval").
+        source: the suite file.
+        where: its place in the file for the error (default `section`; "tasks[2].train" for a task's overrides).
+    """
     for f in dataclasses.fields(spec):
-        key = f"{where}.{f.name}"
+        key = f"{section}.{f.name}"
         if key in RANGES:
-            _check_range(key, getattr(spec, f.name), key, source)
+            _check_range(key, getattr(spec, f.name), f"{where or section}.{f.name}", source)
 
 
 def _sanitise_name(stem: str) -> str:
@@ -203,17 +223,96 @@ def _variant_mapping(v: Any, where: str, source: str) -> dict:
     return v
 
 
-def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite") -> Suite:
-    """Validate a suite mapping (as read from YAML) into a `Suite`."""
-    if data is None:
-        raise SuiteError(f"{source}: the suite is empty")
-    check_keys(data, Suite, "suite", source)
-    for required in ("tasks", "encodings"):
-        if required not in data:
-            raise SuiteError(f"{source}: missing required key {required!r}")
+def _train_section(data: Any, where: str, source: str) -> TrainSpec:
+    """A `train:` mapping as a TrainSpec, every value type- and range-checked (`RANGES`).
 
+    Args:
+        data: the mapping (None: every default).
+        where: its place in the file for the error ("train", or "tasks[2].train" for a task's overrides).
+        source: the suite file.
+    """
+    train = typed(TrainSpec, data or {}, where, source)
+    _check_ranges(train, "train", source, where)
+    if train.length_sampling not in ("fixed", "uniform"):
+        raise SuiteError(f"{source}: {where}.length_sampling must be 'fixed' or 'uniform', got {train.length_sampling!r}")
+    return train
+
+
+def _eval_section(data: Any, where: str, source: str) -> EvalSpec:
+    """An `eval:` mapping as an EvalSpec, every value type- and range-checked, ratios numbers > 0
+    (numeric strings accepted) with repeats dropped (a `SuiteWarning`).
+
+    Args:
+        data: the mapping (None: every default).
+        where: its place in the file for the error ("eval", or "tasks[2].eval").
+        source: the suite file.
+    """
+    ev = typed(EvalSpec, data or {}, where, source)
+    _check_ranges(ev, "eval", source, where)
+    ratios = []
+    for i, r in enumerate(ev.ratios):
+        value = numeric_string(r) if isinstance(r, str) else r
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise SuiteError(f"{source}: {where}.ratios[{i}] must be a number, got {r!r}")
+        if not 0 < value < math.inf:
+            raise SuiteError(f"{source}: {where}.ratios[{i}] = {r!r} is out of range (valid: > 0 and finite)")
+        ratios.append(value)
+    if not ratios:
+        raise SuiteError(f"{source}: {where}.ratios must be a non-empty list of positive numbers")
+    name = "eval ratio" if where == "eval" else f"{where} ratio"
+    return dataclasses.replace(ev, ratios=tuple(_dedupe(ratios, key=float, what=lambda r: f"{name} {r!r}", source=source)))
+
+
+#: A task label: one name in results and cell titles, where "-" separates a title's parts.
+TASK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@]*")
+#: The task name the leaderboard's long table gives its overall ranking (`lenbench.report.tables`).
+RESERVED_TASK_LABELS = ("overall",)
+
+
+def _task_label(value: Any, name: str, where: str, source: str) -> str:
+    """A task entry's `label`, checked; "" when absent or equal to the task's own name (so the
+    entry's cells keep the ids of an unlabelled one)."""
+    if value is None or value == name:
+        return ""
+    if not isinstance(value, str) or not TASK_LABEL.fullmatch(value):
+        fix = re.sub(r"[^A-Za-z0-9_.+@]", "_", str(value)).lstrip("_.+@")
+        fix = fix if isinstance(value, str) and fix and fix[0].isalpha() else f"{name}_{fix}".rstrip("_")
+        raise SuiteError(f"{source}: {where}.label {value!r} is not a task label (letters, digits and _ . + @, "
+                         f"starting with a letter or digit; no '-', which separates the parts of a cell title); "
+                         f"e.g. label: {fix}")
+    if value in RESERVED_TASK_LABELS:
+        raise SuiteError(f"{source}: {where}.label {value!r} is reserved (the leaderboard's overall ranking); "
+                         f"e.g. label: {name}_{value}")
+    if value in TASKS:
+        raise SuiteError(f"{source}: {where}.label {value!r} is the name of another task, whose rows it would "
+                         f"join; e.g. label: {name}_{value}")
+    return value
+
+
+def _differences(a: tuple, b: tuple) -> list[str]:
+    """What two task entries' signatures (`_tasks`) differ in: "task", "params", "train.<field>", "eval.<field>"."""
+    out = [what for what, x, y in (("task", a[0], b[0]), ("params", a[1], b[1])) if x != y]
+    for section, x, y in (("train", a[2], b[2]), ("eval", a[3], b[3])):
+        out += [f"{section}.{f.name}" for f in dataclasses.fields(x) if getattr(x, f.name) != getattr(y, f.name)]
+    return out
+
+
+def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, source: str) -> list[TaskSpec]:
+    """The `tasks:` entries as TaskSpecs, with their per-task overrides checked like the suite's sections.
+
+    One (label, train_len) is one board of results. An entry that repeats an earlier one at a
+    training length (same task, parameters and effective settings) is dropped there with a
+    `SuiteWarning`; one that differs is an error naming what differs and asking for a `label`.
+
+    Args:
+        data: the `tasks:` list.
+        train: the suite's training settings (a task's `train:` overrides replace fields of it).
+        ev: the suite's evaluation settings (likewise for `eval:`).
+        source: the suite file.
+    """
     tasks = []
-    for i, t in enumerate(_entries(data["tasks"], "tasks", source)):
+    boards: dict[tuple[str, int], tuple[str, tuple]] = {}  # (label, train_len) → (where, signature)
+    for i, t in enumerate(_entries(data, "tasks", source)):
         where = f"tasks[{i}]"
         check_keys(t, TaskSpec, where, source)
         name = registered("task", t.get("name"), TASKS, where, source)
@@ -225,12 +324,64 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
         params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
-        seen = [n for x in tasks if (x.name, _canon(x.params)) == (name, _canon(params)) for n in x.train_len]
-        lens = _dedupe([*seen, *lens], key=lambda n: n, what=lambda n, w=where, t=name: f"{w}: task {t!r} at train_len {n}",
-                       source=source)[len(seen):]
-        if lens:
-            tasks.append(TaskSpec(name=name, train_len=tuple(lens), params=params))
+        label = _task_label(t.get("label"), name, where, source)
+        overrides = {}
+        for section, parse in (("train", _train_section), ("eval", _eval_section)):
+            given = t.get(section) or {}
+            spec = parse(given, f"{where}.{section}", source)
+            overrides[section] = {k: getattr(spec, k) for k in given}
+        spec = TaskSpec(name=name, train_len=lens, params=params, label=label, **overrides)
+        signature = (name, _canon(params), spec.train_spec(train), spec.eval_spec(ev))
+        kept = []
+        for n in lens:
+            first = boards.get((spec.key, n))
+            if first is None:
+                boards[(spec.key, n)] = (where, signature)
+                kept.append(n)
+            elif first[1] == signature:
+                warnings.warn(f"{source}: {where}: task {spec.key!r} at train_len {n} is listed twice; it runs once",
+                              SuiteWarning, stacklevel=3)
+            else:
+                diff = _differences(signature, first[1])
+                raise SuiteError(f"{source}: {where} and {first[0]} are both task {spec.key!r} at train_len {n} but differ "
+                                 f"in {', '.join(diff)}, so their rows would merge; give one a distinct `label` "
+                                 f"(e.g. label: {_label_hint(name, diff, signature, params, i)})")
+        if kept:
+            tasks.append(dataclasses.replace(spec, train_len=tuple(kept)))
+    return tasks
 
+
+def _label_hint(name: str, diff: list[str], signature: tuple, params: dict, index: int) -> str:
+    """A label to suggest for a task entry that collides with an earlier one: the task name and its
+    first differing setting ("copy_steps3000") or parameter ("copy_vocab12"), else its position ("copy_2")."""
+    for d in diff:
+        section, _, field = d.partition(".")
+        if field or section == "params":
+            if field:
+                value = getattr(signature[2 if section == "train" else 3], field)
+            elif params:
+                field, value = sorted(params.items())[0]
+            else:
+                continue
+            text = repr(value) if isinstance(value, float) else str(value)
+            text = text[:-2] if text.endswith(".0") else text
+            hint = f"{name}_{field.replace('_', '')}{re.sub(r'[^A-Za-z0-9_.+@]', '', text)}"
+            if TASK_LABEL.fullmatch(hint):
+                return hint
+    return f"{name}_{index}"
+
+def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite") -> Suite:
+    """Validate a suite mapping (as read from YAML) into a `Suite`."""
+    if data is None:
+        raise SuiteError(f"{source}: the suite is empty")
+    check_keys(data, Suite, "suite", source)
+    for required in ("tasks", "encodings"):
+        if required not in data:
+            raise SuiteError(f"{source}: missing required key {required!r}")
+
+    train = _train_section(data.get("train"), "train", source)
+    ev = _eval_section(data.get("eval"), "eval", source)
+    tasks = _tasks(data["tasks"], train, ev, source)
     model = typed(ModelSpec, data.get("model") or {}, "model", source)
     _check_ranges(model, "model", source)
     if model.d_model % model.n_heads:
@@ -270,6 +421,10 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
             if key in extra and (not isinstance(extra[key], want) or isinstance(extra[key], bool)):
                 raise SuiteError(f"{source}: {where}.{key} has the wrong type: {extra[key]!r}")
         variant = VariantSpec(rope_type=rope_type, params=params, **extra)
+        try:
+            factor_mode(variant)  # dynamic without a pinned factor: one line with the fix
+        except ValueError as err:
+            raise SuiteError(f"{source}: {where}: {err}") from None
         _check_range("variants.finetune_steps", variant.finetune_steps, f"{where}.finetune_steps", source)
         if variant.finetune_steps:
             _check_range("variants.finetune_ratio", variant.finetune_ratio, f"{where}.finetune_ratio", source)
@@ -291,23 +446,6 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         if valid:
             raise SuiteError(f"{source}: seeds = {s} is out of range (valid: {valid})")
     seeds = tuple(_dedupe(list(seeds), key=lambda s: s, what=lambda s: f"seed {s}", source=source))
-    train = typed(TrainSpec, data.get("train") or {}, "train", source)
-    _check_ranges(train, "train", source)
-    if train.length_sampling not in ("fixed", "uniform"):
-        raise SuiteError(f"{source}: train.length_sampling must be 'fixed' or 'uniform', got {train.length_sampling!r}")
-    ev = typed(EvalSpec, data.get("eval") or {}, "eval", source)
-    _check_ranges(ev, "eval", source)
-    ratios = []
-    for i, r in enumerate(ev.ratios):
-        value = numeric_string(r) if isinstance(r, str) else r
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise SuiteError(f"{source}: eval.ratios[{i}] must be a number, got {r!r}")
-        if not 0 < value < math.inf:
-            raise SuiteError(f"{source}: eval.ratios[{i}] = {r!r} is out of range (valid: > 0 and finite)")
-        ratios.append(value)
-    if not ratios:
-        raise SuiteError(f"{source}: eval.ratios must be a non-empty list of positive numbers")
-    ev = dataclasses.replace(ev, ratios=tuple(_dedupe(ratios, key=float, what=lambda r: f"eval ratio {r!r}", source=source)))
     return Suite(
         name=_suite_name(data["name"], source) if "name" in data else default_name,
         description=str(data.get("description", "")),

@@ -76,11 +76,44 @@ class EvalSpec:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task: its name, the training lengths (task units), and task parameters."""
+    """One task entry of a suite: the task, its training lengths, parameters and per-task overrides.
+
+    Args:
+        name: the registered task.
+        train_len: the training lengths (task units); one cell per length (× encoding × seed).
+        params: the task's parameters.
+        label: the task's name in results (the `task` column, cell titles); "" for the registry
+            name. Two entries of one task at one training length with different settings need
+            distinct labels, or their rows would merge (`lenbench.config.parse`).
+        train: per-task overrides of the suite's `train:` section, field → value (validated, only
+            the fields given); the cells' `Cell.train` is the suite's TrainSpec with these replaced.
+        eval: per-task overrides of the suite's `eval:` section, likewise: any field (a leaderboard
+            board is one task at one training length, so its ratios, samples and batching may be
+            its own; `memory_budget_gb` only bounds how samples are batched).
+
+    An entry without overrides makes exactly the cells it made before overrides existed: its cells'
+    TrainSpec and EvalSpec are the suite's, and `label` enters the cell config only when given.
+    """
 
     name: str
     train_len: tuple[int, ...]
     params: dict = field(default_factory=dict)
+    label: str = ""
+    train: dict = field(default_factory=dict)
+    eval: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The task's label in results: `label`, else the registry name."""
+        return self.label or self.name
+
+    def train_spec(self, suite: TrainSpec) -> TrainSpec:
+        """The effective training settings of this task's cells: `suite` with `train` replaced."""
+        return dataclasses.replace(suite, **self.train) if self.train else suite
+
+    def eval_spec(self, suite: EvalSpec) -> EvalSpec:
+        """The effective evaluation settings of this task's cells: `suite` with `eval` replaced."""
+        return dataclasses.replace(suite, **self.eval) if self.eval else suite
 
 
 @dataclass(frozen=True)
@@ -109,9 +142,9 @@ class VariantSpec:
 
     - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
       original_max_position_embeddings), used at every evaluation length, the way models are
-      deployed; key "<rope_type>@<factor>", e.g. "yarn@4".
-    - "adaptive": length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) without a pinned
-      factor get `rope_scaling.ADAPTIVE_FACTOR` = 1, never the ratio; key "<rope_type>".
+      deployed; key "<rope_type>@<factor>", e.g. "yarn@4", "dynamic@2".
+    - length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) must be pinned: at factor 1
+      they are oracle ntk again, and the ratio would scale twice (a load-time error otherwise).
     - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
       length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".
     - "fine-tuned": with `finetune_steps` > 0 and no pinned factor, factor = `finetune_ratio`
@@ -159,10 +192,11 @@ class Suite:
     resources: ResourceSpec = ResourceSpec()
 
     def cells(self) -> list[Cell]:
-        """Expand to cells in a stable order: task × train_len × encoding × seed."""
+        """Expand to cells in a stable order: task × train_len × encoding × seed; each cell gets its
+        task entry's effective training and evaluation settings (`TaskSpec.train_spec`, `eval_spec`)."""
         return [
-            Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=self.model, train=self.train,
-                 eval=self.eval, variants=self.variants)
+            Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=self.model,
+                 train=t.train_spec(self.train), eval=t.eval_spec(self.eval), variants=self.variants)
             for t in self.tasks for n in t.train_len for e in self.encodings for s in self.seeds
         ]
 
@@ -192,9 +226,23 @@ class Cell:
         }
 
     def config(self) -> dict:
-        """The canonical config of the whole cell (training + evaluation)."""
-        return {**self.training_config(), "label": self.encoding.key, "eval": {k: v for k, v in dataclasses.asdict(self.eval).items() if k != "memory_budget_gb"},
+        """The canonical config of the whole cell (training + evaluation). A task label is in it
+        (``task_label``) only when the entry gives one, so unlabelled cells keep their ids."""
+        labelled = {"task_label": self.task.label} if self.task.label else {}
+        return {**self.training_config(), **labelled, "label": self.encoding.key,
+                "eval": {k: v for k, v in dataclasses.asdict(self.eval).items() if k != "memory_budget_gb"},
                 "variants": [dataclasses.asdict(v) for v in self.variants]}
+
+    @property
+    def settings(self) -> str:
+        """The cell's effective training and evaluation settings in one line, as every row records
+        them (the `settings` column; per-task overrides show here), e.g.
+        "train: steps=1000 batch_size=32 lr=0.002 warmup=100 weight_decay=0.01 grad_clip=1
+        length_sampling=uniform; eval: samples=64 tokens_per_batch=16384". The evaluation ratios are
+        the rows' own `ratio` column; `memory_budget_gb` changes no result and is left out."""
+        train = " ".join(f"{k}={_setting(v)}" for k, v in dataclasses.asdict(self.train).items())
+        ev = " ".join(f"{k}={_setting(getattr(self.eval, k))}" for k in ("samples", "tokens_per_batch"))
+        return f"train: {train}; eval: {ev}"
 
     @property
     def train_id(self) -> str:
@@ -206,7 +254,16 @@ class Cell:
 
     @property
     def title(self) -> str:
-        return f"{self.task.name}-{self.encoding.key}-L{self.train_len}-s{self.seed}"
+        return f"{self.task.key}-{self.encoding.key}-L{self.train_len}-s{self.seed}"
+
+
+def _setting(value: Any) -> str:
+    """A setting's value as `Cell.settings` writes it: a float in its shortest exact form without
+    a trailing ".0" (0.002, 1, inf), anything else as `str`."""
+    if not isinstance(value, float):
+        return str(value)
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
 
 
 def digest(obj: Any) -> str:

@@ -1,4 +1,5 @@
-"""FIRE: functional interpolation for relative positions (Li et al. 2023)."""
+"""FIRE: functional interpolation for relative positions (Li et al. 2023), with the authors'
+reference initialisation by default and a length-relative threshold as a parameter."""
 
 from __future__ import annotations
 
@@ -14,71 +15,109 @@ from lenbench.encodings.base import (
     shared_rows,
 )
 
-#: FIRE's threshold when the training length is unknown (the paper's initial value).
+#: The initial threshold L of the authors' reference implementation (positions).
 PAPER_THRESHOLD = 512.0
+#: The initial log-transform scale c of the authors' reference implementation.
+PAPER_C = 0.1
+#: Added to the normaliser ψ(max(L, i)), as in the authors' code.
+EPS = 1e-6
 
 
-def default_threshold(train_len: int | None) -> float:
-    """FIRE's default threshold L for a model trained on `train_len` tokens: train_len / 4
-    (at least 1), or `PAPER_THRESHOLD` when the training length is unknown (None)."""
-    return PAPER_THRESHOLD if train_len is None else max(1.0, train_len / 4)
+def initial_threshold(threshold: float | None, threshold_fraction: float | None, train_len: int | None) -> float:
+    """The initial threshold L0 (positions) of a FIRE encoding.
+
+    Args:
+        threshold: the initial threshold given, or None for `PAPER_THRESHOLD`.
+        threshold_fraction: None, or L0 = threshold_fraction × `train_len` (at least 1): the
+            length-relative threshold. Ignored, for `threshold`, when `train_len` is unknown.
+        train_len: the training length in tokens, or None when unknown (a suite's load-time probe).
+    """
+    if threshold_fraction is not None and train_len is not None:
+        return max(1.0, threshold_fraction * train_len)
+    return PAPER_THRESHOLD if threshold is None else float(threshold)
 
 
 @register_encoding("fire")
 class Fire(PositionalEncoding):
-    """Functional Interpolation for Relative Positions (Li et al. 2023, "Functional Interpolation
-    for Relative Positions Improves Long Context Transformers": the FIRE bias with its log
-    transform and learned threshold):
+    """FIRE, Functional Interpolation for Relative Positions (Li et al. 2023, "Functional
+    Interpolation for Relative Positions Improves Long Context Transformers", ICLR 2024).
 
-        bias[h, i, j] = f_θ( ψ(i − j) / ψ(max(L, i)) )_h,     ψ(x) = log(c·x + 1),   j ≤ i
+    Section 3.1 (progressive interpolation): the bias of query i and key j ≤ i is a learned
+    function of the relative distance normalised by the query position,
 
-    with i the *query* position and j the key position. f_θ is a small MLP (1 → `hidden` → H,
-    ReLU) giving one bias per head; c and the threshold L are learned (used as |c| and |L| so that
-    ψ stays defined). For queries before the threshold (i < L) the normaliser is the constant
-    ψ(L), so the bias depends on i − j alone, like any relative bias; past it the normaliser is the
-    query's own ψ(i), which maps every query's whole context onto [0, 1] ("progressive
-    interpolation") so longer contexts reuse the inputs f_θ was trained on. A small ε = 1e-6 is
-    added to the normaliser, as in the paper's code.
+        b(i, j) = f_θ( (i − j) / i ),
+
+    so every query's whole context maps onto [0, 1] and longer contexts reuse the inputs f_θ was
+    trained on. Section 3.2 adds a log transform that amplifies differences between nearby
+    positions and a threshold L below which the normaliser is constant:
+
+        b(i, j) = f_θ( ψ(i − j) / ψ(max(L, i)) ),     ψ(x) = log(c·x + 1).
+
+    For queries before the threshold (i < L) the bias depends on i − j alone, like any relative
+    bias; past it, on the query's own ψ(i). f_θ is an MLP 1 → `hidden` → H with a ReLU, one bias
+    per head; c and L are learned.
+
+    The authors' reference implementation (the paper's code) fixes the parametrisation used here:
+    c starts at 0.1 and enters as |c|; the threshold is L = |m · L0| with L0 = 512 a constant and
+    the multiplier m learned from 1 (so an optimiser step moves L by a fraction of L0, not by a
+    constant); ε = 1e-6 is added to ψ(max(L, i)). That initialisation is the default here. The
+    length-relative threshold (`threshold_fraction`, e.g. 0.25: L0 = a quarter of the training
+    length) is a variant: the suites list it as `fire-relthresh`. With L0 = 512 above the training
+    length the normaliser is the constant ψ(L) on everything seen in training, and past the
+    training length it grows only once queries pass L.
 
     FIRE is defined for causal attention (keys j ≤ i); keys after the query (masked by the model)
     get the bias of distance 0.
 
     Args:
-        dims: model geometry.
+        dims: model geometry (`dims.train_len`: the training length in tokens, for `threshold_fraction`).
         hidden: width of the MLP's hidden layer (32 in the paper).
-        c: initial value of the learned log-transform scale c.
-        threshold: initial value of the learned threshold L, in positions. None (default) derives
-            it from the training length: `default_threshold(dims.train_len)` = a quarter of the
-            training length in tokens, so the progressive interpolation engages inside the trained
-            range and is learned (a constant above the training length, such as the paper's 512
-            at the quick suite's lengths, never engages). 512.0 when the training length is
-            unknown; pass `threshold: 512` for the paper's constant.
+        c: initial value of the learned log-transform scale c (0.1 in the paper's code).
+        threshold: initial threshold L0 in positions (512 in the paper's code); None: 512.
+        threshold_fraction: instead of `threshold`, L0 = threshold_fraction × the training length
+            in tokens (at least 1). When the training length is unknown (a suite's load-time
+            probe), L0 = `threshold`.
     """
 
     description = "learned MLP of the log-distance normalised by the query position (progressive interpolation)"
     paper = "Li et al. 2023, Functional Interpolation for Relative Positions Improves Long Context Transformers"
     causal_only = True
 
-    def __init__(self, dims: EncodingDims, *, hidden: int = 32, c: float = 1.0, threshold: float | None = None):
+    def __init__(self, dims: EncodingDims, *, hidden: int = 32, c: float = PAPER_C, threshold: float | None = None,
+                 threshold_fraction: float | None = None):
         super().__init__(dims)
-        threshold = default_threshold(dims.train_len) if threshold is None else threshold
         int_param(self.name, "hidden", hidden)
         number_param(self.name, "c", c)
-        number_param(self.name, "threshold", threshold)
+        if threshold is not None:
+            number_param(self.name, "threshold", threshold)
+        if threshold_fraction is not None:
+            number_param(self.name, "threshold_fraction", threshold_fraction)
+            if threshold is not None:
+                raise ValueError(f"encoding {self.name!r}: threshold = {threshold!r} and threshold_fraction = "
+                                 f"{threshold_fraction!r} both set the initial threshold; keep one")
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, dims.n_heads))
         self.c = nn.Parameter(torch.tensor(float(c)))
-        self.threshold = nn.Parameter(torch.tensor(float(threshold)))
-        self.eps = 1e-6
+        # L = |m · L0|: L0 a constant of the checkpoint, the multiplier m learned (the authors' parametrisation).
+        self.register_buffer("threshold_init", torch.tensor(initial_threshold(
+            None if threshold is None else float(threshold),
+            None if threshold_fraction is None else float(threshold_fraction), dims.train_len)))
+        self.threshold_scale = nn.Parameter(torch.tensor(1.0))
+        self.eps = EPS
+
+    @property
+    def threshold(self) -> torch.Tensor:
+        """The current threshold L = |m · L0| (a 0-d tensor, differentiable in m)."""
+        return (self.threshold_scale * self.threshold_init).abs()
 
     def psi(self, x: torch.Tensor) -> torch.Tensor:
         """ψ(x) = log(|c|·x + 1), elementwise."""
         return torch.log1p(self.c.abs() * x)
 
     def normalized_distance(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-        """The MLP's input ψ(i − j) / ψ(max(L, i)), (B, Tq, Tk), in the parameters' dtype."""
+        """The MLP's input ψ(i − j) / (ψ(max(L, i)) + ε), (B, Tq, Tk), in the parameters' dtype."""
         dtype = self.c.dtype
         rel = (q_pos[:, :, None] - k_pos[:, None, :]).clamp(min=0).to(dtype)  # (B, Tq, Tk), i − j ≥ 0
-        norm = torch.maximum(q_pos.to(dtype), self.threshold.abs())  # (B, Tq): max(L, i), query position i
+        norm = torch.maximum(q_pos.to(dtype), self.threshold.to(dtype))  # (B, Tq): max(L, i), query position i
         return self.psi(rel) / (self.psi(norm) + self.eps)[:, :, None]  # (B, Tq, Tk)
 
     def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
@@ -89,4 +128,4 @@ class Fire(PositionalEncoding):
         return self.mlp(x[..., None]).permute(0, 3, 1, 2)  # (B|1, Tq, Tk, H) -> (B|1, H, Tq, Tk)
 
     def extra_repr(self) -> str:
-        return f"name={self.name!r}"
+        return f"name={self.name!r}, threshold_init={float(self.threshold_init):g}"

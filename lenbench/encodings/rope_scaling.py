@@ -22,8 +22,9 @@ to derive `factor` when it is absent (transformers reads it from the model confi
 
 Factor modes (the end of this module): how a suite's inference-time variant
 (`lenbench.config.schema.VariantSpec`) chooses the `factor` at each evaluation length —
-pinned by the suite, the evaluation ratio (an oracle), 1 for a length-adaptive type, the
-fine-tuning ratio — and the scaling dict it hands the rope encoding (`scaling_for`).
+pinned by the suite, the evaluation ratio (an oracle), the fine-tuning ratio; a length-adaptive
+type (dynamic) must be pinned, as it is deployed — and the scaling dict it hands the rope
+encoding (`scaling_for`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,11 @@ from lenbench.registry import Registry, check_keywords
 RopeInit = Callable[..., tuple[torch.Tensor, float]]
 ROPE_TYPES: Registry[RopeInit] = Registry("rope_type")
 
-#: Types whose formula already grows with the current sequence length: an evaluation takes their
-#: `factor` from the suite (default `ADAPTIVE_FACTOR`), never from the evaluation ratio, which would
-#: scale twice (dynamic at 16x with factor 16: base x ~288 instead of ~17.5 with factor 1).
+#: Types whose formula already grows with the current sequence length: a suite must pin their
+#: `factor`, as they are deployed (`factor_mode`). The evaluation ratio would scale twice (dynamic at
+#: 16x with factor 16: base x ~288), and factor 1 is oracle `ntk` again: base · (L / L0)^(d/(d−2)),
+#: the same frequencies at every length (rows bit-identical wherever seq_len ∝ task length).
 LENGTH_ADAPTIVE: frozenset[str] = frozenset({"dynamic"})
-#: The factor of a length-adaptive type unless the suite pins one (the usual dynamic-NTK setting).
-ADAPTIVE_FACTOR = 1.0
 
 _HINTS = {
     "factor": "the length extension ratio, e.g. 4 to run at 4x the training length",
@@ -130,13 +130,21 @@ def _dynamic(
 ) -> tuple[torch.Tensor, float]:
     """Dynamic NTK: NTK-aware base scaling grown with the current length, plain RoPE up to the trained length.
 
-    For L = seq_len > L0 = original_max_position_embeddings:
+    With L0 = original_max_position_embeddings and L = max(seq_len, L0):
         base' = base · (factor · L / L0 − (factor − 1))^(dim / (dim − 2)),
-    and base' = base (plain RoPE) when L <= L0. Attention factor 1.
+    so base' = base (plain RoPE) when seq_len <= L0. Attention factor 1. This is transformers'
+    `_compute_dynamic_ntk_parameters` (rope_type "dynamic", L0 = `config.max_position_embeddings`,
+    seq_len = max(position_ids) + 1 of the forward pass), in float64.
+
+    At factor 1 the scale is L / L0 and the frequencies are static `ntk` with factor L / L0: the
+    oracle NTK of the evaluation ratio. A suite therefore pins the factor it is deployed with
+    (`factor_mode`). Deployed models also keep the longest frequencies seen until a sequence
+    shorter than L0 resets them, and a KV cache keeps keys rotated with earlier frequencies; one
+    forward pass over each whole evaluation sequence (what lenbench scores, lengths ascending) is
+    the same as a fresh deployment reading that sequence at once.
 
     emozilla, "Dynamically Scaled RoPE further increases performance of long context LLaMA with
     zero fine-tuning", r/LocalLLaMA (2023); Peng et al. 2023 (YaRN), section 3.3.
-    transformers `rope_type="dynamic"` (which reads L0 from `config.max_position_embeddings`).
 
     Args:
         factor: scaling factor s >= 1.
@@ -435,28 +443,35 @@ def pinned_factor(variant: RopeVariant) -> float | None:
 
 
 def factor_mode(variant: RopeVariant) -> str:
-    """How a suite variant's `factor` is chosen: "pinned", "adaptive", "oracle", "fine-tuned" or "none".
+    """How a suite variant's `factor` is chosen: "pinned", "oracle", "fine-tuned" or "none".
 
     - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
       original_max_position_embeddings), used at every evaluation length, the way models are
-      deployed; key "<rope_type>@<factor>", e.g. "yarn@4".
-    - "adaptive": length-adaptive types (`LENGTH_ADAPTIVE`: dynamic) without a pinned factor get
-      `ADAPTIVE_FACTOR` = 1, never the ratio; key "<rope_type>".
-    - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
+      deployed; key "<rope_type>@<factor>", e.g. "yarn@4", "dynamic@2".
+    - "oracle": static types without a pinned factor get factor = the evaluation ratio at each
       length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".
     - "fine-tuned": with `finetune_steps` > 0 and no pinned factor, factor = `finetune_ratio`
       for fine-tuning and every evaluation; key "finetune-<rope_type>-x<ratio>".
     - "none": the type takes no factor (`default`).
 
+    Length-adaptive types (`LENGTH_ADAPTIVE`: dynamic) have no unpinned mode (see there).
+
     Args:
         variant: a suite variant (`rope_type`, `params`, `finetune_steps`).
+
+    Raises:
+        ValueError: a length-adaptive type without a pinned factor (one line, with the fix).
     """
     if "factor" not in inspect.signature(ROPE_TYPES.get(variant.rope_type)).parameters:
         return "none"
     if pinned_factor(variant) is not None:
         return "pinned"
     if variant.rope_type in LENGTH_ADAPTIVE:
-        return "adaptive"
+        raise ValueError(
+            f"rope_type {variant.rope_type!r} needs a pinned factor, as it is deployed (e.g. {{rope_type: "
+            f"{variant.rope_type}, factor: 2}}): its base already grows with the sequence length, so the evaluation "
+            f"ratio would scale twice, and factor 1 is oracle ntk again (base * (L/L0)^(d/(d-2)) at every length)"
+        )
     return "fine-tuned" if variant.finetune_steps else "oracle"
 
 
@@ -468,10 +483,7 @@ def factor_at(variant: RopeVariant, ratio: float) -> float | None:
         variant: a suite variant (`factor_mode`).
         ratio: the evaluation length over the training length (or the fine-tuning ratio).
     """
-    mode = factor_mode(variant)
-    if mode == "adaptive":
-        return ADAPTIVE_FACTOR
-    if mode in ("oracle", "fine-tuned"):
+    if factor_mode(variant) in ("oracle", "fine-tuned"):
         return max(1.0, float(ratio))
     return None
 
@@ -479,10 +491,10 @@ def factor_at(variant: RopeVariant, ratio: float) -> float | None:
 def scaling_for(variant: RopeVariant, factor: float, train_tokens: int) -> dict:
     """The transformers-style rope_scaling dict of a variant at evaluation (or fine-tuning) ratio `factor`.
 
-    `factor` follows the variant's factor mode (`factor_mode`): the ratio only in the
-    oracle and fine-tuned modes, 1 for length-adaptive types (dynamic), the suite's value when
-    pinned. `original_max_position_embeddings` defaults to the number of tokens at the training
-    length, where the rope_type takes it.
+    `factor` follows the variant's factor mode (`factor_mode`): the ratio only in the oracle and
+    fine-tuned modes, the suite's value when pinned (always, for dynamic).
+    `original_max_position_embeddings` defaults to the number of tokens at the training length,
+    where the rope_type takes it.
 
     Args:
         variant: a suite variant (`rope_type`, `params`, `finetune_steps`).

@@ -197,7 +197,8 @@ def _provenance(df: pd.DataFrame, cost: pd.DataFrame | None) -> list[tuple[str, 
         for col, label in (("suite", "suite"), ("lenbench_version", "lenbench"), ("git_sha", "commit"),
                            ("torch_version", "torch"), ("python_version", "python"), ("device", "device"),
                            ("dtype", "dtype"), ("threads", "threads"), ("data_fingerprint", "data fingerprint"),
-                           ("cpu_model", "CPU"), ("cpu_capability", "CPU kernels"), ("numerics", "numerics")):
+                           ("cpu_model", "CPU"), ("cpu_capability", "CPU kernels"), ("numerics", "numerics"),
+                           ("settings", "settings")):
             values = sorted({str(v) for v in df[col]} - {""}) if col in df.columns else []
             if values:
                 items.append((label, ", ".join(values)))

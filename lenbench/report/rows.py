@@ -45,6 +45,7 @@ COLUMNS: tuple[str, ...] = (
     "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
     # the machine and numeric stack (lenbench.numerics.MACHINE_KEYS); "" in rows made before issue 19
     "cpu_model", "cpu_isa", "cpu_capability", "blas", "numerics", "numpy_version", "pandas_version",
+    "settings",  # the cell's effective train / eval settings (lenbench.config.schema.Cell.settings); "" before issue 24
     "sample_scores",  # per-sample scores, compact string (lenbench.metrics.encode_samples); "" when absent
 )
 INT_COLUMNS = ("schema_version", "train_len", "eval_len", "n_samples", "seed")

@@ -57,8 +57,9 @@ SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retentio
 #: not_learned, kind, support ranks (rank, variant_rank), n_seeds, ci_method and provenance.
 LEADERBOARD_SCHEMA_VERSION = 2
 #: Provenance columns of the leaderboard CSVs: the distinct values of the board's rows, joined by "; ".
+#: `settings`: the training and evaluation settings of the board's cells (a task's overrides show here).
 PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
-              "threads", "code_fingerprint", "data_fingerprint", "cpu_model", "cpu_capability", "numerics")
+              "threads", "code_fingerprint", "data_fingerprint", "cpu_model", "cpu_capability", "numerics", "settings")
 KIND_ORDER = {"model": 0, "baseline": 1, "variant": 2}
 
 

@@ -255,8 +255,11 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
     provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
                   "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
                   **machine_facts(), "code_fingerprint": "", "data_fingerprint": ""}
-    base = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "suite": cell.suite, "task": cell.task.name,
-            "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance}
+    # `task` is the entry's label (TaskSpec.key): two entries of one task with different settings are
+    # two boards; `settings` is what the cell trained and evaluated with, per-task overrides included.
+    base = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "suite": cell.suite, "task": cell.task.key,
+            "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance,
+            "settings": cell.settings}
     rows: list[dict] = []
     result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
                               "title": cell.title, "config": cell.config(), "status": "ok", "error": "",

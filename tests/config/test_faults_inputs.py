@@ -152,9 +152,15 @@ def test_distinct_entries_that_share_a_name_are_still_errors():
         parse_suite({**TINY, "encodings": ["rope", {"name": "rope", "params": {"theta": 500}}]})
     with pytest.raises(SuiteError, match="two variants share the name 'linear'"):
         parse_suite({**TINY, "variants": ["linear", {"rope_type": "linear", "params": {"factor": 2}, "name": "linear"}]})
+    # two parameter sets of one task at one length would share a board of results: refused, with a label to give
+    with pytest.raises(SuiteError, match=r"tasks\[1\] and tasks\[0\] are both task 'copy' at train_len 4 but differ in "
+                                         r"params, so their rows would merge; give one a distinct `label` \(e.g. label: copy_vocab12\)"):
+        parse_suite({**TINY, "tasks": [{"name": "copy", "train_len": 4}, {"name": "copy", "train_len": 4, "params": {"vocab": 12}}]})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no duplicate: no warning
-        parse_suite({**TINY, "tasks": [{"name": "copy", "train_len": 4}, {"name": "copy", "train_len": 4, "params": {"vocab": 12}}]})
+        suite = parse_suite({**TINY, "tasks": [{"name": "copy", "train_len": 4},
+                                               {"name": "copy", "train_len": 4, "params": {"vocab": 12}, "label": "copy_v12"}]})
+    assert [t.key for t in suite.tasks] == ["copy", "copy_v12"]
 
 
 def test_suite_name_from_the_file_name_is_sanitised(tmp_path):

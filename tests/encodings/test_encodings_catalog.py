@@ -221,12 +221,13 @@ def test_fire_is_relative_below_threshold_and_normalised_by_query_above():
     assert bias[30, 20].item() != pytest.approx(bias[50, 40].item(), abs=1e-4)
 
 
-def test_fire_learns_c_and_threshold():
+def test_fire_learns_c_and_the_threshold_multiplier():
     enc = build_encoding("fire", dims(), threshold=8.0)
     pos = torch.arange(20)[None]
     enc.bias(pos, pos).tril().sum().backward()
     assert enc.c.grad is not None and enc.c.grad.abs() > 0
-    assert enc.threshold.grad is not None and enc.threshold.grad.abs() > 0
+    assert enc.threshold_scale.grad is not None and enc.threshold_scale.grad.abs() > 0  # L = |m · L0|, m learned
+    assert not enc.threshold_init.requires_grad and "threshold_init" in enc.state_dict()  # L0: a constant of the checkpoint
 
 
 # -------------------------------------------------------------------------------------------- CoPE
@@ -358,7 +359,7 @@ def test_catalog_is_registered_with_keyword_parameters():
         "xpos": {"gamma", "scale_base", "theta", "layout"},
         "kerple": {"form"},
         "sandwich": {"dim", "base"},
-        "fire": {"hidden", "c", "threshold"},
+        "fire": {"hidden", "c", "threshold", "threshold_fraction"},
         "cope": {"npos_max"},
         "randomized": {"base", "base_params", "max_position", "eval_positions", "sampling"},
     }

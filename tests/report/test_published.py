@@ -56,8 +56,9 @@ def test_published_tables_match_a_fresh_report(tmp_path):
                                           "`lenbench report results/bench.json --out results`")
 
 
-#: Columns a fresh report has that a results/ published before them lacks (issue 19's machine facts).
-NEW_COLUMNS = set(MACHINE_KEYS)
+#: Columns a fresh report has that a results/ published before them lacks (issue 19's machine facts,
+#: issue 24's `settings`).
+NEW_COLUMNS = {*MACHINE_KEYS, "settings"}
 
 
 def _without_new_columns(fresh: str, published: str) -> str:
