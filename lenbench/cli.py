@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "seeds x samples whose 95%% interval excludes 0 and that is worse than a practical margin")
     p_cmp.add_argument("--margin", action="append", metavar="[METRIC=]X", default=None,
                        help="with --statistical: the practical margin, every metric's or one metric's (repeatable; "
-                       "default 0.02 absolute for accuracies, 1%% of base for perplexity; see README)")
+                       "default 0.02 absolute for accuracies, 1%% of base for perplexity; see docs/regression.md)")
     p_cmp.add_argument("--top", type=int, default=10, help="show the N largest changes per table (default 10)")
     p_cmp.add_argument("--all", "--verbose", dest="show_all", action="store_true", help="show every change")
     return parser

@@ -46,7 +46,7 @@ def test_reporting_steps_run_after_a_failure(workflow):
 
 def test_kernel_settings_equal_the_published_baselines(workflow):
     """results/bench.json was produced with the quick suite's `kernels:` section and no override
-    (README); the workflow's run must time the same kernels, so it sets no override either."""
+    (docs/regression.md); the workflow's run must time the same kernels, so it sets no override either."""
     from lenbench.kernels.plans import KERNEL_ENV
 
     env = workflow["env"]
@@ -99,10 +99,12 @@ def test_shell_steps_parse(workflow, tmp_path):
         assert proc.returncode == 0, f"step {name!r}: {proc.stderr}"
 
 
-def test_readme_cpu_install_is_the_workflows():
-    """The README's CPU-only install line uses the torch version and CPU wheel index the workflow
-    installs, so following the README off this machine gives the CPU wheel, not the CUDA build."""
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_readme_cpu_install_is_the_workflows(page):
+    """The CPU-only install line of the README and of docs/getting-started.md uses the torch version
+    and CPU wheel index the workflow installs, so following them off this machine gives the CPU
+    wheel, not the CUDA build."""
     env = yaml.safe_load(WORKFLOW.read_text())["env"]
-    readme = (ROOT / "README.md").read_text()
+    text = (ROOT / page).read_text()
     assert env["TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
-    assert f"pip install torch=={env['TORCH_VERSION']} --index-url {env['TORCH_INDEX']}" in readme
+    assert f"pip install torch=={env['TORCH_VERSION']} --index-url {env['TORCH_INDEX']}" in text

@@ -119,9 +119,9 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
 
     Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
     `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
-    metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the README's
-    tables, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}`` (metric against
-    length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
+    metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the tables
+    docs/board.md quotes, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}``
+    (metric against length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     pattern of each registered encoding in the results that can be drawn,
     `lenbench.report.geometry.encoding_patterns`). From the kernel timings of a benchmark JSON (the
     source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):

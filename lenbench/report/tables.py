@@ -405,10 +405,10 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
 
 
 def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
-    """The short tables the README quotes: per task (and training length) the trained models and
+    """The short tables docs/board.md quotes: per task (and training length) the trained models and
     baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank ("=2" shared,
     "n/l" not learned, "–" baseline); then the overall ranking. `write_report` writes it as
-    ``summary.md``; a test keeps the README's copy equal to the published one."""
+    ``summary.md``; a test keeps docs/board.md's copy equal to the published one."""
     arrow = {True: "↑", False: "↓"}
     parts = []
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):

@@ -132,8 +132,8 @@ def plan_execution(executor: str = "auto", workers: int | None = None, device_ty
     cell (the default, `lenbench.run.cell.default_threads`) and one cell per core use the cores far
     better than several threads on one cell, and the rows do not depend on the machine's core
     count. An accelerator runs cells one after another (serial) unless `workers` > 1 asks for
-    processes sharing it (the quick suite's models leave a GPU mostly idle; see the README's GPU
-    check).
+    processes sharing it (the quick suite's models leave a GPU mostly idle; see the GPU check
+    in docs/kernels.md).
 
     Explicit choices are kept: `workers` > 1 means "process" with auto or "serial" (as before), and
     the process executor without `workers` gets the same per-core default as auto.

@@ -1,0 +1,38 @@
+"""The catalog tables of the pages follow the code: tasks and encodings (docs/protocol.md) against
+their registries, the pinned numerics (docs/reproducibility.md) against `lenbench.numerics`."""
+
+from docs_markdown import DOCS, code_spans, table_after
+
+from lenbench.encodings import ENCODINGS
+from lenbench.numerics import PINNED_ENV
+from lenbench.tasks import TASKS
+
+
+def test_task_table_names_every_task_with_its_unit():
+    rows = table_after((DOCS / "protocol.md").read_text(),
+                       "<!-- tasks: checked against lenbench.tasks.TASKS by tests/docs/test_docs_catalog.py -->")
+    documented = {code_spans(r["task"])[0]: r["unit"] for r in rows}
+    assert sorted(documented) == sorted(TASKS.names()), f"protocol.md's tasks {sorted(documented)}, registered {sorted(TASKS.names())}"
+    for name, unit in documented.items():
+        assert unit == TASKS.get(name).length_unit, f"task {name!r}: its unit is {TASKS.get(name).length_unit!r}, not {unit!r}"
+
+
+def test_encoding_table_names_every_encoding_with_its_paper():
+    rows = table_after((DOCS / "protocol.md").read_text(),
+                       "<!-- encodings: checked against lenbench.encodings.ENCODINGS by tests/docs/test_docs_catalog.py -->")
+    documented = {code_spans(r["name"])[0]: r["paper"] for r in rows}
+    assert sorted(documented) == sorted(ENCODINGS.names()), \
+        f"protocol.md's encodings {sorted(documented)}, registered {sorted(ENCODINGS.names())}"
+    for name, paper in documented.items():
+        cited = ENCODINGS.get(name).paper.split(",")[0]  # "Press et al. 2022, Train Short, …" → authors and year
+        assert paper == cited, f"encoding {name!r} cites {cited!r}, the page says {paper!r}"
+
+
+def test_pinned_numerics_table_is_the_pin():
+    rows = table_after((DOCS / "reproducibility.md").read_text(),
+                       "<!-- pinned: checked against lenbench.numerics.PINNED_ENV by tests/docs/test_docs_catalog.py -->")
+    pinned = {}
+    for r in rows:
+        for var, value in zip(code_spans(r["variable"]), code_spans(r["value"]), strict=True):
+            pinned[var] = value
+    assert pinned == PINNED_ENV, f"reproducibility.md's table {pinned} differs from lenbench.numerics.PINNED_ENV {PINNED_ENV}"

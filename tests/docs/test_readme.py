@@ -1,0 +1,216 @@
+"""The README: short, and every number in it comes from a file these tests read.
+
+- its size (≤ 200 lines, hard-wrapped at 110 characters) and the two quick-start commands;
+- the measurement sentences, rendered from docs/measurements/*.json (the README's and getting
+  started's copies);
+- the headline leaderboard table and its caveat, recomputed from results/leaderboard.csv and the
+  published cells' configs (an independent reading of the CSV, not the report's own formatting);
+- its links: every docs page of the nav, and only files that exist.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from docs_markdown import DOCS, README, ROOT, block, marker_keys, nav_pages, table_after
+
+RESULTS = ROOT / "results"
+MEASUREMENTS = DOCS / "measurements"
+MAIN_COMMAND = "pytest bench --benchmark-json runs/bench.json"
+TEST_COMMAND = "python -m pytest tests"
+
+
+def readme() -> str:
+    return README.read_text()
+
+
+def test_readme_is_short_and_hard_wrapped():
+    lines = readme().split("\n")
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; keep it ≤ 200 (move detail into docs/)"
+    long = [i for i, line in enumerate(lines, 1) if len(line) > 110]
+    assert not long, f"README.md lines over 110 characters (rewrap them): {long}"
+
+
+def test_quick_start_commands_are_the_main_and_test_commands():
+    """Each command on a line of its own, as .ci/run and tests/test_publish.py run them."""
+    lines = [line.strip() for line in readme().split("\n")]
+    assert MAIN_COMMAND in lines and TEST_COMMAND in lines
+    ci = (ROOT / ".ci" / "run").read_text().split("\n")
+    assert TEST_COMMAND in [line.strip() for line in ci], ".ci/run must run exactly the README's test command"
+
+
+# --- measurements -------------------------------------------------------------------------------
+
+#: Keys every measurement file has (null until measured, except command / what / note).
+MEASUREMENT_KEYS = {"command", "what", "measured_with", "wall_seconds", "max_rss_gb", "machine", "date",
+                    "lenbench_commit", "predates_current_code", "note"}
+
+
+def measurements() -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(MEASUREMENTS.glob("*.json"))}
+
+
+def render(name: str, m: dict, link: str) -> str:
+    """The sentence a page states for measurement file `name` (`link`: its path from that page)."""
+    target = f"[{link}]({link})"
+    if m["wall_seconds"] is None:
+        return f"`{m['command']}` has not been measured yet ({target})."
+    minutes, seconds = divmod(round(m["wall_seconds"]), 60)
+    machine = m["machine"]
+    text = (f"Measured (`{m['measured_with']}`, {target}): on a {machine['cpu_count']}-core {machine['cpu']} CPU "
+            f"machine ({machine['os']}, Python {machine['python']}, torch {machine['torch']}), "
+            f"{machine['conditions']}, `{m['command']}` took {minutes} min {seconds} s wall and "
+            f"{m['max_rss_gb']:g} GB peak memory (max RSS), on {m['date']} at lenbench commit "
+            f"{m['lenbench_commit'][:7]}.")
+    if m["predates_current_code"]:
+        text += " That predates the current code and is re-measured by the maintainers."
+    return text
+
+
+def test_measurement_files_are_complete():
+    found = measurements()
+    assert {"main-command.json", "test-command.json"} <= set(found)
+    commands = {m["command"] for m in found.values()}
+    assert {MAIN_COMMAND, TEST_COMMAND} <= commands
+    for name, m in found.items():
+        assert MEASUREMENT_KEYS <= set(m), f"docs/measurements/{name} lacks {sorted(MEASUREMENT_KEYS - set(m))}"
+        if m["wall_seconds"] is not None:
+            assert m["wall_seconds"] > 0 and m["max_rss_gb"] > 0
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", m["date"]) and re.fullmatch(r"[0-9a-f]{40}", m["lenbench_commit"])
+            assert {"cpu", "cpu_count", "os", "python", "torch", "conditions"} <= set(m["machine"])
+            if m["predates_current_code"]:
+                assert "PREDATES" in m["note"], f"docs/measurements/{name}: say in its note that it predates the code"
+
+
+@pytest.mark.parametrize("page, prefix", [("README.md", "docs/measurements/"),
+                                          ("docs/getting-started.md", "measurements/")])
+def test_measurement_sentences_follow_the_files(page, prefix):
+    text = (ROOT / page).read_text()
+    found = measurements()
+    quoted = marker_keys(text, "measurement")
+    assert sorted(quoted) == sorted(found), f"{page} quotes measurements {quoted}, the files are {sorted(found)}"
+    for name, m in found.items():
+        want = render(name, m, prefix + name)
+        assert block(text, "measurement", name) == want, \
+            f"{page}: the sentence of docs/measurements/{name} is stale; write between its markers:\n{want}"
+
+
+def test_main_command_measurement_is_the_one_the_brief_quotes():
+    """14 min 31 s, 8.6 GB: the figure the README published before this file existed (c7c42b2)."""
+    m = measurements()["main-command.json"]
+    if not m["predates_current_code"]:
+        pytest.skip("re-measured: the file no longer holds the transcribed figure")
+    assert (m["wall_seconds"], m["max_rss_gb"]) == (14 * 60 + 31, 8.6)
+
+
+# --- the headline table -------------------------------------------------------------------------
+
+def leaderboard():
+    import pandas as pd
+
+    return pd.read_csv(RESULTS / "leaderboard.csv")
+
+
+def _ci(row) -> str:
+    return f"{row['value']:.3f} ± {(row['ci_high'] - row['ci_low']) / 2:.3f}"
+
+
+def expected_headline(board) -> list[dict[str, str]]:
+    """Rows of the headline, computed from a leaderboard.csv frame: the overall ranking, with each
+    encoding's mean past train on lm and passkey (n/l where not learned)."""
+    overall = board[(board["task"] == "overall") & (board["statistic"] == "rank")]
+    ranks = list(overall["value"])
+    past = board[(board["kind"] == "model") & (board["variant"] == "none") & (board["statistic"] == "past_train_mean")]
+    rows = []
+    for r in overall.to_dict("records"):
+        shared = ranks.count(r["value"]) > 1
+        row = {"rank": ("=" if shared else "") + f"{r['value']:g}", "encoding": r["encoding"]}
+        for task, column in (("lm", "lm perplexity past train ↓"), ("passkey", "passkey exact match past train ↑")):
+            cell = past[(past["task"] == task) & (past["encoding"] == r["encoding"])]
+            assert len(cell) == 1, (task, r["encoding"])
+            cell = cell.iloc[0]
+            row[column] = "n/l" if cell["not_learned"] else _ci(cell)
+        row["tasks learned"] = str(int(r["n"]))
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.skipif(not (RESULTS / "leaderboard.csv").exists(), reason="no published results/leaderboard.csv")
+def test_headline_table_is_the_published_leaderboard():
+    table = table_after(readme(), "<!-- headline: checked against results/leaderboard.csv and results/cells/ by "
+                                  "tests/docs/test_readme.py -->")
+    want = expected_headline(leaderboard())
+    assert table == want, "the README's headline differs from results/leaderboard.csv; its rows should be:\n" + \
+        "\n".join("| " + " | ".join(r.values()) + " |" for r in want)
+
+
+def test_the_headline_reader_reads_the_csv():
+    """The reader above, on a hand-made leaderboard: half-widths, shared ranks, not learned."""
+    import pandas as pd
+
+    row = {"kind": "model", "variant": "none", "statistic": "past_train_mean", "ci_low": 0.0, "ci_high": 0.5,
+           "not_learned": False, "n": 3}
+    frame = pd.DataFrame([
+        {**row, "task": "overall", "encoding": "a", "statistic": "rank", "value": 1.0, "n": 2},
+        {**row, "task": "overall", "encoding": "b", "statistic": "rank", "value": 1.0, "n": 1},
+        {**row, "task": "lm", "encoding": "a", "value": 2.0, "ci_low": 1.5, "ci_high": 2.7},
+        {**row, "task": "lm", "encoding": "b", "value": 3.0},
+        {**row, "task": "passkey", "encoding": "a", "value": 0.25},
+        {**row, "task": "passkey", "encoding": "b", "value": 0.0, "not_learned": True},
+    ])
+    rows = expected_headline(frame)
+    assert [r["rank"] for r in rows] == ["=1", "=1"]
+    assert rows[0]["lm perplexity past train ↓"] == "2.000 ± 0.600" and rows[1]["passkey exact match past train ↑"] == "n/l"
+    assert [r["tasks learned"] for r in rows] == ["2", "1"]
+
+
+def published_config() -> dict:
+    """The model, training and evaluation settings every published cell shares."""
+    configs = [json.loads(p.read_text())["config"] for p in sorted((RESULTS / "cells").glob("*.json"))]
+    assert configs, "results/cells/ holds no cell"
+    shared = {}
+    for key in ("model", "train", "eval"):
+        values = {json.dumps(c[key], sort_keys=True) for c in configs}
+        assert len(values) == 1, f"the published cells differ in {key}: the README's caveat names one setting"
+        shared[key] = json.loads(values.pop())
+    shared["seeds"] = sorted({c["seed"] for c in configs})
+    shared["train_len"] = {c["task"]: c["train_len"] for c in configs}
+    return shared
+
+
+@pytest.mark.skipif(not (RESULTS / "cells").is_dir(), reason="no published results/cells/")
+def test_headline_caveat_states_the_published_scale():
+    text = block(readme(), "headline", "checked against results/leaderboard.csv and results/cells/ by "
+                                       "tests/docs/test_readme.py")
+    c = published_config()
+    model, train, ratios = c["model"], c["train"], c["eval"]["ratios"]
+    past = [r for r in ratios if r > 1]
+    assert f"{model['n_layers']}-layer, {model['d_model']}-wide models after {train['steps']} steps, " \
+           f"{len(c['seeds'])} seeds" in text
+    assert f"the mean over {min(past):g}×–{max(past):g}× the training length" in text
+    from lenbench.tasks import TASKS
+
+    units = {"items": "items", "tokens": "tokens", "digits": "digits"}
+    for task in ("copy", "passkey"):
+        assert f"{task} {c['train_len'][task]} {units[TASKS.get(task).length_unit]}" in text
+    assert f"lm {c['train_len']['lm']} bytes" in text  # lm's tokens are bytes
+    board = leaderboard()
+    copy = board[(board["task"] == "copy") & (board["kind"] == "model") & (board["statistic"] == "in_dist")]
+    assert len(copy) and bool(copy["not_learned"].all()) == ("No encoding learns copy at this budget" in text)
+    assert set(copy["n"]) == {len(c["seeds"])}, "leaderboard.csv's seed counts differ from the cells'"
+
+
+# --- links --------------------------------------------------------------------------------------
+
+LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
+
+
+def test_readme_links_every_docs_page_and_only_existing_files():
+    text = readme()
+    targets = [m.group(1) for m in LINK.finditer(text) if not m.group(1).startswith(("http://", "https://"))]
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links files that do not exist: {missing}"
+    linked = {Path(t).as_posix() for t in targets}
+    unlinked = [p for p in nav_pages() if f"docs/{p}" not in linked]
+    assert not unlinked, f"README.md's Documentation list lacks links to: {unlinked}"
