@@ -23,6 +23,9 @@ environment, which the id does not see; the fingerprint covers them:
   `bench/kernel_plans.py`) is outside the compute path, and tests/run/test_trust_fingerprint.py
   keeps every path load out of the closure.
   `tests/run/test_trust_fingerprint.py` states today's closure of a cell in full.
+- **plugin sources** (`lenbench.plugins`): for an encoding or task from outside lenbench, its file
+  as loaded (``plugin:mype.py``) or every module of its package that its module imports
+  (``plugin:mypkg/enc.py``), and the lenbench modules those import join the closure's roots.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
 
