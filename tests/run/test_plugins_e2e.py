@@ -75,6 +75,8 @@ def test_cli_plugin_option(tmp_path):
     out = tmp_path / "out"
     run(suite, out, "--plugin", str(enc), "--plugin", str(task))
     check_board(out, "alibi-steep", "running-max", "--plugin", str(enc), "--plugin", str(task))
+    same = cli("compare", str(out), str(out))  # regression tracking reads rows: no plugin needed
+    assert same.stdout.rstrip().endswith("OK: no regression.") and " 0 regression(s)" in same.stdout, same.stdout
 
     # the kernel benchmarks of `pytest bench --lenbench-plugin`: the fused paths its declaration
     # (inherited from ALiBi) allows, each checked against its eager hook, and its training step
