@@ -14,6 +14,8 @@ Options:
     --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
     --numerics pinned|native           CPU numeric code paths (default pinned: the same bits on every x86
                                        machine with AVX2; native: each library's own, faster on AVX-512)
+    --lenbench-plugin MODULE_OR_PATH   load an encoding / task plugin first (repeatable; the suite's
+                                       `plugins:` load too; see docs/add-encoding.md)
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "depend on the CPU (lenbench.numerics)")
     group.addoption("--ray-address", default=None,
                     help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
+    group.addoption("--lenbench-plugin", action="append", default=[], metavar="MODULE_OR_PATH",
+                    help="load an encoding / task plugin before collection: an importable module name or a path to "
+                         "a .py file (repeatable; the suite's own `plugins:` are loaded with it)")
 
 
 def results_path(config: pytest.Config) -> Path:
@@ -134,6 +139,13 @@ def pytest_configure(config: pytest.Config) -> None:
         from lenbench.numerics import set_mode
 
         set_mode(config.getoption("--numerics"))
+    if config.getoption("--lenbench-plugin", None):
+        from lenbench.plugins import PluginError, load_plugins
+
+        try:
+            load_plugins(config.getoption("--lenbench-plugin"))  # before collection reads the registries
+        except PluginError as err:
+            raise pytest.UsageError(str(err)) from None
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:

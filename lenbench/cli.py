@@ -1,8 +1,8 @@
 """The `lenbench` command line.
 
-    lenbench list {encodings,tasks,suites}
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale]
-    lenbench report RESULTS [--out DIR]
+    lenbench list {encodings,tasks,suites} [--plugin MODULE_OR_PATH ...]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--plugin MODULE_OR_PATH ...]
+    lenbench report RESULTS [--out DIR] [--plugin MODULE_OR_PATH ...]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
                      [--force-speed] [--top N | --all] [--statistical [--margin [METRIC=]X ...]]
@@ -23,8 +23,12 @@ def _list(what: str) -> int:
     if what == "encodings":
         from lenbench.encodings import ENCODINGS
 
+        _broken(ENCODINGS.load_all())
         for name, cls in ENCODINGS.items():
             print(f"{name:<12} {cls.description}")
+            origin = _origin(ENCODINGS, name)
+            if origin:
+                print(f"{'':<12} {origin}")
             print(f"{'':<12} paper: {cls.paper}")
             if cls.length_behaviour:
                 print(f"{'':<12} length: {cls.length_behaviour}")
@@ -33,8 +37,10 @@ def _list(what: str) -> int:
     elif what == "tasks":
         from lenbench.tasks import TASKS
 
+        _broken(TASKS.load_all())
         for name, cls in TASKS.items():
-            print(f"{name:<10} [{cls.length_unit}] {cls.description}")
+            origin = _origin(TASKS, name)
+            print(f"{name:<10} [{cls.length_unit}] {cls.description}" + (f" ({origin})" if origin else ""))
     else:
         from lenbench.config import list_suites, load_suite
         from lenbench.run.estimate import estimate_suite, format_seconds, wall_seconds
@@ -56,6 +62,22 @@ def _list(what: str) -> int:
     return 0
 
 
+def _origin(registry, name: str) -> str:
+    from lenbench.plugins import origin_label
+
+    return origin_label(registry.origin(name))
+
+
+def _broken(lines: list[str]) -> None:
+    """Broken entry points: one line each on stderr; the listing goes on without them."""
+    for line in lines:
+        print(f"lenbench: warning: {line}", file=sys.stderr)
+
+
+PLUGIN_HELP = ("load an encoding / task plugin first: an importable module name or a path to a .py file "
+               "(repeatable; see docs/add-encoding.md)")
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """argparse's defaults formatter, except where the help already states the default or there is
     none to state (None, or a flag's False)."""
@@ -75,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_list = sub.add_parser("list", help="list registered encodings, tasks or suites", formatter_class=HelpFormatter)
     p_list.add_argument("what", choices=["encodings", "tasks", "suites"])
+    p_list.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH", help=PLUGIN_HELP)
 
     p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)", formatter_class=HelpFormatter)
     p_run.add_argument("--suite", default="quick", help="preset name (smoke, quick, standard, paper) or a YAML path")
@@ -95,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--keep-stale", action="store_true",
                        help="keep finished cells whose code/environment fingerprint changed (default: recompute them)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
+    p_run.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
+                       help=PLUGIN_HELP + "; the suite's own `plugins:` are loaded too")
 
     p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run", formatter_class=HelpFormatter)
     p_report.add_argument("results", help="results directory (cells/*.json), tidy results CSV or benchmark JSON")
@@ -102,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="output directory (default: RESULTS itself when it is a directory, else the directory holding it; "
                                "the published results/ only when named: see `lenbench publish`)")
     p_report.add_argument("--no-plots", action="store_true", help="tables only")
+    p_report.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
+                          help=PLUGIN_HELP + "; needed only for a plugin encoding's geometry figure")
 
     p_pub = sub.add_parser("publish", help="copy a run's cells and benchmark JSON into the published directory "
                            "and rebuild its report there (atomically)", formatter_class=HelpFormatter)
@@ -256,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "plugin", None):
+            from lenbench.plugins import load_plugins
+
+            load_plugins(args.plugin)  # before any name is looked up (relative to the current directory)
         if args.command == "list":
             return _list(args.what)
         if args.command == "run":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -49,39 +49,140 @@ class UnknownNameError(KeyError):
 
 
 class Registry(Generic[T]):
-    """A name → object mapping that refuses duplicates and suggests the closest known name."""
+    """A name → object mapping that refuses duplicates and suggests the closest known name.
 
-    def __init__(self, kind: str) -> None:
+    With `entry_point_group` (the encoding and task registries), names also come from plugins
+    (`lenbench.plugins`): a name not registered yet is looked up among installed entry points of
+    that group, loaded on demand; each entry remembers its origin (None: lenbench itself), and a
+    plugin may not take a name already registered.
+    """
+
+    _instances: ClassVar[list[Registry]] = []
+
+    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
         self.kind = kind
+        self.entry_point_group = entry_point_group
         self._items: dict[str, T] = {}
+        self._origins: dict[str, object] = {}
+        Registry._instances.append(self)
+
+    @classmethod
+    def instances(cls) -> list[Registry]:
+        """Every registry made in this process (plugins are dropped from all of them on reload)."""
+        return list(cls._instances)
 
     def register(self, name: str, *, set_name: bool = False) -> Callable[[T], T]:
         """Decorator registering an object under `name`; `set_name` also sets its `name` attribute."""
 
         def decorator(obj: T) -> T:
+            origin = self._origin_of(obj)
             if name in self._items:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+                self._refuse(name, origin)
             if set_name:
                 obj.name = name  # type: ignore[attr-defined]
             self._items[name] = obj
+            self._origins[name] = origin
             return obj
 
         return decorator
 
+    def _origin_of(self, obj: object):
+        """The plugin registering `obj` (None for lenbench's own code). An object of a module
+        outside lenbench registered by plain import (a user's script or package) counts as a module
+        plugin of that module, so jobs carry it to workers."""
+        from lenbench import plugins
+
+        plugin = plugins.current()
+        module = getattr(obj, "__module__", "") or ""
+        if plugin is None and self.entry_point_group and module.split(".")[0] != "lenbench":
+            plugin = plugins.adopt_module(module)
+        return plugin
+
+    def _refuse(self, name: str, origin) -> None:
+        if origin is None:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        from lenbench.plugins import PluginError
+
+        taken = self._origins.get(name)
+        by = f"the built-in lenbench {self.kind}" if taken is None else f"{self.kind} {name!r} of plugin {taken.label}"
+        raise PluginError(f"plugin {origin.label} registers {self.kind} {name!r}, which is already {by}; "
+                          f"give yours another name (e.g. '{origin.module.rsplit('.', 1)[-1].removeprefix('lenbench_plugin_')}-{name}')")
+
+    def forget(self, origin: object) -> None:
+        """Remove every name `origin` (a plugin) registered."""
+        for name in self.names_of(origin):
+            del self._items[name]
+            del self._origins[name]
+
+    def unregister(self, name: str) -> None:
+        """Remove `name` (tests of temporary entries; a plugin's own names go with `forget`)."""
+        self._items.pop(name, None)
+        origin = self._origins.pop(name, None)
+        if origin is not None:
+            from lenbench.plugins import release
+
+            release(origin)
+
+    def names_of(self, origin: object) -> list[str]:
+        """The names `origin` (a plugin) registered here."""
+        return [n for n, o in self._origins.items() if o is not None and o == origin]
+
+    def _on_demand(self, name: str) -> bool:
+        """Whether `name` is registered, loading an installed entry point of that name if needed."""
+        if name in self._items:
+            return True
+        if self.entry_point_group and isinstance(name, str):
+            from lenbench.plugins import load_entry_point
+
+            return load_entry_point(self.entry_point_group, name) and name in self._items
+        return False
+
     def get(self, name: str) -> T:
-        try:
+        if self._on_demand(name):
             return self._items[name]
-        except KeyError:
-            known = sorted(self._items)
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})"
-            ) from None
+        known = sorted({*self._items, *self._entry_point_names()})
+        plugins = ""
+        if self.entry_point_group:
+            from lenbench.plugins import hint
+
+            plugins = f"; {hint()}"
+        raise UnknownNameError(
+            f"unknown {self.kind} {name!r}{did_you_mean(str(name), known)} (known: {', '.join(known)}{plugins})"
+        )
+
+    def _entry_point_names(self) -> list[str]:
+        if not self.entry_point_group:
+            return []
+        from lenbench.plugins import entry_points
+
+        return list(entry_points(self.entry_point_group))
+
+    def origin(self, name: str):
+        """The plugin that registered `name` (`lenbench.plugins.Plugin`), None for a built-in."""
+        self.get(name)
+        return self._origins.get(name)
+
+    def builtin_names(self) -> list[str]:
+        """Names registered by lenbench itself, in registration order (fixed colours and order)."""
+        return [n for n in self._items if self._origins.get(n) is None]
+
+    def loaded_names(self) -> list[str]:
+        """Names registered in this process (built-ins, then plugins), without loading entry points."""
+        return list(self._items)
+
+    def load_all(self) -> list[str]:
+        """Load every installed entry point of this registry's group; one line per broken one."""
+        if not self.entry_point_group:
+            return []
+        from lenbench.plugins import load_all_entry_points
+
+        return load_all_entry_points(self.entry_point_group)
 
     def names(self) -> list[str]:
         return list(self._items)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return isinstance(name, str) and self._on_demand(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
@@ -55,3 +56,133 @@ def assert_scores_depend_on_distance_only(enc, heads: int, head_dim: int, pairs,
         assert m - n == 3
         torch.testing.assert_close(score(m, n), score(3, 0), atol=atol, rtol=0)
     assert not torch.allclose(score(5, 2), score(5, 3))
+
+
+# --- plugins from outside the package (tests/test_plugins.py, tests/run/test_plugins_e2e.py, test_ray.py) ---
+
+#: An encoding plugin (an ALiBi subclass with steeper slopes) and a task plugin (the running maximum),
+#: as a user would write them in their own directory; `{scale}` is what an edit changes.
+PLUGIN_ENCODING = '''
+from lenbench.encodings import register_encoding
+from lenbench.encodings.alibi import ALiBi, alibi_slopes
+
+
+@register_encoding("{name}")
+class Steep(ALiBi):
+    description = "ALiBi with steeper slopes (a test plugin)"
+
+    def __init__(self, dims, *, scale: float = {scale}):
+        super().__init__(dims)
+        self.register_buffer("slopes", scale * alibi_slopes(dims.n_heads).float(), persistent=False)
+'''
+PLUGIN_TASK = '''
+import torch
+
+from lenbench.tasks import Batch, Task, register_task
+
+
+@register_task("{name}")
+class RunningMax(Task):
+    description = "the running maximum of a digit string (a test plugin)"
+    length_unit = "digits"
+
+    def __init__(self, vocab: int = {vocab}):
+        self.vocab = vocab
+
+    @property
+    def vocab_size(self):
+        return self.vocab
+
+    def seq_len(self, length):
+        return length
+
+    def sample(self, batch_size, length, generator, split="train"):
+        digits = torch.randint(0, self.vocab, (batch_size, length), generator=generator)  # (B, T)
+        return Batch(inputs=digits, targets=digits.cummax(dim=1).values, loss_mask=torch.ones_like(digits, dtype=torch.bool))
+'''
+
+#: A suite of the two plugins next to a built-in encoding and task; its cells learn running-max in
+#: about two seconds each (copy stays "not learned" at this budget, which the board must say).
+PLUGIN_SUITE = {
+    "name": "plugins",
+    "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+    "train": {"steps": 80, "batch_size": 16, "lr": 0.01, "warmup": 4},
+    "eval": {"ratios": [1, 2], "samples": 8},
+    "tasks": [{"name": "running-max", "train_len": 8}, {"name": "copy", "train_len": 4}],
+    "encodings": ["nope", "alibi-steep"],
+    "kernels": {"lengths": [64], "dtypes": ["fp32"], "seconds": 0.02, "train_rounds": 3,
+                "encodings": ["alibi-steep"]},
+}
+
+
+def write_plugins(directory: Path, *, encoding: str = "alibi-steep", task: str = "running-max",
+                  scale: float = 2.0, vocab: int = 10) -> tuple[Path, Path]:
+    """Write the encoding plugin (steep.py) and the task plugin (runmax.py) into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    enc = directory / "steep.py"
+    enc.write_text(PLUGIN_ENCODING.format(name=encoding, scale=scale))
+    task_file = directory / "runmax.py"
+    task_file.write_text(PLUGIN_TASK.format(name=task, vocab=vocab))
+    return enc, task_file
+
+
+def write_plugin_distribution(site: Path) -> Path:
+    """An installed distribution in `site` (a sys.path / PYTHONPATH directory) whose entry points
+    declare `ep-steep` (lenbench.encodings) and `ep-running-max` (lenbench.tasks)."""
+    package = site / "steep_dist"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "enc.py").write_text(PLUGIN_ENCODING.format(name="ep-steep", scale=2.0))
+    (package / "task.py").write_text(PLUGIN_TASK.format(name="ep-running-max", vocab=10))
+    info = site / "steep_dist-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: steep-dist\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[lenbench.encodings]\nep-steep = steep_dist.enc:Steep\n\n"
+                                           "[lenbench.tasks]\nep-running-max = steep_dist.task:RunningMax\n")
+    return site
+
+
+@contextlib.contextmanager
+def plugin_sandbox():
+    """Registries, loaded plugins and imported modules as they were before, afterwards (a test that
+    loads plugins in its own process leaves no name behind for the next)."""
+    import sys
+
+    from lenbench import plugins
+    from lenbench.encodings import ENCODINGS
+    from lenbench.tasks import TASKS
+
+    saved = [(r, dict(r._items), dict(r._origins)) for r in (ENCODINGS, TASKS)]
+    loaded, failed, modules = dict(plugins._LOADED), dict(plugins._FAILED), set(sys.modules)
+    try:
+        yield
+    finally:
+        for registry, items, origins in saved:
+            registry._items.clear()
+            registry._items.update(items)
+            registry._origins.clear()
+            registry._origins.update(origins)
+        plugins._LOADED.clear()
+        plugins._LOADED.update(loaded)
+        plugins._FAILED.clear()
+        plugins._FAILED.update(failed)
+        for name in set(sys.modules) - modules:  # the plugins' own modules, not libraries imported meanwhile
+            if _is_plugin_module(sys.modules[name]):
+                del sys.modules[name]
+        plugins._entry_points.cache_clear()
+
+
+def _is_plugin_module(module) -> bool:
+    """A module loaded from a test's plugin (a file plugin, or a package in a temporary directory)."""
+    import sys
+
+    from lenbench.plugins import FILE_MODULE_PREFIX
+
+    if module.__name__.startswith(FILE_MODULE_PREFIX):
+        return True
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    path = Path(file).resolve()
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, Path(__file__).resolve().parents[1])}
+    return not any(path.is_relative_to(root) for root in installed)

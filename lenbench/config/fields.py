@@ -60,8 +60,13 @@ def typed(cls: type, data: dict, where: str, source: str):
 def registered(kind: str, name: Any, registry, where: str, source: str) -> str:
     """`name`, once it is registered in `registry` (`kind` names the registry in the error)."""
     if name not in registry:
+        hint = ""
+        if getattr(registry, "entry_point_group", None):  # encodings and tasks come from plugins too
+            from lenbench.plugins import hint as plugins_hint
+
+            hint = f"; {plugins_hint()}"
         raise SuiteError(f"{source}: {where}: unknown {kind} {name!r}{did_you_mean(str(name), registry.names())} "
-                         f"(known: {', '.join(sorted(registry.names()))})")
+                         f"(known: {', '.join(sorted(registry.names()))}{hint})")
     return name
 
 

@@ -53,6 +53,7 @@ from lenbench.config.resources import parse_resources
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
 from lenbench.encodings import ENCODINGS
 from lenbench.encodings.rope_scaling import ROPE_TYPES, factor_mode
+from lenbench.plugins import PluginError, load_plugins
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
 
@@ -89,7 +90,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise SuiteError(f"{path}:{where} is not valid YAML ({getattr(err, 'problem', err)})") from None
-    return parse_suite(data, source=str(path), default_name=_sanitise_name(path.stem))
+    return parse_suite(data, source=str(path), default_name=_sanitise_name(path.stem), base_dir=path.parent)
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -370,14 +371,17 @@ def _label_hint(name: str, diff: list[str], signature: tuple, params: dict, inde
                 return hint
     return f"{name}_{index}"
 
-def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite") -> Suite:
-    """Validate a suite mapping (as read from YAML) into a `Suite`."""
+def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suite",
+                base_dir: str | Path | None = None) -> Suite:
+    """Validate a suite mapping (as read from YAML) into a `Suite`; its `plugins:` are loaded
+    first (paths relative to `base_dir`, the suite file's directory), so their names are known."""
     if data is None:
         raise SuiteError(f"{source}: the suite is empty")
     check_keys(data, Suite, "suite", source)
     for required in ("tasks", "encodings"):
         if required not in data:
             raise SuiteError(f"{source}: missing required key {required!r}")
+    plugin_specs = _plugins(data.get("plugins"), source, base_dir)
 
     train = _train_section(data.get("train"), "train", source)
     ev = _eval_section(data.get("eval"), "eval", source)
@@ -452,4 +456,20 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         tasks=tuple(tasks), encodings=tuple(encodings), seeds=seeds,
         model=model, train=train, eval=ev,
         variants=tuple(variants), kernels=parse_kernels(data.get("kernels"), source), source=source, resources=parse_resources(data.get("resources"), source),
+        plugins=plugin_specs,
     )
+
+
+def _plugins(value: Any, source: str, base_dir: str | Path | None) -> tuple[str, ...]:
+    """Load the suite's `plugins:` (a module name or .py path, or a list of them); their specs."""
+    if value is None:
+        return ()
+    specs = [value] if isinstance(value, str) else value
+    if not isinstance(specs, list) or not all(isinstance(x, str) for x in specs):
+        raise SuiteError(f"{source}: plugins must be a list of module names or paths to .py files, got {value!r}")
+    for i, spec in enumerate(specs):
+        try:
+            load_plugins([spec], base_dir=base_dir)
+        except PluginError as err:
+            raise SuiteError(f"{source}: plugins[{i}]: {err}") from None
+    return tuple(specs)

@@ -190,6 +190,10 @@ class Suite:
     kernels: KernelSpec = KernelSpec()
     source: str = ""
     resources: ResourceSpec = ResourceSpec()
+    #: Plugins the suite loads (`lenbench.plugins`): module names and paths to .py files as given,
+    #: paths relative to the suite file. Not part of any cell id: a cell is named by its encoding
+    #: and task, and its fingerprint holds the plugin's source.
+    plugins: tuple[str, ...] = ()
 
     def cells(self) -> list[Cell]:
         """Expand to cells in a stable order: task × train_len × encoding × seed; each cell gets its

@@ -378,7 +378,7 @@ class PositionalEncoding(nn.Module):
         return f"name={self.name!r}"
 
 
-ENCODINGS: Registry[type[PositionalEncoding]] = Registry("encoding")
+ENCODINGS: Registry[type[PositionalEncoding]] = Registry("encoding", entry_point_group="lenbench.encodings")
 
 
 def register_encoding(name: str):

@@ -87,7 +87,7 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
     """
     from lenbench.report.stats import is_baseline
 
-    names = [e for e in dict.fromkeys(df["encoding"]) if not is_baseline(e) and e in ENCODINGS.names()]
+    names = [e for e in dict.fromkeys(df["encoding"]) if not is_baseline(e) and e in ENCODINGS]  # loads entry points
     cells: dict[str, dict] = {}
     if results_dir is not None and (Path(results_dir) / "cells").is_dir():
         import json

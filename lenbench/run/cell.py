@@ -41,6 +41,8 @@ from lenbench.evaluate import METRICS, evaluate_length, task_metrics
 from lenbench.labels import BASE_VARIANT
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
+from lenbench.plugins import Plugin
+from lenbench.plugins import ensure as ensure_plugins
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version
 from lenbench.run.memory import fit_batch, memory_budget
 from lenbench.tasks import Task, build_task
@@ -63,6 +65,8 @@ class CellJob:
         threads: intra-op CPU threads for this cell (fixed, so every executor gives the same rows).
         checkpoints: cached checkpoint files the cell may reuse, name → file bytes.
         progress: show training progress bars (serial runs only).
+        plugins: the plugins the driver loaded (`lenbench.plugins.loaded()`), loaded in the worker
+            before the cell is built (a file plugin travels as its source).
     """
 
     cell: Cell
@@ -70,6 +74,7 @@ class CellJob:
     threads: int
     checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
     progress: bool = False
+    plugins: tuple[Plugin, ...] = ()
 
 
 @dataclasses.dataclass
@@ -246,12 +251,13 @@ def compute_cell(job: CellJob) -> CellOutcome:
     with _intra_op_threads(job.threads):
         device = resolve_device(job.device)
         cache = _CheckpointCache(job.checkpoints, device)
-        result = _evaluate_cell(cell, cache, device, job.threads, job.progress)
+        result = _evaluate_cell(cell, cache, device, job.threads, job.progress, job.plugins)
     notes = {"rejected_checkpoints": cache.rejected} if cache.rejected else {}
     return CellOutcome(cell_id=cell.cell_id, result=result, checkpoints=cache.made, notes=notes)
 
 
-def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, threads: int, progress: bool) -> dict:
+def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, threads: int, progress: bool,
+                   plugins: tuple[Plugin, ...] = ()) -> dict:
     provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
                   "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
                   **machine_facts(), "code_fingerprint": "", "data_fingerprint": ""}
@@ -264,9 +270,12 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
     result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
                               "title": cell.title, "config": cell.config(), "status": "ok", "error": "",
                               "provenance": provenance, "rows": rows}
+    if plugins:
+        result["plugins"] = [{"spec": p.spec, "kind": p.kind, "module": p.module, "path": p.path} for p in plugins]
     start = time.perf_counter()
     train_seconds = float("nan")
     try:
+        ensure_plugins(plugins)  # before any name is looked up: the driver's plugins, here too
         budget = memory_budget(device, cell.eval.memory_budget_gb)  # before the model is allocated
         result["memory"] = {"budget_bytes": budget, "batch": {}}
         task = build_task(cell.task.name, **cell.task.params)
@@ -326,8 +335,11 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
     except Exception as err:
         result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
         if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint
-            result["fingerprint"] = cell_fingerprint(cell, device.type, threads, "").to_json()
-            provenance["code_fingerprint"] = result["fingerprint"]["code_fingerprint"]
+            try:
+                result["fingerprint"] = cell_fingerprint(cell, device.type, threads, "").to_json()
+                provenance["code_fingerprint"] = result["fingerprint"]["code_fingerprint"]
+            except Exception:  # noqa: BLE001  (e.g. an encoding no plugin here registers: the reason says so)
+                result["fingerprint"] = None
     timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     for row in rows:
         row.update(timestamp=timestamp, train_seconds=train_seconds)

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT_PACKAGE = "lenbench"
-_MODULE_NAME = re.compile(rf"{ROOT_PACKAGE}(\.[A-Za-z_]\w*)*")
 #: Calls that load code without an import statement the closure can read.
 _LOADERS = {"spec_from_file_location", "run_path", "run_module", "exec", "__import__", "import_module",
             "SourceFileLoader"}
@@ -64,17 +63,25 @@ class _Parsed:
     own_code: bool
 
 
+@functools.lru_cache(maxsize=64)
+def _module_name_pattern(package: str) -> re.Pattern:
+    """A string constant that is exactly the dotted name of `package` or one of its modules."""
+    return re.compile(rf"{re.escape(package)}(\.[A-Za-z_]\w*)*")
+
+
 @functools.lru_cache(maxsize=512)
-def _parse(source: bytes) -> _Parsed:
-    """Parsed once per distinct source text (an edited file is parsed again)."""
+def _parse(source: bytes, package: str = ROOT_PACKAGE) -> _Parsed:
+    """Parsed once per distinct source text (an edited file is parsed again); string constants
+    naming a module of `package` count as imports."""
     tree = ast.parse(source)
+    pattern = _module_name_pattern(package)
     imports: list[_Import] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module != "__future__":
             imports.append(_Import(node.level, node.module or "", tuple(a.name for a in node.names)))
         elif isinstance(node, ast.Import):
             imports += [_Import(0, a.name, ()) for a in node.names]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and pattern.fullmatch(node.value):
             imports.append(_Import(0, node.value, ()))
     reexports = {a.asname or a.name: (node.level, node.module or "", a.name)
                  for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
@@ -92,10 +99,11 @@ def _aggregating(index: int, node: ast.stmt) -> bool:
 
 
 class _Package:
-    """The files of one package directory, read through `read` (rel path → bytes)."""
+    """The files of one package directory (the package `name`), read through `read` (rel path → bytes)."""
 
-    def __init__(self, root: Path, read: Callable[[str], bytes] | None = None) -> None:
+    def __init__(self, root: Path, read: Callable[[str], bytes] | None = None, name: str = ROOT_PACKAGE) -> None:
         self.root = root
+        self.name = name
         self.read = read or (lambda rel: (root / rel).read_bytes())
         self._parsed: dict[str, _Parsed] = {}  # one closure's view: each file read once
         self._exists: dict[str, bool] = {}
@@ -104,17 +112,17 @@ class _Package:
     def parsed(self, rel: str) -> _Parsed:
         if rel not in self._parsed:
             self._sources[rel] = self.read(rel)
-            self._parsed[rel] = _parse(self._sources[rel])
+            self._parsed[rel] = _parse(self._sources[rel], self.name)
         return self._parsed[rel]
 
     def inputs(self) -> _Inputs:
-        return _Inputs(dict(self._sources), dict(self._exists))
+        return _Inputs(dict(self._sources), dict(self._exists), self.name)
 
     def file_of(self, module: str) -> str | None:
         """'lenbench.encodings.rope' → 'encodings/rope.py' ('lenbench' → '__init__.py'); None if absent."""
-        if module != ROOT_PACKAGE and not module.startswith(ROOT_PACKAGE + "."):
+        if module != self.name and not module.startswith(self.name + "."):
             return None
-        rel = module[len(ROOT_PACKAGE) + 1:].replace(".", "/")
+        rel = module[len(self.name) + 1:].replace(".", "/")
         for candidate in ((f"{rel}.py", f"{rel}/__init__.py") if rel else ("__init__.py",)):
             if self.exists(candidate):
                 return candidate
@@ -125,11 +133,10 @@ class _Package:
             self._exists[rel] = (self.root / rel).is_file()
         return self._exists[rel]
 
-    @staticmethod
-    def package_of(rel: str) -> str:
+    def package_of(self, rel: str) -> str:
         """The dotted package a file lives in: 'encodings/rope.py' and 'encodings/__init__.py' →
         'lenbench.encodings'."""
-        return ".".join([ROOT_PACKAGE, *Path(rel).parent.parts])
+        return ".".join([self.name, *Path(rel).parent.parts])
 
     def absolute(self, rel: str, level: int, module: str) -> str:
         """The absolute module name of an import in file `rel` (resolves `level` leading dots)."""
@@ -169,21 +176,24 @@ class _Package:
         return [init for init in inits if self.exists(init)]
 
 
-def import_closure(roots: Iterable[str], package: Path, read: Callable[[str], bytes] | None = None) -> list[str]:
+def import_closure(roots: Iterable[str], package: Path, read: Callable[[str], bytes] | None = None,
+                   name: str = ROOT_PACKAGE) -> list[str]:
     """`roots` and every package file they import, transitively (see the module docstring), sorted.
 
     Args:
         roots: files relative to `package`, e.g. ["run/cell.py", "encodings/alibi.py"].
-        package: the directory of the `lenbench` package to read.
+        package: the directory of the package to read (`lenbench`'s, or a plugin package's).
         read: rel path → source bytes (default: the file's bytes); lets a caller hash and follow
             only part of a file, or another version of it.
+        name: the package's import name (default ``lenbench``); imports of other packages are not
+            followed (`imports_outside` lists them).
     """
     roots = tuple(roots)
-    key = (str(package), roots, read)
+    key = (str(package), roots, read, name)
     cached = _CLOSURES.get(key)
     if cached is not None and cached[1].still(package, read):
         return list(cached[0])
-    pkg = _Package(package, read)
+    pkg = _Package(package, read, name)
     seen: set[str] = set()
     todo = list(roots)
     while todo:
@@ -210,15 +220,16 @@ class _Inputs:
 
     sources: dict[str, bytes]
     exists: dict[str, bool]
+    name: str = ROOT_PACKAGE
 
     def still(self, package: Path, read: Callable[[str], bytes] | None) -> bool:
         """Whether the package still reads the same (every file re-read, every lookup redone)."""
-        pkg = _Package(package, read)
+        pkg = _Package(package, read, self.name)
         return all(pkg.exists(rel) == there for rel, there in self.exists.items()) and all(
             pkg.exists(rel) and pkg.read(rel) == data for rel, data in self.sources.items())
 
 
-#: (package, roots, read) → (closure, its inputs): reused only while every input is unchanged.
+#: (package, roots, read, name) → (closure, its inputs): reused only while every input is unchanged.
 _CLOSURES: dict[tuple, tuple[tuple[str, ...], _Inputs]] = {}
 
 
@@ -242,3 +253,44 @@ def dynamic_loads(rel: str, package: Path) -> list[str]:
 def _is_main_guard(test: ast.expr) -> bool:
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
             and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+
+def imports_outside(files: Iterable[str], package: Path, read: Callable[[str], bytes] | None = None,
+                    name: str = ROOT_PACKAGE, target: str = ROOT_PACKAGE) -> list[tuple[str, tuple[str, ...]]]:
+    """The imports of package `target` (default ``lenbench``) made by `files` of another package
+    `name` (a plugin's), as (absolute module, imported names), in file order without repeats.
+
+    A plugin that subclasses `lenbench.encodings.alibi.ALiBi` runs alibi.py: the fingerprint follows
+    these into lenbench's own closure (`resolve_imports`). A top-level single-file plugin is its own
+    package of one file (`name` its module name); its relative imports, which Python refuses, are
+    ignored.
+    """
+    pkg = _Package(package, read, name)
+    found: dict[tuple[str, tuple[str, ...]], None] = {}
+    for rel in files:
+        for imp in pkg.parsed(rel).imports:
+            module = pkg.absolute(rel, imp.level, imp.module) if imp.level else imp.module
+            if module == target or module.startswith(target + "."):
+                found[(module, imp.names)] = None
+        for text in _string_modules(pkg.read(rel), target):
+            found[(text, ())] = None
+    return list(found)
+
+
+def _string_modules(source: bytes, package: str) -> list[str]:
+    """String constants naming a module of `package` (dynamic imports by name, as `_parse` counts them)."""
+    pattern = _module_name_pattern(package)
+    return [node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and pattern.fullmatch(node.value)]
+
+
+def resolve_imports(imports: Iterable[tuple[str, tuple[str, ...]]], package: Path,
+                    read: Callable[[str], bytes] | None = None, name: str = ROOT_PACKAGE) -> list[str]:
+    """The files of package `name` at `package` that these (module, names) imports run, sorted —
+    roots for `import_closure` (a name imported from a subpackage's `__init__` resolves to the
+    module defining it, as inside the package)."""
+    pkg = _Package(package, read, name)
+    files: set[str] = set()
+    for module, names in imports:
+        files |= pkg.resolve(module, tuple(names), frozenset())
+    return sorted(files)

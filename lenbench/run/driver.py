@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from lenbench import plugins
 from lenbench.config import Cell, Suite
 from lenbench.device import resolve_device
 from lenbench.run.cell import (
@@ -104,7 +105,8 @@ def make_job(cell: Cell, out: Path, device: str | torch.device, *, threads: int 
     threads = threads or default_threads()
     fingerprint = fingerprint or expected_fingerprint(cell, device, threads)
     return CellJob(cell=cell, device=device, threads=threads,
-                   checkpoints=read_checkpoints(Path(out), cell, fingerprint, log), progress=progress)
+                   checkpoints=read_checkpoints(Path(out), cell, fingerprint, log), progress=progress,
+                   plugins=plugins.loaded())
 
 
 def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
@@ -234,6 +236,7 @@ def run_suite(
         executor_options: passed to the executor (e.g. Ray's `address`).
     """
     device_type = resolve_device(device).type  # a one-line error now rather than one per cell
+    plugins.refresh()  # a file plugin edited since it was loaded runs (and is hashed) as it is now
     out = prepare_output(Path(out), log)
     threads = threads or default_threads()
     run = SuiteRun()

@@ -23,6 +23,9 @@ environment, which the id does not see; the fingerprint covers them:
   `bench/kernel_plans.py`) is outside the compute path, and tests/run/test_trust_fingerprint.py
   keeps every path load out of the closure.
   `tests/run/test_trust_fingerprint.py` states today's closure of a cell in full.
+- **plugin sources** (`lenbench.plugins`): for an encoding or task from outside lenbench, its file
+  as loaded (``plugin:mype.py``) or every module of its package that its module imports
+  (``plugin:mypkg/enc.py``), and the lenbench modules those import join the closure's roots.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
 
@@ -45,7 +48,7 @@ from typing import Any
 import torch
 
 import lenbench
-from lenbench.run.closure import import_closure
+from lenbench.run.closure import import_closure, resolve_imports
 
 PACKAGE = Path(lenbench.__file__).resolve().parent
 #: The roots of every cell's compute path (files relative to the package); the cell adds its own.
@@ -66,45 +69,81 @@ def closure(roots: list[str]) -> list[str]:
     return import_closure(roots, PACKAGE, read=_source)
 
 
+def _is_builtin(cls: type) -> bool:
+    return cls.__module__ == "lenbench" or cls.__module__.startswith("lenbench.")
+
+
 def _class_file(cls: type) -> str:
     return str(Path(cls.__module__.replace(".", "/") + ".py").relative_to("lenbench"))
 
 
+def _class_roots(cls: type, plugin_files: dict[str, bytes]) -> list[str]:
+    """The package files a class's result depends on: its module, or for a plugin class
+    (`lenbench.plugins.class_sources`) the lenbench modules its sources import, adding the
+    plugin's own sources to `plugin_files`."""
+    if _is_builtin(cls):
+        return [_class_file(cls)]
+    from lenbench.plugins import class_sources
+
+    sources = class_sources(cls)
+    plugin_files.update(sources.files)
+    return resolve_imports(sources.lenbench_imports, PACKAGE, read=_source)
+
+
 def encoding_files(name: str, params: dict) -> list[str]:
     """Source files of encoding `name` (with `params`; follows a wrapped `base` encoding)."""
-    return closure(encoding_roots(name, params))
+    plugin_files: dict[str, bytes] = {}
+    return sorted([*closure(encoding_roots(name, params, plugin_files)), *plugin_files])
 
 
-def encoding_roots(name: str, params: dict) -> list[str]:
-    """The module of encoding `name`, and those of the encodings it wraps (`base`, transitively)."""
+def encoding_roots(name: str, params: dict, plugin_files: dict[str, bytes] | None = None) -> list[str]:
+    """The module of encoding `name`, and those of the encodings it wraps (`base`, transitively);
+    a plugin encoding's sources go into `plugin_files` (key → bytes)."""
     from lenbench.encodings import ENCODINGS
 
-    roots = [_class_file(ENCODINGS.get(name))]
+    plugin_files = {} if plugin_files is None else plugin_files
+    roots = _class_roots(ENCODINGS.get(name), plugin_files)
     inner = params.get("base")
     if isinstance(inner, str) and inner in ENCODINGS and inner != name:
-        roots += encoding_roots(inner, params.get("base_params") or {})
+        roots += encoding_roots(inner, params.get("base_params") or {}, plugin_files)
     return roots
 
 
 def task_files(name: str) -> list[str]:
-    return closure([task_root(name)])
+    plugin_files: dict[str, bytes] = {}
+    return sorted([*closure(task_roots(name, plugin_files)), *plugin_files])
 
 
-def task_root(name: str) -> str:
+def task_roots(name: str, plugin_files: dict[str, bytes] | None = None) -> list[str]:
     from lenbench.tasks import TASKS
 
-    return _class_file(TASKS.get(name))
+    return _class_roots(TASKS.get(name), {} if plugin_files is None else plugin_files)
+
+
+def cell_sources(cell) -> dict[str, str]:
+    """Every source a cell's result depends on → its sha256 (16 hex): the import closure of its
+    compute path (see the module docstring), and its plugins' sources (keys ``plugin:…``)."""
+    plugin_files: dict[str, bytes] = {}
+    roots = [*CORE, *encoding_roots(cell.encoding.name, cell.encoding.params, plugin_files),
+             *task_roots(cell.task.name, plugin_files)]
+    sources = {rel: file_sha(rel) for rel in closure(roots)}
+    sources.update({key: _sha(data) for key, data in plugin_files.items()})
+    return dict(sorted(sources.items()))
 
 
 def source_files(cell) -> list[str]:
     """Every source file a cell's result depends on: the import closure of its compute path (see
-    the module docstring)."""
-    return closure([*CORE, *encoding_roots(cell.encoding.name, cell.encoding.params), task_root(cell.task.name)])
+    the module docstring), with plugin sources as ``plugin:…`` keys."""
+    return list(cell_sources(cell))
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def file_sha(rel: str) -> str:
     """sha256 (16 hex) of a package file's source as fingerprinted (read every time: edits count)."""
-    return hashlib.sha256(_source(rel)).hexdigest()[:16]
+    return _sha(_source(rel))
 
 
 def data_fingerprint(task_fingerprint: dict) -> str:
@@ -152,7 +191,7 @@ def cell_fingerprint(cell, device: str, threads: int, data: str) -> Fingerprint:
     """The fingerprint a run of `cell` here would have (`device`: a device type such as "cpu")."""
     from lenbench.numerics import numerics_tag
 
-    return Fingerprint(sources={rel: file_sha(rel) for rel in source_files(cell)}, torch_version=str(torch.__version__),
+    return Fingerprint(sources=cell_sources(cell), torch_version=str(torch.__version__),
                        device=device, dtype=DTYPE, threads=int(threads), data=data, numerics=numerics_tag())
 
 

@@ -138,7 +138,7 @@ class Task:
         return []
 
 
-TASKS: Registry[type[Task]] = Registry("task")
+TASKS: Registry[type[Task]] = Registry("task", entry_point_group="lenbench.tasks")
 
 
 def register_task(name: str):

@@ -198,7 +198,7 @@ def toys():
         yield
     finally:
         for name in TOYS:
-            ENCODINGS._items.pop(name, None)  # the registry has no public removal
+            ENCODINGS.unregister(name)
     assert not set(TOYS) & set(ENCODINGS.names())
 
 

@@ -270,3 +270,31 @@ def test_gpu_cells_without_gpu_resources_are_a_one_line_error(cluster):
     with RayExecutor(suite=parse_suite({**TINY, "resources": {"num_gpus": 1}})) as executor, \
             pytest.raises(RayExecutorError, match=r"^each cell asks for 1 GPU \(suite resources\) but the Ray cluster has 0"):
         next(executor.run([]))
+
+
+@needs_ray
+def test_plugins_on_the_cluster_match_the_process_executor_and_edits_recompute_their_cells(cluster, tmp_path,
+                                                                                            monkeypatch):
+    """A file plugin (the encoding, shipped in each job as its source) and an entry-point plugin
+    (the task, imported by name on the workers from the directory the driver found it in) on the
+    two-node cluster: the same rows as the process executor, both nodes used; an edit of the file
+    plugin recomputes exactly its cells there."""
+    from lenbench_testing import PLUGIN_SUITE, plugin_sandbox, write_plugin_distribution, write_plugins
+
+    enc, _ = write_plugins(tmp_path / "mine")
+    monkeypatch.syspath_prepend(str(write_plugin_distribution(tmp_path / "site")))
+    data = {**PLUGIN_SUITE, "plugins": [str(enc)], "tasks": [{"name": "ep-running-max", "train_len": 8}],
+            "encodings": ["nope", "alibi-steep"], "seeds": [0, 1]}
+    with plugin_sandbox():
+        suite = parse_suite(data)
+        local, remote = tmp_path / "process", tmp_path / "ray"
+        run_suite(suite, local, device="cpu", executor="process", workers=2, progress=False, log=lambda _: None)
+        results = run_suite(suite, remote, device="cpu", executor="ray", progress=False, log=lambda _: None)
+        assert len(results) == 4 and {r["status"] for r in results} == {"ok"}, [r["error"] for r in results]
+        assert comparable_rows(remote) == comparable_rows(local)
+        assert len({r["executor"]["node_id"] for r in load_cell_results(remote)}) == 2
+        enc.write_text(enc.read_text().replace("scale: float = 2.0", "scale: float = 3.0"))
+        lines: list[str] = []
+        again = run_suite(parse_suite(data), remote, device="cpu", executor="ray", progress=False, log=lines.append)
+        assert sorted(r["title"] for r in again) == ["ep-running-max-alibi-steep-L8-s0", "ep-running-max-alibi-steep-L8-s1"]
+        assert "lenbench: recomputing 2 stale cell(s): source changed: plugin:steep.py" in lines

@@ -31,6 +31,9 @@ Faults:
 Code on the workers: the tasks get this checkout on their PYTHONPATH, so a local Ray (or a cluster
 whose nodes share this path) imports the driver's lenbench; on a multi-machine cluster install
 lenbench and its dependencies on every node (`pip install -e ".[ray]"` from the same commit).
+Plugins (`lenbench.plugins`): a file plugin travels in each job as its source; a module or
+entry-point plugin is imported by name, from the directory the driver imported it from (added to
+the workers' PYTHONPATH) — on a multi-machine cluster install it on every node like lenbench.
 """
 
 from __future__ import annotations
@@ -96,9 +99,13 @@ def task_options(resources: ResourceSpec) -> dict[str, Any]:
 
 
 def worker_env() -> dict[str, str]:
-    """Environment of the tasks: this checkout first on PYTHONPATH, and the driver's LENBENCH_* variables."""
+    """Environment of the tasks: this checkout first on PYTHONPATH, then the directories the
+    driver's module and entry-point plugins import from (`lenbench.plugins.import_roots`; a file
+    plugin travels in the job), and the driver's LENBENCH_* variables."""
+    from lenbench.plugins import import_roots
+
     env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIX)}
-    env["PYTHONPATH"] = f"{CHECKOUT}{os.pathsep}${{PYTHONPATH}}"
+    env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT), *import_roots(), "${PYTHONPATH}"])
     return env
 
 
