@@ -87,10 +87,17 @@ class Plugin:
         return self.spec if self.kind == "module" else f"entry point {self.spec}"
 
 
+#: Every registry made in this process (`track`): a reloaded plugin's names go from all of them.
+_REGISTRIES: list[Any] = []
 #: Plugins loaded in this process, in load order: module name → Plugin.
 _LOADED: dict[str, Plugin] = {}
 #: The plugin being imported right now (registrations inside it record it as their origin).
 _CURRENT: contextvars.ContextVar[Plugin | None] = contextvars.ContextVar("lenbench_plugin", default=None)
+
+
+def track(registry: Any) -> None:
+    """Called by each `lenbench.registry.Registry` when it is made (this module imports none)."""
+    _REGISTRIES.append(registry)
 
 
 def current() -> Plugin | None:
@@ -225,19 +232,15 @@ def adopt_module(module: str) -> Plugin:
 
 def release(plugin: Plugin) -> None:
     """Stop carrying an adopted module plugin to workers once it has no registered name left."""
-    from lenbench.registry import Registry
-
-    if plugin.kind == "module" and not any(registry.names_of(plugin) for registry in Registry.instances()):
+    if plugin.kind == "module" and not any(registry.names_of(plugin) for registry in _REGISTRIES):
         _LOADED.pop(plugin.module, None)
 
 
 def _forget(plugin: Plugin) -> None:
     """Drop a plugin and every name it registered (before loading a changed file again)."""
-    from lenbench.registry import Registry
-
     _LOADED.pop(plugin.module, None)
     sys.modules.pop(plugin.module, None)
-    for registry in Registry.instances():
+    for registry in _REGISTRIES:
         registry.forget(plugin)
 
 
@@ -317,12 +320,10 @@ def _distribution(ep: importlib.metadata.EntryPoint) -> str:
 def load_entry_point(group: str, name: str) -> bool:
     """Load the entry point `name` of `group` and register what it names under `name`; False if
     no distribution declares it. A class not registered by its own module is registered here."""
-    from lenbench.registry import Registry
-
     ep = entry_points(group).get(name)
     if ep is None:
         return False
-    registry = next(r for r in Registry.instances() if r.entry_point_group == group)
+    registry = next(r for r in _REGISTRIES if r.entry_point_group == group)
     if name in registry.loaded_names():
         return True
     plugin = Plugin(spec=f"{group}:{name}", kind="entry point", module=ep.module)
@@ -362,51 +363,6 @@ def hint() -> str:
         return f"plugins loaded: {', '.join(names) or 'none'}{failed}"
     return ("no plugins loaded: an encoding or task from outside lenbench comes in with the suite's `plugins:`, "
             "--plugin MODULE_OR_PATH, or an entry point")
-
-
-# --- sources (the fingerprint) ------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Sources:
-    """What a plugin class's result depends on.
-
-    Args:
-        files: fingerprint key (``plugin:mype.py``, ``plugin:mypkg/enc.py``) → source bytes.
-        lenbench_imports: (module, names) of every lenbench import in those files.
-    """
-
-    files: dict[str, bytes]
-    lenbench_imports: list[tuple[str, tuple[str, ...]]]
-
-
-def class_sources(cls: type) -> Sources:
-    """The plugin sources of class `cls` (defined outside lenbench): see the module docstring."""
-    from lenbench.run.closure import import_closure, imports_outside
-
-    module_name = cls.__module__
-    plugin = _LOADED.get(module_name)
-    if plugin is not None and plugin.kind == "file":
-        rel = Path(plugin.path).name
-        return Sources({f"plugin:{rel}": plugin.source},
-                       imports_outside([rel], Path(plugin.path).parent, lambda _: plugin.source, name=module_name))
-    module = sys.modules.get(module_name)
-    file = getattr(module, "__file__", None)
-    if not file:
-        raise PluginError(f"{cls.__qualname__} comes from module {module_name!r}, which has no source file; "
-                          "a plugin must be a .py file or a module of an installed package")
-    top = module_name.split(".")[0]
-    top_module = sys.modules.get(top)
-    search = list(getattr(top_module, "__path__", []) or [])
-    if not search:  # a top-level single module
-        path = Path(file)
-        return Sources({f"plugin:{path.name}": path.read_bytes()},
-                       imports_outside([path.name], path.parent, name=module_name))
-    root = next(Path(p) for p in search if Path(file).resolve().is_relative_to(Path(p).resolve()))
-    rel = str(Path(file).resolve().relative_to(root.resolve()))
-    files = import_closure([rel], root, name=top)
-    return Sources({f"plugin:{top}/{f}": (root / f).read_bytes() for f in files},
-                   imports_outside(files, root, name=top))
 
 
 def origin_label(origin: Any) -> str:

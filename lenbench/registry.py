@@ -65,6 +65,9 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._origins: dict[str, object] = {}
         Registry._instances.append(self)
+        from lenbench import plugins
+
+        plugins.track(self)
 
     @classmethod
     def instances(cls) -> list[Registry]:

@@ -42,13 +42,14 @@ import dataclasses
 import hashlib
 import json
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import lenbench
-from lenbench.run.closure import import_closure, resolve_imports
+from lenbench.run.closure import import_closure, imports_outside, resolve_imports
 
 PACKAGE = Path(lenbench.__file__).resolve().parent
 #: The roots of every cell's compute path (files relative to the package); the cell adds its own.
@@ -83,11 +84,54 @@ def _class_roots(cls: type, plugin_files: dict[str, bytes]) -> list[str]:
     plugin's own sources to `plugin_files`."""
     if _is_builtin(cls):
         return [_class_file(cls)]
-    from lenbench.plugins import class_sources
-
     sources = class_sources(cls)
     plugin_files.update(sources.files)
     return resolve_imports(sources.lenbench_imports, PACKAGE, read=_source)
+
+
+# --- plugin sources ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """What a plugin class's result depends on.
+
+    Args:
+        files: fingerprint key (``plugin:mype.py``, ``plugin:mypkg/enc.py``) → source bytes.
+        lenbench_imports: (module, names) of every lenbench import in those files.
+    """
+
+    files: dict[str, bytes]
+    lenbench_imports: list[tuple[str, tuple[str, ...]]]
+
+
+def class_sources(cls: type) -> Sources:
+    """The plugin sources of class `cls` (defined outside lenbench): see the module docstring."""
+    from lenbench import plugins
+
+    module_name = cls.__module__
+    plugin = next((p for p in plugins.loaded() if p.module == module_name), None)
+    if plugin is not None and plugin.kind == "file":
+        rel = Path(plugin.path).name
+        return Sources({f"plugin:{rel}": plugin.source},
+                       imports_outside([rel], Path(plugin.path).parent, lambda _: plugin.source, name=module_name))
+    module = sys.modules.get(module_name)
+    file = getattr(module, "__file__", None)
+    if not file:
+        raise plugins.PluginError(f"{cls.__qualname__} comes from module {module_name!r}, which has no source file; "
+                          "a plugin must be a .py file or a module of an installed package")
+    top = module_name.split(".")[0]
+    top_module = sys.modules.get(top)
+    search = list(getattr(top_module, "__path__", []) or [])
+    if not search:  # a top-level single module
+        path = Path(file)
+        return Sources({f"plugin:{path.name}": path.read_bytes()},
+                       imports_outside([path.name], path.parent, name=module_name))
+    root = next(Path(p) for p in search if Path(file).resolve().is_relative_to(Path(p).resolve()))
+    rel = str(Path(file).resolve().relative_to(root.resolve()))
+    files = import_closure([rel], root, name=top)
+    return Sources({f"plugin:{top}/{f}": (root / f).read_bytes() for f in files},
+                   imports_outside(files, root, name=top))
 
 
 def encoding_files(name: str, params: dict) -> list[str]:
