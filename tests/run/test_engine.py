@@ -184,13 +184,15 @@ def test_every_rope_variant_evaluates_at_16x(tmp_path):
     from lenbench.encodings.rope_scaling import ROPE_TYPES
 
     half = 8 // 2  # head_dim 8 → 4 frequencies
-    params = {"longrope": {"short_factor": [1.0] * half, "long_factor": [2.0] * half}}
+    # dynamic NTK takes a pinned factor, as deployed (key "dynamic@2"); longrope its factor lists
+    params = {"longrope": {"short_factor": [1.0] * half, "long_factor": [2.0] * half}, "dynamic": {"factor": 2}}
     variants = [{"rope_type": name, "params": params.get(name, {})} for name in ROPE_TYPES.names()]
     data = {**TINY, "encodings": ["rope"], "eval": {"ratios": [1, 16], "samples": 2}, "variants": variants}
     (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False)
     assert result["status"] == "ok", result["error"]
     assert all(r["status"] == "ok" for r in result["rows"]), [r["error"] for r in result["rows"] if r["error"]]
-    assert {r["variant"] for r in result["rows"] if r["ratio"] == 16.0} == {"none", *ROPE_TYPES.names()}
+    keys = {"dynamic@2" if name == "dynamic" else name for name in ROPE_TYPES.names()}
+    assert {r["variant"] for r in result["rows"] if r["ratio"] == 16.0} == {"none", *keys}
 
 
 def test_workers_run_cells_in_parallel_with_the_same_rows(tmp_path):
