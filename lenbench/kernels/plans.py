@@ -123,6 +123,30 @@ def interleaved_ratio(fn: Callable[[], Any], base: Callable[[], Any], device: to
     return statistics.median(ratios)
 
 
+def release_freed_memory() -> bool:
+    """Hand the memory freed since the last call back to the OS: `gc.collect()`, then glibc's
+    `malloc_trim(0)` (free pages anywhere in the heap, not only at its top).
+
+    `keep_freed_memory` makes the heap keep up to 1 GiB of freed blocks so that timed calls do
+    not page-fault; across a benchmark session that kept memory grows with every large kernel
+    (T = 4096 masks of 512 MiB, fragmented), 3.4 GB of resident memory no test was using in
+    the quick suite's kernels. `bench/test_kernels.py` calls this after each test: nothing it
+    frees is timed (each test makes untimed warm-up calls before its timed rounds, which fault
+    the pages back in). Returns False where there is no glibc (only the collection ran).
+    """
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True
+
+
 _DTYPE_COPIES: dict[tuple[int, torch.dtype], tuple[torch.nn.Module, torch.nn.Module]] = {}
 
 

@@ -154,3 +154,40 @@ def test_fire_eager_peak_is_bounded_by_the_mask_and_the_block():
     assert peaks["blocked"] <= bound, f"blocked FIRE eager peaked {peaks['blocked'] / 2**20:.0f} MiB > {bound / 2**20:.0f}"
     # one call from the blocked run's peak: its own rise alone is above the bound
     assert peaks["one_call"] > bound, f"one-call FIRE eager rose only {peaks['one_call'] / 2**20:.0f} MiB"
+
+
+RELEASE = textwrap.dedent("""
+    import json, torch
+    from lenbench.device import keep_freed_memory
+    from lenbench.kernels import plans as P
+    rss = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096
+    keep_freed_memory()
+    tensors = [torch.ones(8 << 20) for _ in range(8)]  # 8 × 32 MiB, written
+    del tensors
+    kept = rss()
+    released = P.release_freed_memory()
+    print(json.dumps({"kept": kept, "after": rss(), "released": released}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim and /proc/self/statm: glibc on Linux")
+def test_release_freed_memory_hands_the_kept_heap_back():
+    """keep_freed_memory keeps 256 MiB of freed blocks resident; release_freed_memory returns them."""
+    proc = subprocess.run([sys.executable, "-c", RELEASE], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not out["released"]:
+        pytest.skip("no glibc malloc_trim here")
+    assert out["kept"] - out["after"] >= 200 << 20, out
+
+
+def test_every_kernel_benchmark_releases_memory_after_it():
+    """bench/test_kernels.py's autouse fixture runs around every test of the module (setup plan)."""
+    env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "64", "LENBENCH_KERNEL_DTYPES": "fp32",
+           "LENBENCH_KERNEL_ENCODINGS": "alibi,rope"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_kernels.py", "--suite", "smoke", "--setup-plan",
+                           "-q", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tests = [line for line in proc.stdout.splitlines() if "bench/test_kernels.py::" in line]
+    releases = [line for line in proc.stdout.splitlines() if "TEARDOWN F _release_memory_after_each_test" in line]
+    assert tests and len(releases) == len(tests), proc.stdout[-3000:]
