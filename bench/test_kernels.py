@@ -65,6 +65,13 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
                        jobs hits both alike (over_unbiased divides by a benchmark run minutes
                        earlier); the performance target reads this one when present
     max_abs_err        fused vs eager before timing
+    bias_query_rows    bias, eager: query rows per bias-hook call of the timed call's mask (T: one call).
+                       `lenbench.kernels.folded_bias` builds a bias over `K.BIAS_BLOCK_BYTES` (64 MiB) by
+                       blocks of rows: at T = 4096 (8 heads, fp32) 512 rows, 8 calls (FIRE's MLP would
+                       otherwise hold 4 GB of intermediates); the mask and the SDPA call are the same
+
+Memory: after every test the host memory it freed goes back to the OS (`plans.release_freed_memory`,
+outside any timed round); the fixed shapes above and the bias blocks bound each test's own peak.
 test_training_step extra_info: encoding, seconds (this benchmark's median), ratio_to_nope (median
     over rounds of per-round ratios, every encoding timed round-robin in one loop once per
     session, so other load on the machine hits all alike; ratio_to_nope_interleaved is the same
@@ -191,6 +198,15 @@ def copy_floor(device) -> P.CopyFloor:
     return P.CopyFloor(device)
 
 
+@pytest.fixture(autouse=True)
+def _release_memory_after_each_test():
+    """After every test here, the host memory it freed goes back to the OS
+    (`P.release_freed_memory`): otherwise the heap that `keep_freed_memory` keeps grows over the
+    session and adds to every later test's peak."""
+    yield
+    P.release_freed_memory()
+
+
 def _rounds(seconds_per_call: float) -> int:
     """About SECONDS of timed rounds, at least 3 and at most 50."""
     return int(min(50, max(3, S.seconds / max(seconds_per_call, 1e-6))))
@@ -271,18 +287,15 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
     build = {"rotary": _rotary, "bias": _bias, "absolute": _absolute, "content": _content, "layer": _layer,
              "attend": _layer}[kind]
     with torch.no_grad():  # forward kernels: no autograd graph, learned biases need no grad
-        fn, eager_fn, shape, bytes_moved = build(enc, impl, T, dtype, device)
+        fn, eager_fn, shape, bytes_moved, build_info = build(enc, impl, T, dtype, device)
         out, once = P.call_seconds(fn, device)  # compiles here, outside any timed round
         err = None
         if impl != "eager":
             key = (name, T, dt)
             ref = _EAGER_OUT.get(key)
             ref = eager_fn() if ref is None else ref
-            out_t, ref_t = (torch.cat([o.flatten() for o in x]) if isinstance(x, tuple) else x for x in (out, ref))
-            err = (out_t.float() - ref_t.float()).abs().max().item()
-            if dt == "bf16":  # rounding errors scale with the magnitude of the products (xPos: up to e^±5)
-                atol *= max(1.0, ref_t.float().abs().max().item())
-            torch.testing.assert_close(out_t, ref_t, atol=atol, rtol=rtol, msg=lambda m: f"{name} {impl} T={T} {dt}: {m}")
+            err = _check_close(out, ref, atol, rtol, dt, f"{name} {impl} T={T} {dt}")
+            del ref  # not alive through the timed rounds
         else:
             _EAGER_OUT.clear()  # keep one reference alive at a time
             _EAGER_OUT[(name, T, dt)] = out
@@ -295,10 +308,25 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
                             if kind == "rotary" and impl != "eager" else None)
     _record(benchmark, copy_floor, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape, bytes_moved=bytes_moved,
             once=once, err=err)
+    benchmark.extra_info.update(build_info)
     if interleaved is not None:
         benchmark.extra_info["over_unbiased_interleaved"] = interleaved
     if copy_interleaved is not None:
         benchmark.extra_info["copy_ratio_interleaved"] = copy_interleaved
+
+
+def _check_close(out, ref, atol: float, rtol: float, dt: str, label: str) -> float:
+    """assert_close of a fused output and the eager reference's, tensor by tensor (rotary: q and k);
+    returns the largest |out − ref|. Tensor by tensor, not concatenated: at T = 4096 (rotary q, k
+    of 64 MiB each) the check's temporaries are then those of one tensor, not of copies of both."""
+    outs, refs = (x if isinstance(x, tuple) else (x,) for x in (out, ref))
+    if dt == "bf16":  # rounding errors scale with the magnitude of the products (xPos: up to e^±5)
+        atol *= max(1.0, max(r.float().abs().max().item() for r in refs))
+    err = 0.0
+    for o, r in zip(outs, refs, strict=True):
+        err = max(err, (o.float() - r.float()).abs().max().item())
+        torch.testing.assert_close(o, r, atol=atol, rtol=rtol, msg=lambda m: f"{label}: {m}")
+    return err
 
 
 def _over_unbiased_interleaved(fn, shape, dtype, device, rounds: int = 5) -> float:
@@ -308,7 +336,7 @@ def _over_unbiased_interleaved(fn, shape, dtype, device, rounds: int = 5) -> flo
     return P.interleaved_ratio(fn, lambda: K.attention_unbiased(q, k, v), device, rounds)
 
 
-# --- per-kind setup: returns (fn, eager_fn, shape, bytes_moved) ------------------------------------
+# --- per-kind setup: returns (fn, eager_fn, shape, bytes_moved, info: extra_info entries) ------------
 
 
 def _rotary(enc, impl, T, dtype, device):
@@ -323,7 +351,7 @@ def _rotary(enc, impl, T, dtype, device):
         eager = lambda: tables.eager(q, k)  # noqa: E731
         cos_full, sin_full = K.hf_tables(tables.cos, tables.sin)
         fns = {"eager": eager, "fused": lambda: tables.fused(q, k), "hf": lambda: K.rotary_hf(q, k, cos_full, sin_full)}
-    return fns[impl], eager, q.shape, P.rotary_bytes(q, k)
+    return fns[impl], eager, q.shape, P.rotary_bytes(q, k), {}
 
 
 def _bias(enc, impl, T, dtype, device):
@@ -333,20 +361,24 @@ def _bias(enc, impl, T, dtype, device):
     eager = lambda: K.attention_eager(q, k, v, enc, pos)  # noqa: E731
     if impl == "eager":
         p = shared_rows(pos)
-        return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=torch.empty(p.shape[0], HEADS, T, T, dtype=dtype, device="meta"))
+        bias = torch.empty(p.shape[0], HEADS, T, T, dtype=dtype, device="meta")
+        # the timed call builds its mask by blocks of query rows past K.BIAS_BLOCK_BYTES (FIRE's hook at T = 4096 would
+        # hold 4 GB of intermediates in one call): record the rows per hook call (T: one call)
+        info = {"bias_query_rows": K.bias_query_rows(p.shape[0], enc.dims.n_heads, T, dtype)}
+        return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), info
     if impl == "cached":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
-        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask)
+        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask), {}
     if impl == "cached_blocks":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
         read = P.attention_bytes(q, k, v) + P.nbytes(mask) // 2  # the causal half of the mask
-        return lambda: K.attention_cached_blocks(q, k, v, mask), eager, q.shape, read
+        return lambda: K.attention_cached_blocks(q, k, v, mask), eager, q.shape, read, {}
     if impl == "toeplitz":
         tplan = K.prepare_toeplitz(enc, pos, dtype)  # (H, 2T−1) diagonals, once per length
         bytes_moved = P.attention_bytes(q, k, v) + P.nbytes(tplan.diagonals)
-        return lambda: K.attention_toeplitz(q, k, v, tplan), eager, q.shape, bytes_moved
+        return lambda: K.attention_toeplitz(q, k, v, tplan), eager, q.shape, bytes_moved, {}
     plan = K.prepare_flex(enc, pos, dtype, gather=impl == "flex_gather")  # once per position pattern
-    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, P.attention_bytes(q, k, v) + plan.extra_bytes
+    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, P.attention_bytes(q, k, v) + plan.extra_bytes, {}
 
 
 def _absolute(enc, impl, T, dtype, device):
@@ -356,7 +388,7 @@ def _absolute(enc, impl, T, dtype, device):
     eager = lambda: enc.embed(h, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.compiled_hook(enc, "embed")(h, pos))
     table_rows = h if hasattr(K.base_encoding(enc), "table") else None  # learned: one table row read per token
-    return fn, eager, h.shape, 2 * P.nbytes(h) + P.nbytes(table_rows)
+    return fn, eager, h.shape, 2 * P.nbytes(h) + P.nbytes(table_rows), {}
 
 
 def _content(enc, impl, T, dtype, device):
@@ -370,7 +402,7 @@ def _content(enc, impl, T, dtype, device):
     eager = lambda: K.attention_content(q, k, v, enc, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.attention_content_compiled(q, k, v, enc, pos))
     bias = torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
-    return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias)
+    return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), {}
 
 
 def _layer(enc, impl, T, dtype, device):
@@ -393,7 +425,7 @@ def _layer(enc, impl, T, dtype, device):
         materialised = None if impl == "flex" else torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
     else:
         materialised = mask
-    return fns[impl], eager, q.shape, P.attention_bytes(q, k, v, bias=materialised) + P.nbytes(x)
+    return fns[impl], eager, q.shape, P.attention_bytes(q, k, v, bias=materialised) + P.nbytes(x), {}
 
 
 # --- training step --------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ an op); the device timer is `lenbench.timing`.
 """
 
 from lenbench.kernels.bias import (
+    BIAS_BLOCK_BYTES,
     FlexPlan,
     ToeplitzPlan,
     attention_cached,
@@ -50,12 +51,14 @@ from lenbench.kernels.bias import (
     attention_flex,
     attention_toeplitz,
     attention_unbiased,
+    bias_query_rows,
     causal_additive_mask,
     causal_block_mask,
     flex_block_size,
     folded_bias,
     prepare_flex,
     prepare_toeplitz,
+    relative_range,
     relative_table,
     row_offsets,
     toeplitz_block,
@@ -88,12 +91,12 @@ from lenbench.kernels.rotary import (
 from lenbench.kernels.support import bf16_support, compile_support, compiled_hook, flex_support
 
 __all__ = [
-    "FlexPlan", "Kind", "ROTARY_COMPILE_OPTIONS", "RotaryInputs", "ToeplitzPlan", "attention_cached",
+    "BIAS_BLOCK_BYTES", "FlexPlan", "Kind", "ROTARY_COMPILE_OPTIONS", "RotaryInputs", "ToeplitzPlan", "attention_cached",
     "attention_cached_blocks", "attention_content", "attention_content_compiled", "attention_eager",
     "attention_flex", "attention_layer", "attention_layer_compiled", "attention_score_vector", "attention_toeplitz",
-    "attention_unbiased", "base_encoding", "bf16_support", "causal_additive_mask", "causal_block_mask",
+    "attention_unbiased", "base_encoding", "bf16_support", "bias_query_rows", "causal_additive_mask", "causal_block_mask",
     "compile_support", "compiled_hook", "declares_score_vector", "flex_block_size", "flex_support", "folded_bias",
     "hf_rotate_half", "hf_tables", "implementations", "kernel_kind", "layer_mask", "nothing_to_fuse_reason",
-    "prepare_flex", "prepare_toeplitz", "relative_table", "rotary_eager", "rotary_fused", "rotary_hf",
+    "prepare_flex", "prepare_toeplitz", "relative_range", "relative_table", "rotary_eager", "rotary_fused", "rotary_hf",
     "rotary_inputs", "row_offsets", "toeplitz_block",
 ]

@@ -2,7 +2,8 @@
 
 | implementation  | what it runs                                                              |
 | --------------- | ------------------------------------------------------------------------- |
-| `eager`         | the bias from the hook + SDPA with the materialised mask (as the model)   |
+| `eager`         | the bias from the hook + SDPA with the materialised mask (as the model;   |
+|                 | a bias over `BIAS_BLOCK_BYTES` built by blocks of query rows)             |
 | `cached`        | the folded bias materialised once per length, reused                      |
 | `flex`          | `flex_attention` with a score modifier and a causal block mask            |
 | `toeplitz`      | relative-only biases at contiguous positions: SDPA reading a per-distance |
@@ -43,11 +44,76 @@ def causal_additive_mask(T: int, device: torch.device, dtype: torch.dtype) -> to
     return torch.where(allowed, zero, torch.tensor(float("-inf"), dtype=dtype, device=device))[None, None]
 
 
-def folded_bias(enc: PositionalEncoding, pos: torch.Tensor, dtype: torch.dtype, causal: bool = True) -> torch.Tensor:
-    """The bias of `enc` at positions (B, T) with the causal mask folded in: (B|1, H, T, T)."""
+#: Bytes of the bias one `enc.bias` call of `folded_bias` builds at most (a block of query rows).
+#: A hook's intermediates scale with its output: FIRE's MLP keeps two (rows, T, hidden = 32)
+#: tensors, 8× its 8-head bias, 4.2 GB at T = 4096 in one call; at 64 MiB a block they stay
+#: near 0.5 GB whatever T. The whole bias up to 64 MiB (T ≤ 1024 at 8 heads, fp32) is one call.
+BIAS_BLOCK_BYTES = 64 << 20
+
+
+def bias_query_rows(rows: int, heads: int, T: int, dtype: torch.dtype, block_bytes: int = BIAS_BLOCK_BYTES) -> int:
+    """Query rows per `enc.bias` call in `folded_bias`: T when the whole (rows, heads, T, T) bias
+    fits in `block_bytes`, else the most rows whose (rows, heads, ·, T) block does (at least one).
+
+    Args:
+        rows: position rows of the bias (1 when they are shared, else B); heads: H.
+        dtype: the bias's dtype; its bytes count as at least float32's (hooks compute in float32).
+    """
+    per_row = rows * heads * T * max(4, torch.empty((), dtype=dtype).element_size())  # bytes of one query row
+    return max(1, min(T, block_bytes // per_row))
+
+
+def _causal_rows(start: int, stop: int, T: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """(1, 1, stop − start, T): rows start … stop − 1 of `causal_additive_mask(T)`."""
+    i = torch.arange(start, stop, device=device)[:, None]  # (rows, 1) query indices
+    j = torch.arange(T, device=device)[None, :]  # (1, T) key indices
+    zero = torch.zeros((), dtype=dtype, device=device)
+    return torch.where(j <= i, zero, torch.tensor(float("-inf"), dtype=dtype, device=device))[None, None]
+
+
+def folded_bias(enc: PositionalEncoding, pos: torch.Tensor, dtype: torch.dtype, causal: bool = True, *,
+                block_bytes: int = BIAS_BLOCK_BYTES) -> torch.Tensor:
+    """The bias of `enc` at positions (B, T) with the causal mask folded in: (B|1, H, T, T).
+
+    Built by blocks of query rows (`bias_query_rows`: one `enc.bias(p[:, rows], p)` call each,
+    written into the result) when the whole bias exceeds `block_bytes`, so the hook's
+    intermediates are bounded by the block, not by T²; every element is the hook's own at its
+    (query, key) position pair, as one call would give (`tests/kernels` hold the two equal in
+    float64). A result that needs gradients (trainable bias parameters under autograd) is
+    concatenated from its blocks instead.
+
+    Args:
+        pos: (B, T) positions; dtype: the result's dtype.
+        causal: fold in −inf for keys after the query.
+        block_bytes: bias bytes per hook call (default `BIAS_BLOCK_BYTES`).
+
+    Returns:
+        (B|1, H, T, T).
+    """
     p = shared_rows(pos)  # (B|1, T)
-    bias = enc.bias(p, p).to(dtype)  # (B|1, H, T, T)
-    return bias + causal_additive_mask(pos.shape[1], pos.device, dtype) if causal else bias  # (B|1, H, T, T)
+    T = p.shape[1]
+    step = bias_query_rows(p.shape[0], enc.dims.n_heads, T, dtype, block_bytes)
+    if step >= T:  # one call
+        bias = enc.bias(p, p).to(dtype)  # (B|1, H, T, T)
+        return bias + causal_additive_mask(T, pos.device, dtype) if causal else bias  # (B|1, H, T, T)
+    probe = enc.bias(p[:, :1], p)  # (B|1, H, 1, T): the result's leading dims, and whether it needs gradients
+    # out= records no gradients: a result that needs them is concatenated from its blocks instead. Otherwise the
+    # result is allocated before any block, so the blocks' freed intermediates never sit below it in the heap.
+    out = None if probe.requires_grad else torch.empty(*probe.shape[:2], T, T, dtype=dtype, device=pos.device)
+    del probe
+    blocks = []
+    for s in range(0, T, step):
+        e = min(s + step, T)
+        block = enc.bias(p[:, s:e], p).to(dtype)  # (B|1, H, e − s, T)
+        mask = _causal_rows(s, e, T, pos.device, dtype) if causal else None  # (1, 1, e − s, T)
+        if out is None:
+            blocks.append(block if mask is None else block + mask)
+        elif mask is None:
+            out[:, :, s:e] = block
+        else:
+            torch.add(block, mask, out=out[:, :, s:e])  # (B|1, H, e − s, T)
+        del block
+    return torch.cat(blocks, 2) if out is None else out  # (B|1, H, T, T)
 
 
 def attention_eager(
@@ -95,6 +161,13 @@ def row_offsets(pos: torch.Tensor) -> torch.Tensor | None:
     off = pos[:, :1]  # (B, 1)
     steps = torch.arange(pos.shape[1], device=pos.device, dtype=pos.dtype)  # (T,)
     return off[:, 0] if bool((pos == off + steps).all()) else None
+
+
+def relative_range(pos: torch.Tensor) -> tuple[int, int]:
+    """(lo, hi): the least and greatest k_pos − q_pos over every row's (query, key) pairs, from
+    each row's extremes (no (B, T, T) tensor of differences)."""
+    mn, mx = pos.amin(1), pos.amax(1)  # (B,) each
+    return int((mn - mx).min()), int((mx - mn).max())
 
 
 def relative_table(enc: PositionalEncoding, lo: int, hi: int, device: torch.device) -> torch.Tensor:
@@ -156,8 +229,7 @@ def prepare_flex(
         flavour, params = closed.name, tuple(closed.params)  # (H,) each
     else:
         flavour = "table"
-        rel = pos[:, None, :] - pos[:, :, None]  # (B, T, T): k_pos − q_pos
-        lo, hi = (int(v) for v in torch.aminmax(rel))
+        lo, hi = relative_range(pos)
         params = (relative_table(enc, lo, hi, device).detach().float(),)  # (H, R)
         shift = lo
     score = None if closed is None else closed.score
