@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from lenbench_testing import plugin_sandbox
+from lenbench_testing import PLUGIN_ENCODING, plugin_sandbox
 
 from lenbench import plugins
 from lenbench.config import load_suite, parse_suite
@@ -28,19 +28,8 @@ from lenbench.tasks import TASKS
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "plugins"
 
-ENCODING_PLUGIN = '''
-from lenbench.encodings import register_encoding
-from lenbench.encodings.alibi import ALiBi, alibi_slopes
-
-
-@register_encoding("{name}")
-class Steep(ALiBi):
-    description = "ALiBi, steeper"
-
-    def __init__(self, dims, *, scale: float = {scale}):
-        super().__init__(dims)
-        self.register_buffer("slopes", scale * alibi_slopes(dims.n_heads).float(), persistent=False)
-'''
+#: The encoding plugin every test writes (lenbench_testing's, the end-to-end tests' too).
+ENCODING_PLUGIN = PLUGIN_ENCODING
 
 
 @pytest.fixture
