@@ -34,8 +34,13 @@ ENCODING_PLUGIN = PLUGIN_ENCODING
 
 @pytest.fixture
 def sandbox():
-    """Registries, loaded plugins and sys.modules as they were, after the test."""
+    """Registries, loaded plugins and sys.modules as they were, after the test; no plugin loaded
+    during it but its own (an earlier test module's must not change what the errors say)."""
+    from lenbench import plugins
+
     with plugin_sandbox():
+        plugins._LOADED.clear()
+        plugins._FAILED.clear()
         yield
 
 

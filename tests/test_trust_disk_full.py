@@ -224,6 +224,15 @@ def on_tmpfs(mountpoint: Path, size: str, script: str) -> tuple[list[str], list[
     return proc.stdout.splitlines(), proc.stderr.splitlines()
 
 
+#: tmpfs allocates whole pages: a file of n bytes takes ceil(n / PAGE) of them.
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tmpfs_pages(directory: Path) -> int:
+    """Bytes the files under `directory` take on a tmpfs."""
+    return sum(-(-p.stat().st_size // PAGE) * PAGE for p in directory.rglob("*") if p.is_file())
+
+
 @pytest.mark.skipif(TMPFS_SKIP is not None, reason=TMPFS_SKIP or "")
 def test_run_fills_a_real_tmpfs_then_resumes_with_space(run, tmp_path):
     """40 KB: the first cell's checkpoint and cell file fit, the second cell's do not."""
@@ -248,9 +257,15 @@ mkdir {tmp_path}/kept && cp -r {disk}/tiny/cells {tmp_path}/kept/
 
 @pytest.mark.skipif(TMPFS_SKIP is not None, reason=TMPFS_SKIP or "")
 def test_report_and_publish_fill_a_real_tmpfs_in_one_line(run, tmp_path):
-    """32 KB: less than the report of the run, more than its cells (so publish's own check lets it start)."""
+    """A disk one page larger than the run's cells (so publish's own check lets it start) and smaller
+    than its report: sized from this run's files, whose bytes vary with the machine's floats."""
     disk = tmp_path / "disk"
-    out, err = on_tmpfs(disk, "32k", f"""
+    report = tmp_path / "report-on-disk"
+    subprocess.run([sys.executable, "-m", "lenbench.cli", "report", str(run), "--out", str(report), "--no-plots"],
+                   check=True, capture_output=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    size = tmpfs_pages(run / "cells") + PAGE
+    assert tmpfs_pages(report) > size, "the report must not fit the disk, or this test shows nothing"
+    out, err = on_tmpfs(disk, str(size), f"""
 $L report {run} --out {disk}/report --no-plots; echo "report rc=$?"
 rm -r {disk}/report
 $L publish {run} --to {disk}/results --no-plots; echo "publish rc=$?"

@@ -385,6 +385,7 @@ def test_an_encoding_has_one_colour_in_every_figure(tmp_path, capture, published
 def test_plugin_colours_depend_on_builtin_names_only():
     from lenbench.encodings.base import PositionalEncoding
     from lenbench.report.plots._style import builtin_encodings, encoding_marker
+    from lenbench_testing import plugin_sandbox
 
     builtins = builtin_encodings()
     assert builtins[:3] == ("alibi", "cope", "fire") and "fox" in builtins
@@ -393,15 +394,11 @@ def test_plugin_colours_depend_on_builtin_names_only():
     class Plugin(PositionalEncoding):  # defined here: its module is not lenbench's
         pass
 
-    saved = dict(ENCODINGS._items)
-    try:
+    with plugin_sandbox():  # registering from this module adopts it as a plugin: no trace for later tests
         ENCODINGS.register("aa-plugin")(Plugin)  # loaded first, it must not take a colour from any other
         ENCODINGS.register("zz-plugin")(Plugin)
         assert builtin_encodings() == builtins
         assert {n: (encoding_color(n), encoding_marker(n)) for n in before} == before
-    finally:
-        ENCODINGS._items.clear()
-        ENCODINGS._items.update(saved)
     assert encoding_color("zz-plugin") not in {encoding_color(n) for n in builtins}
     # the colour is the hash's, into the slots no built-in has
     free = ENCODING_COLORS[len(builtins):]
