@@ -2,6 +2,7 @@
 
     lenbench list {encodings,tasks,suites} [--plugin MODULE_OR_PATH ...]
     lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--plugin MODULE_OR_PATH ...]
+    lenbench calibrate [TASK ...] [--suite calibration|PATH] [--out DIR] [--every-rung] [--executor ...] [--workers N]
     lenbench report RESULTS [--out DIR] [--plugin MODULE_OR_PATH ...]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
@@ -119,6 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished cells whose code/environment fingerprint changed (default: recompute them)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
     p_run.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
+                       help=PLUGIN_HELP + "; the suite's own `plugins:` are loaded too")
+
+    p_cal = sub.add_parser("calibrate", help="the smallest training budget at which each task is learned: climb "
+                           "the tasks' ladders in a calibration suite (resumable)", formatter_class=HelpFormatter)
+    p_cal.add_argument("tasks", nargs="*", metavar="TASK", help="task names to calibrate (default: every ladder of the suite)")
+    p_cal.add_argument("--suite", default="calibration", help="calibration suite: preset name or YAML path, one entry "
+                       "per rung, cheapest first (see docs/calibration.md)")
+    p_cal.add_argument("--out", default=None, help="results directory (default: runs/<suite name>); "
+                       "calibration.csv and calibration.md are written there")
+    p_cal.add_argument("--every-rung", action="store_true", help="run every rung, not only up to each task's first pass")
+    p_cal.add_argument("--executor", default="auto", help="where cells run, as for `lenbench run`")
+    p_cal.add_argument("--workers", type=int, default=None, help="processes of the process executor, as for `lenbench run`")
+    p_cal.add_argument("--quiet", action="store_true", help="no progress bars")
+    p_cal.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
                        help=PLUGIN_HELP + "; the suite's own `plugins:` are loaded too")
 
     p_report = sub.add_parser("report", help="leaderboard CSVs, markdown table and plots of a run", formatter_class=HelpFormatter)
@@ -241,6 +256,23 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from lenbench.calibration import calibrate
+    from lenbench.config import load_suite
+
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    suite = load_suite(args.suite)
+    out = Path(args.out or Path("runs") / suite.name)
+    table = calibrate(suite, out, tasks=args.tasks or None, every_rung=args.every_rung, executor=args.executor,
+                      workers=args.workers, progress=not args.quiet)
+    for row in table.itertuples():
+        if row.verdict:
+            print(f"{row.task}: {row.label}: {row.n_learned}/{row.n_encodings} learned: {row.verdict}")
+    print(f"wrote {out / 'calibration.csv'} and {out / 'calibration.md'}")
+    return 0
+
+
 def summary_table(out: Path) -> str:
     """The leaderboard's wide view of a results directory: primary metric by length ratio, as text."""
     from lenbench.report.rows import load_results
@@ -295,6 +327,8 @@ def _main(argv: list[str] | None) -> int:
 
                 set_mode(args.numerics)  # before any cell: workers inherit the environment
             return _run(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         if args.command == "report":
             return _report(args)
         if args.command == "publish":

@@ -1,0 +1,199 @@
+"""`lenbench calibrate`: the smallest training budget at which a task is learned, by measurement.
+
+A calibration suite (the preset `calibration`, or any suite YAML) lists each task's *ladder*: its
+entries of one task name, in the order to try them (cheapest first), each a per-task override of
+the suite's budget with its own label, e.g.::
+
+    tasks:
+      - {name: copy, train_len: 16, label: copy-L16-1k}
+      - {name: copy, train_len: 8, train: {steps: 2000}, label: copy-L8-2k}
+
+A *rung* passes when at least half of the suite's encodings are learned at 1× — the board's own
+definition (`lenbench.report.tables.leaderboard`: the mean in-distribution score over the seeds
+reaches the metric's learned threshold, e.g. exact match ≥ 0.9; perplexity better than the
+unigram baseline). `calibrate` runs the first rung of every task named, then the next rung of the
+tasks still unlearned, and so on (each round one `run_suite` call: cells are cached and resumable
+like any run's), and stops a task at its first passing rung (all rungs with `every_rung`). A task
+no rung passes is reported as such: it is not to be ranked at any budget tried.
+
+The study's table (`calibration.csv`, `calibration.md` in the output directory) has one row per
+rung tried: its settings, how many encodings were learned (and which), every encoding's
+in-distribution score with its 95 % interval, the mean training seconds per cell, and the verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lenbench.atomic import atomic_write_text
+from lenbench.config import Suite, TaskSpec
+from lenbench.registry import did_you_mean
+
+#: Columns of calibration.csv, in order.
+COLUMNS = ("task", "rung", "label", "train_len", "settings", "params", "metric", "threshold", "n_learned",
+           "n_encodings", "passes", "learned", "scores", "seconds_per_cell", "n_cells", "verdict")
+
+#: The fraction of a suite's encodings that must be learned for a rung to pass.
+QUORUM = 0.5
+
+
+def ladders(suite: Suite, tasks: Iterable[str] | None = None) -> dict[str, list[TaskSpec]]:
+    """Each task name's entries in `suite`, in suite order (its ladder); only `tasks` when given.
+
+    Raises:
+        ValueError: a task name the suite has no entry of (with a did-you-mean).
+    """
+    out: dict[str, list[TaskSpec]] = {}
+    for spec in suite.tasks:
+        out.setdefault(spec.name, []).append(spec)
+    if tasks is None:
+        return out
+    wanted = list(dict.fromkeys(tasks))
+    for name in wanted:
+        if name not in out:
+            raise ValueError(f"calibrate: suite {suite.name!r} has no ladder for task {name!r}"
+                             f"{did_you_mean(name, list(out))} (its tasks: {', '.join(out)}); add entries of it "
+                             "to the suite's `tasks:`")
+    return {name: out[name] for name in wanted}
+
+
+def _settings(spec: TaskSpec, suite: Suite) -> str:
+    """The rung's budget in one short line: what it overrides of the suite, e.g. "steps=3000"."""
+    over = {**spec.train, **{f"eval.{k}": v for k, v in spec.eval.items()}}
+    base = suite.train
+    shown = {"steps": over.pop("steps", base.steps), **over}
+    return " ".join(f"{k}={v}" for k, v in shown.items())
+
+
+def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite: Suite, rung: int) -> dict[str, Any]:
+    """One row of the calibration table: the rung `spec` (the `rung`-th of its ladder) as measured.
+
+    Args:
+        board: the leaderboard's `per_task` frame of the calibration run.
+        cells: one row per cell of the run: task, train_len, encoding, train_seconds.
+    """
+    from lenbench.metrics import learned_min
+
+    train_len = spec.train_len[0]
+    rows = board[(board["task"] == spec.key) & (board["train_len"] == train_len) & (board["kind"] == "model")]
+    keys = [e.key for e in suite.encodings]
+    rows = rows[rows["encoding"].isin(keys)]
+    learned = [e for e in keys if e in set(rows.loc[~rows["not_learned"].astype(bool), "encoding"])]
+    scores = []
+    for e in keys:
+        r = rows[rows["encoding"] == e]
+        if r.empty:
+            scores.append(f"{e} –")
+            continue
+        r = r.iloc[0]
+        half = (r["in_dist_ci_high"] - r["in_dist_ci_low"]) / 2
+        scores.append(f"{e} {r['in_dist']:.3f}±{half:.3f}")
+    mine = cells[(cells["task"] == spec.key) & (cells["train_len"] == train_len) & cells["encoding"].isin(keys)]
+    metric = rows["metric"].iloc[0] if len(rows) else ""
+    threshold = learned_min(metric) if metric else None
+    n = len(keys)
+    passes = bool(len(rows)) and len(learned) >= math.ceil(QUORUM * n)
+    return {
+        "task": spec.name, "rung": rung, "label": spec.key, "train_len": train_len,
+        "settings": _settings(spec, suite), "params": " ".join(f"{k}={v}" for k, v in spec.params.items()),
+        "metric": metric, "threshold": "baseline" if metric and threshold is None else threshold,
+        "n_learned": len(learned), "n_encodings": n, "passes": passes, "learned": " ".join(learned),
+        "scores": "; ".join(scores), "seconds_per_cell": float(mine["train_seconds"].mean()) if len(mine) else math.nan,
+        "n_cells": len(mine), "verdict": "",
+    }
+
+
+def _cells(out: Path) -> pd.DataFrame:
+    """One row per finished cell of a run directory: task, train_len, encoding, train_seconds."""
+    from lenbench.run.store import load_cell_results
+
+    records = [{"task": c["config"].get("task_label") or c["config"]["task"],
+                "train_len": int(c["config"]["train_len"]), "encoding": c["config"]["label"],
+                "train_seconds": float(c.get("train_seconds", math.nan))}
+               for c in load_cell_results(out) if c.get("status") == "ok"]
+    return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds"])
+
+
+def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = None, every_rung: bool = False,
+              run: Callable[..., Any] | None = None, log: Callable[[str], None] = print,
+              **run_options: Any) -> pd.DataFrame:
+    """Climb each task's ladder in `suite` (see the module docstring); write and return the table.
+
+    Args:
+        suite: the calibration suite (its encodings are the quorum's, its tasks the ladders).
+        out: the run directory; calibration.csv and calibration.md are written there.
+        tasks: task names to calibrate (default: every ladder of the suite).
+        every_rung: run every rung instead of stopping each task at its first passing one.
+        run: the runner (default `lenbench.run.driver.run_suite`), called as
+            ``run(suite_of_this_round, out, **run_options)``.
+        run_options: passed to the runner (executor, workers, threads, progress, ...).
+    """
+    from lenbench.report.rows import load_results
+    from lenbench.report.tables import leaderboard
+
+    if run is None:
+        from lenbench.run.driver import run_suite as run
+    out = Path(out)
+    todo = {name: list(rungs) for name, rungs in ladders(suite, tasks).items()}
+    results: dict[str, list[dict]] = {name: [] for name in todo}
+    round_no = 0
+    while todo:
+        round_no += 1
+        this_round = {name: rungs[len(results[name])] for name, rungs in todo.items()}
+        log(f"calibrate: round {round_no}: {', '.join(s.key for s in this_round.values())}")
+        run(dataclasses.replace(suite, tasks=tuple(this_round.values())), out, **run_options)
+        board = leaderboard(load_results(out)).per_task
+        cells = _cells(out)
+        for name, spec in this_round.items():
+            row = rung_result(board, cells, spec, suite, len(results[name]) + 1)
+            results[name].append(row)
+            log(f"calibrate: {spec.key}: {row['n_learned']}/{row['n_encodings']} learned"
+                f"{' (passes)' if row['passes'] else ''}")
+            if (row["passes"] and not every_rung) or len(results[name]) == len(todo[name]):
+                del todo[name]
+    for name, rows in results.items():
+        passing = [r for r in rows if r["passes"]]
+        if passing:
+            passing[0]["verdict"] = "calibrated: the smallest budget tried that passes"
+        else:
+            rows[-1]["verdict"] = "not learned at any budget tried: shown, not ranked"
+    table = pd.DataFrame([r for rows in results.values() for r in rows], columns=list(COLUMNS))
+    write_table(table, out, suite)
+    return table
+
+
+def markdown(table: pd.DataFrame, suite: Suite) -> str:
+    """The calibration table as markdown: one row per rung tried, the verdicts in bold."""
+    from lenbench.escape import md_text
+    from lenbench.report.tables import markdown_table
+
+    n = len(suite.encodings)
+    head = [f"# Calibration of suite {md_text(suite.name)}", "",
+            f"A rung passes when at least {math.ceil(QUORUM * n)} of the {n} encodings ({', '.join(e.key for e in suite.encodings)}) "
+            f"are learned at 1× (the board's definition: the mean in-distribution score over seed(s) "
+            f"{', '.join(map(str, suite.seeds))} reaches the metric's learned threshold). Base budget: "
+            f"d_model {suite.model.d_model}, {suite.model.n_layers} layer(s), {suite.train.steps} steps × batch "
+            f"{suite.train.batch_size}, lr {suite.train.lr:g}, {suite.train.length_sampling} lengths; each rung's "
+            "overrides are in *settings*. Scores: in-distribution mean ± 95 % half-width. Seconds: mean training "
+            "time per cell.", ""]
+    header = ["task", "rung", "train len", "settings", "metric", "learned", "s / cell", "verdict"]
+    rows = [[r.task, r.label, str(r.train_len), " ".join(x for x in (r.settings, r.params) if isinstance(x, str) and x),
+             r.metric, f"{r.n_learned}/{r.n_encodings}",
+             "–" if math.isnan(r.seconds_per_cell) else f"{r.seconds_per_cell:.1f}",
+             r.verdict or ("passes" if r.passes else "")] for r in table.itertuples()]
+    scores = ["", "## Scores per rung", ""]
+    for _, r in table.iterrows():
+        scores.append(f"- **{md_text(r['label'])}**: {md_text(r['scores'])}")
+    return "\n".join([*head, markdown_table(header, rows, ["l", "l", "r", "l", "l", "r", "r", "l"]), *scores, ""])
+
+
+def write_table(table: pd.DataFrame, out: Path, suite: Suite) -> list[Path]:
+    """calibration.csv and calibration.md in `out`, each written atomically."""
+    return [atomic_write_text(out / "calibration.csv", table.to_csv(index=False)),
+            atomic_write_text(out / "calibration.md", markdown(table, suite))]
