@@ -98,6 +98,11 @@ class Metric:
             per-sample form (then rows carry no sample scores for it).
         recorded_for: the task kinds `lenbench.evaluate.evaluate_length` records it for.
         primary_for: the task kinds whose leaderboard it ranks.
+        secondary_for: the task kinds whose leaderboard shows it beside the primary metric, and
+            ranks by it past the training length where the primary is at its floor there for
+            every learned entry (`lenbench.report.tables.leaderboard`).
+        why: with `secondary_for`, the one-line reason the board shows it (the docs and the
+            board's note quote it).
         worst: the score of a failed length; None: −inf / +inf by direction.
         transform: ``transform(ratio, xp)``, the value from Σ num / Σ den, with `xp` numpy (arrays)
             or `SCALAR` (floats): write it with ``xp.exp`` / ``xp.minimum`` so both paths do the same
@@ -113,6 +118,8 @@ class Metric:
     sums: str | None = None
     recorded_for: tuple[str, ...] = ()
     primary_for: tuple[str, ...] = ()
+    secondary_for: tuple[str, ...] = ()
+    why: str = ""
     worst: float | None = None
     transform: Callable[..., Any] = identity
     margin: Margin = FALLBACK_MARGIN
@@ -144,15 +151,16 @@ _REGISTRY: dict[str, Metric] = {}
 def register_metric(name: str, *, higher_is_better: bool, description: str = "", sums: str | None = None,
                     recorded_for: Iterable[str] = (), primary_for: Iterable[str] = (), worst: float | None = None,
                     transform: Callable[..., Any] = identity, margin: Margin = FALLBACK_MARGIN,
-                    learned_min: float | None = None) -> Metric:
+                    learned_min: float | None = None, secondary_for: Iterable[str] = (), why: str = "") -> Metric:
     """Register a metric: every fact of it in one call (see `Metric` for each argument).
 
     Returns:
         the registered `Metric`.
 
     Raises:
-        ValueError: a name registered twice, `sums` not one of `SUMS`, or a task kind whose
-            leaderboard another metric already ranks.
+        ValueError: a name registered twice, `sums` not one of `SUMS`, a task kind whose
+            leaderboard another metric already ranks (or already has a secondary metric), or a
+            secondary metric without its `why`.
     """
     if name in _REGISTRY:
         raise ValueError(f"metric {name!r} is registered twice")
@@ -162,8 +170,15 @@ def register_metric(name: str, *, higher_is_better: bool, description: str = "",
     for kind in primary_for:
         if kind in PRIMARY_METRIC:
             raise ValueError(f"metric {name!r}: task kind {kind!r} is already ranked by {PRIMARY_METRIC[kind]!r}")
-    metric = Metric(name, bool(higher_is_better), description, sums, tuple(recorded_for), primary_for, worst,
-                    transform, margin, learned_min)
+    secondary_for = tuple(secondary_for)
+    for kind in secondary_for:
+        if kind in SECONDARY_METRIC:
+            raise ValueError(f"metric {name!r}: task kind {kind!r} already has the secondary metric "
+                             f"{SECONDARY_METRIC[kind]!r}")
+    if secondary_for and not why:
+        raise ValueError(f"metric {name!r}: a secondary metric states why the board shows it (why=...)")
+    metric = Metric(name, bool(higher_is_better), description, sums, tuple(recorded_for), primary_for,
+                    secondary_for, why, worst, transform, margin, learned_min)
     _REGISTRY[name] = metric
     return metric
 
@@ -208,10 +223,14 @@ class _Facts(Mapping):
 
 
 class _Primary(Mapping):
-    """A live, read-only {task kind: its leaderboard metric} view of the registry."""
+    """A live, read-only {task kind: its leaderboard metric} view of the registry (`role`
+    "primary_for"; "secondary_for": its secondary metric)."""
+
+    def __init__(self, role: str = "primary_for") -> None:
+        self._role = role
 
     def _table(self) -> dict[str, str]:
-        return {kind: m.name for m in _REGISTRY.values() for kind in m.primary_for}
+        return {kind: m.name for m in _REGISTRY.values() for kind in getattr(m, self._role)}
 
     def __getitem__(self, kind: str) -> str:
         return self._table()[kind]
@@ -232,6 +251,18 @@ METRICS: Mapping[str, bool] = _Facts(lambda m: m.higher_is_better)
 MARGINS: Mapping[str, Margin] = _Facts(lambda m: m.margin)
 #: The metric each task kind is ranked by on the leaderboard.
 PRIMARY_METRIC: Mapping[str, str] = _Primary()
+#: The metric each task kind's leaderboard shows beside its primary one (and ranks by past the
+#: training length where the primary is at its floor there).
+SECONDARY_METRIC: Mapping[str, str] = _Primary("secondary_for")
+
+
+def secondary_metric(primary: str) -> str | None:
+    """The secondary metric of the boards `primary` ranks (None: no such kind, or none declared)."""
+    found = _REGISTRY.get(primary)
+    for kind in found.primary_for if found else ():
+        if kind in SECONDARY_METRIC:
+            return SECONDARY_METRIC[kind]
+    return None
 
 
 def task_metrics(kind: str) -> list[str]:
@@ -323,8 +354,10 @@ def _per_ln2(ratio, xp=SCALAR):
 
 # Registration order is the order of METRICS (and of compare's "known:" list).
 register_metric("token_accuracy", higher_is_better=True, sums="tokens", recorded_for=("sequence",), worst=0.0,
-                margin=Margin(0.02, False), learned_min=0.9,
-                description="fraction of scored tokens predicted exactly (argmax)")
+                margin=Margin(0.02, False), learned_min=0.9, secondary_for=("sequence",),
+                description="fraction of scored tokens predicted exactly (argmax)",
+                why="exact match needs every token of the answer right, so past the training length it falls to 0 "
+                    "for every encoding while the share of right tokens still tells them apart")
 register_metric("exact_match", higher_is_better=True, sums="examples", recorded_for=("sequence",),
                 primary_for=("sequence",), worst=0.0, margin=Margin(0.02, False), learned_min=0.9,
                 description="fraction of examples whose scored tokens are all correct (the whole answer right; "
@@ -335,6 +368,9 @@ register_metric("perplexity", higher_is_better=False, sums="nll", recorded_for=(
                 transform=_exp, margin=Margin(0.01, True), description="exp(nll)")
 register_metric("bits_per_byte", higher_is_better=False, sums="nll", recorded_for=("lm",), transform=_per_ln2,
                 margin=Margin(0.01 / math.log(2), False),  # the same 1 % of perplexity on its log scale
+                secondary_for=("lm",),
+                why="the unit of the compression literature, additive over bytes where perplexity multiplies; a "
+                    "monotone function of the same nll, so it never reorders the board",
                 description="nll / ln 2: bits per scored byte (byte-level lm: one token = one byte)")
 register_metric("window_perplexity", higher_is_better=False, margin=Margin(0.01, True),
                 description="lm: perplexity of the same targets with the context cut to the training length")

@@ -28,13 +28,15 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.report.cost import _fmt_seconds, _fmt_x
+from lenbench.report.secondary import ranking_note
 from lenbench.report.tables import (
-    BOARD_ALIGN,
     HOLDS_TO,
     Leaderboard,
     _fmt_ci,
     _fmt_rank,
+    board_align,
     board_header,
+    board_second,
     board_table_rows,
     variant_table,
 )
@@ -129,9 +131,13 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
     if methods:
         parts.append(f'<p class="note">Intervals: {_esc("; ".join(methods))}.</p>')
     parts.append(_filter(group, f"{task} tables"))
+    second = board_second(rows)
+    note = ranking_note(rows)
+    if note:
+        parts.append(f'<p class="note"><strong>{_esc(note)}</strong></p>')
     main = rows[rows["kind"].isin(["model", "baseline"])]
-    parts.append(_html_table(board_header(metric, hib), board_table_rows(main, "rank", metric), BOARD_ALIGN, group,
-                             _row_classes(main)))
+    parts.append(_html_table(board_header(metric, hib, second), board_table_rows(main, "rank", metric),
+                             board_align(second), group, _row_classes(main)))
     wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
                       & (board.wide["kind"] != "variant")]
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
@@ -145,8 +151,8 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
     for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
         table = variant_table(rows, encoding)
         parts.append(f"<h3>{_esc(encoding)} and its inference-time variants (ranked among themselves)</h3>")
-        parts.append(_html_table(board_header(metric, hib), board_table_rows(table, "variant_rank", metric), BOARD_ALIGN,
-                                 group, _row_classes(table)))
+        parts.append(_html_table(board_header(metric, hib, second), board_table_rows(table, "variant_rank", metric),
+                                 board_align(second), group, _row_classes(table)))
     parts.append("</section>")
     return parts
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -244,9 +244,14 @@ def learned_threshold(task: str, metric: str) -> float | None:
 
 
 def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_boot: int = N_BOOT,
-                     seed: int = BOOT_SEED) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     seed: int = BOOT_SEED, not_learned: Mapping[tuple[str, str], bool] | None = None,
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Statistics of one board (tidy rows of one task, train_len and metric; columns of
     `lenbench.report.rows.COLUMNS`).
+
+    Args:
+        not_learned: {(encoding, variant): flag} to use instead of this metric's own learned
+            threshold (a secondary metric's board ranks the entries its primary metric learned).
 
     Returns:
         entries: one row per series: encoding, variant, kind ("model", "variant", "baseline"),
@@ -295,7 +300,9 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
     baseline_in = {e["encoding"]: e["in_dist"] for e in entries if e["kind"] == "baseline"}
     threshold = learned_threshold(task, metric)
     for e in entries:
-        if e["kind"] == "baseline":
+        if not_learned is not None and e["kind"] != "baseline":
+            e["not_learned"] = bool(not_learned.get((e["encoding"], e["variant"]), True))
+        elif e["kind"] == "baseline":
             e["not_learned"] = False
         elif hib:
             e["not_learned"] = threshold is not None and not (e["in_dist"] >= threshold)

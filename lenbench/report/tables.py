@@ -33,7 +33,7 @@ import pandas as pd
 
 from lenbench.escape import csv_text, md_cell, md_text
 from lenbench.metrics import METRICS
-from lenbench.report import stats
+from lenbench.report import secondary, stats
 from lenbench.report.rows import (
     COLUMNS,
     ResultsError,
@@ -105,7 +105,8 @@ class Leaderboard:
         for r in self.per_task.to_dict("records"):
             base = {"task": r["task"], "train_len": r["train_len"], "metric": r["metric"], "encoding": r["encoding"],
                     "variant": r["variant"], "series": r["series"], "kind": r["kind"], "not_learned": r["not_learned"],
-                    "n": r["n_seeds"], "ci_method": r["ci_method"], **{c: r[c] for c in prov_cols}}
+                    "n": r["n_seeds"], "ci_method": r["ci_method"], "ranked_by": r["ranked_by"],
+                    **{c: r[c] for c in prov_cols}}
             for stat in SCORE_STATS:
                 hib = True if stat in ("max_ratio_within_10pct", "retention") else r["higher_is_better"]
                 rows.append({**base, "statistic": stat, "value": r[stat], "ci_low": r[f"{stat}_ci_low"],
@@ -113,6 +114,12 @@ class Leaderboard:
             for stat in ("n_failed", "rank", "variant_rank"):
                 rows.append({**base, "statistic": stat, "value": float(r[stat]), "ci_low": math.nan,
                              "ci_high": math.nan, "higher_is_better": False})
+            if r["secondary_metric"]:  # the secondary metric's statistics: rows of that metric
+                second = METRICS.get(r["secondary_metric"], True)
+                for stat in secondary.STATS:
+                    rows.append({**base, "metric": r["secondary_metric"], "statistic": stat,
+                                 "value": r[f"secondary_{stat}"], "ci_low": r[f"secondary_{stat}_ci_low"],
+                                 "ci_high": r[f"secondary_{stat}_ci_high"], "higher_is_better": second})
         prov = self.per_task[prov_cols].iloc[0].to_dict() if len(self.per_task) else {c: "" for c in prov_cols}
         if len(self.per_task):  # the overall ranking spans every board: join their provenance
             for c in PROVENANCE:
@@ -121,11 +128,11 @@ class Leaderboard:
             base = {"task": "overall", "train_len": 0, "metric": "rank", "encoding": r["encoding"],
                     "variant": r["variant"], "series": r["series"], "kind": "model",
                     "not_learned": r["n_tasks"] == 0, "ci_low": math.nan, "ci_high": math.nan, "n": r["n_tasks"],
-                    "ci_method": "", "higher_is_better": False, **prov}
+                    "ci_method": "", "ranked_by": "", "higher_is_better": False, **prov}
             rows.append({**base, "statistic": "mean_rank", "value": r["mean_rank"]})
             rows.append({**base, "statistic": "rank", "value": float(r["rank"])})
         columns = ["task", "train_len", "metric", "encoding", "variant", "series", "kind", "statistic", "value",
-                   "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "ci_method", *prov_cols]
+                   "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "ci_method", "ranked_by", *prov_cols]
         out = pd.DataFrame(rows, columns=columns)
         return out.astype({"train_len": "int64", "n": "int64", "value": "float64", "ci_low": "float64",
                            "ci_high": "float64", "higher_is_better": bool, "not_learned": bool,
@@ -151,6 +158,8 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
         for train_len in sorted(mdf["train_len"].unique()):
             board = mdf[mdf["train_len"] == train_len]
             entries, curves = stats.board_statistics(board, task, metric, hib, n_boot=n_boot or stats.N_BOOT)
+            entries = secondary.with_secondary(entries, tdf[tdf["train_len"] == train_len], task, metric, hib,
+                                               n_boot or stats.N_BOOT)
             prov = _provenance(tdf[tdf["train_len"] == train_len])
             entries = entries.assign(task=task, train_len=int(train_len), metric=metric, higher_is_better=hib,
                                      series=[series_label(e, v) for e, v in zip(entries["encoding"], entries["variant"],
@@ -179,11 +188,13 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     stat_cols = [c for s in SCORE_STATS for c in (s, f"{s}_ci_low", f"{s}_ci_high")]
     prov_cols = ["schema_version", *PROVENANCE]
     columns = ["task", "train_len", "metric", "higher_is_better", "encoding", "variant", "series", "kind", "n_seeds",
-               "n_samples", "ci_method", *stat_cols, "n_failed", "not_learned", "rank", "variant_rank", *prov_cols]
+               "n_samples", "ci_method", *stat_cols, "n_failed", "not_learned", "rank", "variant_rank",
+               *secondary.COLUMNS, *prov_cols]
     per_task = pd.concat(per_task_parts, ignore_index=True)[columns] if per_task_parts else pd.DataFrame(columns=columns)
     per_task = per_task.astype({"train_len": "int64", "n_seeds": "int64", "n_samples": "int64", "higher_is_better": bool,
                                 "not_learned": bool, "schema_version": "int64",
-                                **{c: "float64" for c in (*stat_cols, "n_failed", "rank", "variant_rank")}})
+                                **{c: "float64" for c in (*stat_cols, "n_failed", "rank", "variant_rank",
+                                                          *secondary.COLUMNS[2:])}})
 
     overall = stats.overall_ranks(per_task)
     overall.insert(2, "series", overall["encoding"])
@@ -307,11 +318,23 @@ def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, ki
 BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r"]
 
 
-def board_header(metric: str, hib: bool) -> list[str]:
-    """Column names of a task's main or variant table (markdown and web page alike)."""
+def board_second(rows: pd.DataFrame) -> str:
+    """The secondary metric a board's tables show ("" when it has none)."""
+    return str(rows["secondary_metric"].iloc[0]) if len(rows) and "secondary_metric" in rows else ""
+
+
+def board_header(metric: str, hib: bool, second: str = "") -> list[str]:
+    """Column names of a task's main or variant table (markdown and web page alike); with the
+    secondary metric `second`, its mean past train after the primary's."""
     arrow = {True: "↑", False: "↓"}
-    return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}",
+    extra = [f"past train {second} {arrow[bool(METRICS.get(second, True))]}"] if second else []
+    return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}", *extra,
             "retention ↑", "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
+
+
+def board_align(second: str = "") -> list[str]:
+    """Column alignment of `board_header`'s table."""
+    return [*BOARD_ALIGN[:4], *(["r"] if second else []), *BOARD_ALIGN[4:]]
 
 
 def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[list[str]]:
@@ -319,10 +342,13 @@ def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[li
     ("=2" shared, "n/l" not learned, "–" unranked), series, then ``mean ± half-width`` of each
     statistic, failed lengths and seeds, one list per row of `table` (`Leaderboard.per_task` rows)."""
     ranks = list(table[rank_col])
+    second = board_second(table)
     return [[_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
              r["series"] + (" (not learned)" if r["not_learned"] else ""),
              _fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
              _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
+             *([_fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
+                        r["secondary_past_train_mean_ci_high"], second)] if second else []),
              _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
              _fmt_ratio(r["max_ratio_within_10pct"], r["max_ratio_within_10pct_ci_low"],
                         r["max_ratio_within_10pct_ci_high"], holds_nothing=_holds_nothing(r)),
@@ -345,12 +371,16 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     methods = sorted(set(rows.loc[rows["kind"] != "baseline", "ci_method"]))
     if methods:
         parts += [f"Intervals: {md_text('; '.join(methods))}.", ""]
-    header = board_header(metric, hib)
+    second = board_second(rows)
+    header = board_header(metric, hib, second)
 
     def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
         return board_table_rows(table, rank_col, metric)
 
-    align = BOARD_ALIGN
+    align = board_align(second)
+    note = secondary.ranking_note(rows)
+    if note:
+        parts += [f"**{md_text(note)}**", ""]
     main = rows[rows["kind"].isin(["model", "baseline"])]
     parts += [markdown_table(header, body(main, "rank"), align), ""]
     wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)

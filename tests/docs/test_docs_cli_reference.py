@@ -55,8 +55,10 @@ def check_table(marker: str, actions: list[argparse.Action]) -> None:
             spans = code_spans(row["default"])
             assert spans and spans[0] == str(action.default), \
                 f"{marker} {name}: the default is `{action.default}`, the page says {row['default']!r}"
-        if not action.option_strings:
-            assert row["default"] == "required", f"{marker} {name}: a positional is required"
+        if not action.option_strings:  # "required", or for zero-or-more positionals what none means
+            optional = action.nargs in ("*", "?")
+            assert (row["default"] == "required") != optional, \
+                f"{marker} {name}: the page says {row['default']!r}, the parser's nargs is {action.nargs!r}"
         for choice in action.choices or ():
             assert f"`{choice}`" in row["meaning"], f"{marker} {name}: the choice `{choice}` is not documented"
 

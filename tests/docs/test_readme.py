@@ -126,8 +126,9 @@ def expected_headline(board) -> list[dict[str, str]]:
     for r in overall.to_dict("records"):
         shared = ranks.count(r["value"]) > 1
         row = {"rank": ("=" if shared else "") + f"{r['value']:g}", "encoding": r["encoding"]}
-        for task, column in (("lm", "lm perplexity past train ↓"), ("passkey", "passkey exact match past train ↑")):
-            cell = past[(past["task"] == task) & (past["encoding"] == r["encoding"])]
+        for task, metric, column in (("lm", "perplexity", "lm perplexity past train ↓"),
+                                     ("passkey", "exact_match", "passkey exact match past train ↑")):
+            cell = past[(past["task"] == task) & (past["metric"] == metric) & (past["encoding"] == r["encoding"])]
             assert len(cell) == 1, (task, r["encoding"])
             cell = cell.iloc[0]
             row[column] = "n/l" if cell["not_learned"] else _ci(cell)
@@ -154,10 +155,11 @@ def test_the_headline_reader_reads_the_csv():
     frame = pd.DataFrame([
         {**row, "task": "overall", "encoding": "a", "statistic": "rank", "value": 1.0, "n": 2},
         {**row, "task": "overall", "encoding": "b", "statistic": "rank", "value": 1.0, "n": 1},
-        {**row, "task": "lm", "encoding": "a", "value": 2.0, "ci_low": 1.5, "ci_high": 2.7},
-        {**row, "task": "lm", "encoding": "b", "value": 3.0},
-        {**row, "task": "passkey", "encoding": "a", "value": 0.25},
-        {**row, "task": "passkey", "encoding": "b", "value": 0.0, "not_learned": True},
+        {**row, "task": "lm", "metric": "perplexity", "encoding": "a", "value": 2.0, "ci_low": 1.5, "ci_high": 2.7},
+        {**row, "task": "lm", "metric": "bits_per_byte", "encoding": "a", "value": 1.0},  # a secondary's row
+        {**row, "task": "lm", "metric": "perplexity", "encoding": "b", "value": 3.0},
+        {**row, "task": "passkey", "metric": "exact_match", "encoding": "a", "value": 0.25},
+        {**row, "task": "passkey", "metric": "exact_match", "encoding": "b", "value": 0.0, "not_learned": True},
     ])
     rows = expected_headline(frame)
     assert [r["rank"] for r in rows] == ["=1", "=1"]

@@ -1,0 +1,133 @@
+"""`lenbench calibrate`: ladders climbed round by round, stopping at the first rung where half the
+encodings are learned by the board's own definition; the table as written; resume; bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from lenbench.calibration import COLUMNS, calibrate, ladders, rung_result
+from lenbench.cli import main
+from lenbench.config import parse_suite
+from lenbench.report.rows import load_results
+from lenbench.report.tables import leaderboard
+from lenbench.run.driver import run_suite
+
+#: copy: a rung no encoding learns (40 steps), then one rope learns (400 steps); lm: one rung only.
+LADDERS = {
+    "name": "caltiny",
+    "seeds": [0],
+    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+    "train": {"steps": 40, "batch_size": 16, "lr": 3.0e-3, "warmup": 10},
+    "eval": {"ratios": [1], "samples": 16},
+    "encodings": ["nope", "rope"],
+    "tasks": [
+        {"name": "copy", "train_len": 4, "label": "copy_a"},
+        {"name": "copy", "train_len": 4, "train": {"steps": 400}, "label": "copy_b"},
+        {"name": "copy", "train_len": 4, "train": {"steps": 500}, "label": "copy_c"},
+        {"name": "lm", "train_len": 16, "label": "lm_a"},
+    ],
+}
+
+
+class Recorder:
+    """`run_suite`, recording each round's task labels and how many cells it ran."""
+
+    def __init__(self):
+        self.rounds: list[list[str]] = []
+        self.ran: list[int] = []
+
+    def __call__(self, suite, out, **options):
+        self.rounds.append([t.key for t in suite.tasks])
+        result = run_suite(suite, out, executor="serial", progress=False, log=lambda _: None, **options)
+        self.ran.append(len(result))
+        return result
+
+
+@pytest.fixture(scope="module")
+def climbed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal") / "run"
+    suite = parse_suite(LADDERS)
+    recorder = Recorder()
+    table = calibrate(suite, out, run=recorder, log=lambda _: None)
+    return suite, out, recorder, table
+
+
+def learned_by_board(out) -> dict[str, int]:
+    """Encodings learned per task label, read independently from the run's leaderboard."""
+    board = leaderboard(load_results(out)).per_task
+    models = board[board["kind"] == "model"]
+    return {task: int((~g["not_learned"].astype(bool)).sum()) for task, g in models.groupby("task")}
+
+
+def test_each_task_stops_at_its_first_passing_rung(climbed):
+    suite, out, recorder, table = climbed
+    learned = learned_by_board(out)
+    assert learned["copy_a"] == 0 and learned["copy_b"] >= 1  # the ladder this test is about
+    # round 1: every task's first rung; round 2: copy only (lm has no second rung); copy_b passes: no copy_c
+    assert recorder.rounds == [["copy_a", "lm_a"], ["copy_b"]]
+    assert list(table["label"]) == ["copy_a", "copy_b", "lm_a"]
+    assert list(table["n_learned"]) == [learned[x] for x in table["label"]]
+    assert list(table["passes"]) == [n >= math.ceil(0.5 * 2) for n in table["n_learned"]]
+    verdicts = dict(zip(table["label"], table["verdict"], strict=True))
+    assert verdicts["copy_a"] == "" and verdicts["copy_b"].startswith("calibrated")
+    assert verdicts["lm_a"] == ("calibrated: the smallest budget tried that passes" if learned["lm_a"] >= 1
+                                else "not learned at any budget tried: shown, not ranked")
+    assert list(table["n_cells"]) == [2, 2, 2] and (table["seconds_per_cell"] > 0).all()
+    assert list(table["settings"]) == ["steps=40", "steps=400", "steps=40"]
+
+
+def test_the_table_is_written_as_returned(climbed):
+    suite, out, _, table = climbed
+    written = pd.read_csv(out / "calibration.csv", keep_default_na=False)
+    assert list(written.columns) == list(COLUMNS)
+    assert list(written["label"]) == list(table["label"]) and list(written["n_learned"]) == list(table["n_learned"])
+    md = (out / "calibration.md").read_text()
+    assert "at least 1 of the 2 encodings (nope, rope)" in md
+    for label in table["label"]:
+        assert f"| {label} " in md and f"**{label}**" in md
+
+
+def test_every_rung_runs_the_rest_and_resumes_what_was_run(climbed):
+    suite, out, _, _ = climbed
+    recorder = Recorder()
+    table = calibrate(suite, out, run=recorder, every_rung=True, log=lambda _: None)
+    assert recorder.rounds == [["copy_a", "lm_a"], ["copy_b"], ["copy_c"]]
+    assert recorder.ran == [0, 0, 2]  # only copy_c's two cells are new
+    assert list(table["label"]) == ["copy_a", "copy_b", "copy_c", "lm_a"]
+    assert table.loc[table["label"] == "copy_b", "verdict"].item().startswith("calibrated")  # the first pass, still
+    assert table.loc[table["label"] == "copy_c", "verdict"].item() == ""
+
+
+def test_one_task_of_the_suite():
+    suite = parse_suite(LADDERS)
+    assert [t.key for t in ladders(suite, ["lm"])["lm"]] == ["lm_a"]
+    assert list(ladders(suite)) == ["copy", "lm"]
+
+
+def board_of(learned: list[bool]) -> pd.DataFrame:
+    return pd.DataFrame({"task": "t", "train_len": 8, "kind": "model", "metric": "exact_match",
+                         "encoding": [f"e{i}" for i in range(len(learned))], "not_learned": [not x for x in learned],
+                         "in_dist": 0.5, "in_dist_ci_low": 0.4, "in_dist_ci_high": 0.6})
+
+
+@pytest.mark.parametrize(("learned", "passes"), [([True, True, False, False], True), ([True, False, False, False], False),
+                                                 ([True, True, False], True), ([True, False, False], False)])
+def test_a_rung_passes_with_half_of_the_encodings_learned(learned, passes):
+    encodings = [{"name": "nope", "label": f"e{i}"} for i in range(len(learned))]
+    suite = parse_suite({"name": "q", "tasks": [{"name": "copy", "train_len": 8, "label": "t"}], "encodings": encodings})
+    cells = pd.DataFrame({"task": "t", "train_len": 8, "encoding": ["e0"], "train_seconds": [1.5]})
+    row = rung_result(board_of(learned), cells, suite.tasks[0], suite, 1)
+    assert row["passes"] is passes and row["n_learned"] == sum(learned) and row["n_encodings"] == len(learned)
+    assert row["learned"] == " ".join(f"e{i}" for i, x in enumerate(learned) if x)
+    assert row["scores"].startswith("e0 0.500±0.100") and row["seconds_per_cell"] == 1.5 and row["threshold"] == 0.9
+
+
+def test_an_unknown_task_is_one_line_with_a_suggestion(tmp_path, capsys):
+    assert main(["calibrate", "cpy", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("lenbench: error: calibrate: suite 'calibration' has no ladder for "
+                                               "task 'cpy'; did you mean 'copy'?"), err
+    assert not (tmp_path / "o").exists()
