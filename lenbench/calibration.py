@@ -157,7 +157,7 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
                 f"{' (passes)' if row['passes'] else ''}")
             if (row["passes"] and not every_rung) or len(results[name]) == len(todo[name]):
                 del todo[name]
-    for name, rows in results.items():
+    for rows in results.values():
         passing = [r for r in rows if r["passes"]]
         if passing:
             passing[0]["verdict"] = "calibrated: the smallest budget tried that passes"

@@ -186,3 +186,13 @@ def _is_plugin_module(module) -> bool:
     path = Path(file).resolve()
     installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, Path(__file__).resolve().parents[1])}
     return not any(path.is_relative_to(root) for root in installed)
+
+
+def default_sigint() -> None:
+    """A `preexec_fn` for a child a test interrupts with SIGINT: the default disposition, as an
+    interactive terminal gives it. A command started in the background of a non-interactive shell
+    (`cmd &`, as CI wrappers may start the tests) inherits SIGINT *ignored*, and Python then never
+    raises KeyboardInterrupt: the Ctrl-C a test sends would be lost."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

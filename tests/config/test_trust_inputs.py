@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 import yaml
-from lenbench_testing import TINY_SUITE
+from lenbench_testing import TINY_SUITE, default_sigint
 
 from lenbench.config import SuiteError, load_suite, parse_suite
 from lenbench.run import cell as cell_module
@@ -298,7 +298,7 @@ def test_ctrl_c_while_torch_imports_is_one_line_and_exit_130(tmp_path, argv):
     script = tmp_path / "entry.py"
     script.write_text(INTERRUPT_AT_TORCH)
     proc = subprocess.run([sys.executable, str(script), *(a.format(tmp=tmp_path) for a in argv)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, preexec_fn=default_sigint)
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.splitlines() == ["lenbench: interrupted; finished cells are kept, rerun the same command to resume"]
     assert proc.stdout == "" and not (tmp_path / "o").exists() and not (tmp_path / "r").exists()

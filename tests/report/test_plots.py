@@ -383,9 +383,10 @@ def test_an_encoding_has_one_colour_in_every_figure(tmp_path, capture, published
 
 
 def test_plugin_colours_depend_on_builtin_names_only():
+    from lenbench_testing import plugin_sandbox
+
     from lenbench.encodings.base import PositionalEncoding
     from lenbench.report.plots._style import builtin_encodings, encoding_marker
-    from lenbench_testing import plugin_sandbox
 
     builtins = builtin_encodings()
     assert builtins[:3] == ("alibi", "cope", "fire") and "fox" in builtins

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lenbench_testing import default_sigint
 
 from lenbench.config import ResourceSpec, SuiteError, parse_suite
 from lenbench.run.driver import run_suite
@@ -183,8 +184,10 @@ def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_pat
 
 @needs_ray
 def test_interrupt_and_kill_lose_nothing_and_a_rerun_resumes(cluster, tmp_path):
-    data = {**TINY, "train": {**TINY["train"], "steps": 40}, "tasks": TINY["tasks"][:1], "seeds": [0, 1, 2],
-            "variants": []}  # 6 cells, 2 at a time on the cluster
+    # 6 cells, 2 at a time on the cluster; 300 steps (about a second each), so that the interrupt lands
+    # before the last cell finishes on a loaded machine too
+    data = {**TINY, "train": {**TINY["train"], "steps": 300}, "tasks": TINY["tasks"][:1], "seeds": [0, 1, 2],
+            "variants": []}
     path = tmp_path / "suite.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML
     out = tmp_path / "out"
@@ -195,7 +198,8 @@ def test_interrupt_and_kill_lose_nothing_and_a_rerun_resumes(cluster, tmp_path):
         return len(list((out / "cells").glob("*.json")))
 
     def start_and_wait_for(cells: int) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=default_sigint)
         deadline = time.time() + 180
         while time.time() < deadline and done() < cells and proc.poll() is None:
             time.sleep(0.05)
