@@ -193,6 +193,16 @@ def markdown(table: pd.DataFrame, suite: Suite) -> str:
     return "\n".join([*head, markdown_table(header, rows, ["l", "l", "r", "l", "l", "r", "r", "l"]), *scores, ""])
 
 
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A calibration.csv as `calibrate` returned it (the types `markdown` reads)."""
+    table = pd.read_csv(path, keep_default_na=False, dtype=str)
+    if list(table.columns) != list(COLUMNS):
+        raise ValueError(f"{path}: not a calibration table (columns {', '.join(COLUMNS)} as `lenbench calibrate` "
+                         "writes them)")
+    return table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
+                         "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
+
+
 def write_table(table: pd.DataFrame, out: Path, suite: Suite) -> list[Path]:
     """calibration.csv and calibration.md in `out`, each written atomically."""
     return [atomic_write_text(out / "calibration.csv", table.to_csv(index=False)),

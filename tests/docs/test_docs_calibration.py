@@ -1,0 +1,58 @@
+"""The published calibration study (results/calibration/) and the pages that quote it.
+
+- calibration.md is the rendering of calibration.csv by the current code (`lenbench.calibration.markdown`
+  with the `calibration` preset), byte for byte;
+- every rung of the table is an entry of the preset, in its ladder's order, each task stopping at
+  its first passing rung;
+- docs/calibration.md quotes the published calibration.md verbatim (after its title);
+- the quick suite trains each task it shares with the study at the study's calibrated budget.
+"""
+
+import pytest
+from docs_markdown import DOCS, ROOT, block
+
+from lenbench.calibration import ladders, markdown, read_table
+from lenbench.config import load_suite
+
+STUDY = ROOT / "results" / "calibration"
+published = pytest.mark.skipif(not (STUDY / "calibration.csv").exists(), reason="the calibration study is not published")
+
+
+@published
+def test_the_markdown_is_the_csv_rendered_by_the_current_code():
+    table = read_table(STUDY / "calibration.csv")
+    assert markdown(table, load_suite("calibration")) == (STUDY / "calibration.md").read_text()
+
+
+@published
+def test_every_rung_is_the_presets_in_ladder_order():
+    table = read_table(STUDY / "calibration.csv")
+    for task, rungs in ladders(load_suite("calibration")).items():
+        rows = table[table["task"] == task]
+        assert list(rows["label"]) == [r.key for r in rungs[:len(rows)]], task
+        assert list(rows["rung"]) == list(range(1, len(rows) + 1))
+        passed = list(rows["passes"])
+        if True in passed:  # a task stops at its first passing rung (the study ran without --every-rung)
+            assert passed == [False] * (len(passed) - 1) + [True], task
+            assert rows["verdict"].iloc[-1].startswith("calibrated")
+        else:
+            assert len(rows) == len(rungs) and rows["verdict"].iloc[-1].startswith("not learned")
+
+
+@published
+def test_the_docs_page_quotes_the_study():
+    page = (DOCS / "calibration.md").read_text()
+    study = (STUDY / "calibration.md").read_text().split("\n", 2)[2].strip()  # after its title and blank line
+    assert block(page, "calibration", "results/calibration/calibration.md") == " ".join(study.split())
+
+
+@published
+def test_quick_trains_at_the_calibrated_budgets():
+    table = read_table(STUDY / "calibration.csv")
+    chosen = table[table["verdict"].str.startswith("calibrated")].set_index("task")
+    quick = load_suite("quick")
+    for spec in quick.tasks:
+        if spec.name not in chosen.index:
+            continue
+        rung = next(r for r in ladders(load_suite("calibration"))[spec.name] if r.key == chosen.at[spec.name, "label"])
+        assert spec.train_len == rung.train_len and spec.train == rung.train and spec.params == rung.params, spec.name
