@@ -5,7 +5,8 @@
 - every rung of the table is an entry of the preset, in its ladder's order, each task stopping at
   its first passing rung;
 - docs/calibration.md quotes the published calibration.md verbatim (after its title);
-- the quick suite trains each task it shares with the study at the study's calibrated budget.
+- the quick suite trains each task it shares with the study at the study's calibrated budget, and
+  the catalog every task at its calibrated budget or, where none passed, at its last rung.
 """
 
 import pytest
@@ -56,3 +57,18 @@ def test_quick_trains_at_the_calibrated_budgets():
             continue
         rung = next(r for r in ladders(load_suite("calibration"))[spec.name] if r.key == chosen.at[spec.name, "label"])
         assert spec.train_len == rung.train_len and spec.train == rung.train and spec.params == rung.params, spec.name
+
+
+@published
+def test_the_catalog_trains_each_task_at_its_calibrated_budget_or_its_last_rung():
+    """Every task of the catalog at its study's verdict: the calibrated rung, or where no rung
+    passed, the last one tried (the most the catalog affords: shown, not ranked)."""
+    table = read_table(STUDY / "calibration.csv")
+    rungs = ladders(load_suite("calibration"))
+    catalog = load_suite("catalog")
+    assert sorted(t.name for t in catalog.tasks) == sorted(rungs)
+    for spec in catalog.tasks:
+        verdict = table[(table["task"] == spec.name) & (table["verdict"] != "")]
+        assert len(verdict) == 1, f"{spec.name}: the study has no verdict for it yet"
+        rung = next(r for r in rungs[spec.name] if r.key == verdict["label"].item())
+        assert (spec.train_len, spec.train, spec.params) == (rung.train_len, rung.train, rung.params), spec.name
