@@ -14,7 +14,9 @@ reaches the metric's learned threshold, e.g. exact match ≥ 0.9; perplexity bet
 unigram baseline). `calibrate` runs the first rung of every task named, then the next rung of the
 tasks still unlearned, and so on (each round one `run_suite` call: cells are cached and resumable
 like any run's), and stops a task at its first passing rung (all rungs with `every_rung`). A task
-no rung passes is reported as such: it is not to be ranked at any budget tried.
+no rung passes is reported as such: it is not to be ranked at any budget tried. A rung with failed
+cells that does not pass stops its task *undecided* (what failed might have learned it): the
+command exits 1 and names them; `--retry-failed` reruns them.
 
 The study's table (`calibration.csv`, `calibration.md` in the output directory) has one row per
 rung tried: its settings, how many encodings were learned (and which), every encoding's
@@ -37,7 +39,7 @@ from lenbench.registry import did_you_mean
 
 #: Columns of calibration.csv, in order.
 COLUMNS = ("task", "rung", "label", "train_len", "settings", "params", "metric", "threshold", "n_learned",
-           "n_encodings", "passes", "learned", "scores", "seconds_per_cell", "n_cells", "verdict")
+           "n_encodings", "passes", "learned", "scores", "seconds_per_cell", "n_cells", "n_failed", "verdict")
 
 #: The fraction of a suite's encodings that must be learned for a rung to pass.
 QUORUM = 0.5
@@ -76,7 +78,7 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
 
     Args:
         board: the leaderboard's `per_task` frame of the calibration run.
-        cells: one row per cell of the run: task, train_len, encoding, train_seconds.
+        cells: one row per cell of the run: task, train_len, encoding, train_seconds, status.
     """
     from lenbench.metrics import learned_min
 
@@ -95,6 +97,8 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
         half = (r["in_dist_ci_high"] - r["in_dist_ci_low"]) / 2
         scores.append(f"{e} {r['in_dist']:.3f}±{half:.3f}")
     mine = cells[(cells["task"] == spec.key) & (cells["train_len"] == train_len) & cells["encoding"].isin(keys)]
+    failed = mine[mine["status"] != "ok"]
+    mine = mine[mine["status"] == "ok"]
     metric = rows["metric"].iloc[0] if len(rows) else ""
     threshold = learned_min(metric) if metric else None
     n = len(keys)
@@ -105,19 +109,20 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
         "metric": metric, "threshold": "baseline" if metric and threshold is None else threshold,
         "n_learned": len(learned), "n_encodings": n, "passes": passes, "learned": " ".join(learned),
         "scores": "; ".join(scores), "seconds_per_cell": float(mine["train_seconds"].mean()) if len(mine) else math.nan,
-        "n_cells": len(mine), "verdict": "",
+        "n_cells": len(mine), "n_failed": len(failed), "verdict": "",
     }
 
 
 def _cells(out: Path) -> pd.DataFrame:
-    """One row per finished cell of a run directory: task, train_len, encoding, train_seconds."""
+    """One row per finished or failed cell of a run directory: task, train_len, encoding,
+    train_seconds, status."""
     from lenbench.run.store import load_cell_results
 
     records = [{"task": c["config"].get("task_label") or c["config"]["task"],
                 "train_len": int(c["config"]["train_len"]), "encoding": c["config"]["label"],
-                "train_seconds": float(c.get("train_seconds", math.nan))}
-               for c in load_cell_results(out) if c.get("status") == "ok"]
-    return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds"])
+                "train_seconds": float(c.get("train_seconds", math.nan)), "status": str(c.get("status"))}
+               for c in load_cell_results(out)]
+    return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds", "status"])
 
 
 def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = None, every_rung: bool = False,
@@ -155,11 +160,14 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
             results[name].append(row)
             log(f"calibrate: {spec.key}: {row['n_learned']}/{row['n_encodings']} learned"
                 f"{' (passes)' if row['passes'] else ''}")
-            if (row["passes"] and not every_rung) or len(results[name]) == len(todo[name]):
+            undecided = row["n_failed"] and not row["passes"]  # what failed might have learned it
+            if (row["passes"] and not every_rung) or undecided or len(results[name]) == len(todo[name]):
                 del todo[name]
     for rows in results.values():
         passing = [r for r in rows if r["passes"]]
-        if passing:
+        if rows[-1]["n_failed"] and not rows[-1]["passes"]:
+            rows[-1]["verdict"] = f"undecided: {rows[-1]['n_failed']} cell(s) failed; rerun with --retry-failed"
+        elif passing:
             passing[0]["verdict"] = "calibrated: the smallest budget tried that passes"
         else:
             rows[-1]["verdict"] = "not learned at any budget tried: shown, not ranked"
@@ -184,7 +192,7 @@ def markdown(table: pd.DataFrame, suite: Suite) -> str:
             "time per cell.", ""]
     header = ["task", "rung", "train len", "settings", "metric", "learned", "s / cell", "verdict"]
     rows = [[r.task, r.label, str(r.train_len), " ".join(x for x in (r.settings, r.params) if isinstance(x, str) and x),
-             r.metric, f"{r.n_learned}/{r.n_encodings}",
+             r.metric, f"{r.n_learned}/{r.n_encodings}" + (f" ({r.n_failed} failed)" if r.n_failed else ""),
              "–" if math.isnan(r.seconds_per_cell) else f"{r.seconds_per_cell:.1f}",
              r.verdict or ("passes" if r.passes else "")] for r in table.itertuples()]
     scores = ["", "## Scores per rung", ""]
@@ -200,6 +208,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise ValueError(f"{path}: not a calibration table (columns {', '.join(COLUMNS)} as `lenbench calibrate` "
                          "writes them)")
     return table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
+                         "n_failed": int,
                          "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
 
 

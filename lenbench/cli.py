@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.add_argument("--out", default=None, help="results directory (default: runs/<suite name>); "
                        "calibration.csv and calibration.md are written there")
     p_cal.add_argument("--every-rung", action="store_true", help="run every rung, not only up to each task's first pass")
+    p_cal.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_cal.add_argument("--executor", default="auto", help="where cells run, as for `lenbench run`")
     p_cal.add_argument("--workers", type=int, default=None, help="processes of the process executor, as for `lenbench run`")
     p_cal.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -265,11 +266,20 @@ def _calibrate(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite)
     out = Path(args.out or Path("runs") / suite.name)
     table = calibrate(suite, out, tasks=args.tasks or None, every_rung=args.every_rung, executor=args.executor,
-                      workers=args.workers, progress=not args.quiet)
+                      workers=args.workers, progress=not args.quiet, retry_failed=args.retry_failed)
     for row in table.itertuples():
         if row.verdict:
             print(f"{row.task}: {row.label}: {row.n_learned}/{row.n_encodings} learned: {row.verdict}")
     print(f"wrote {out / 'calibration.csv'} and {out / 'calibration.md'}")
+    if int(table["n_failed"].sum()):  # never a clean exit over a cell that did not run: a verdict may be wrong
+        from lenbench.run.store import load_cell_results
+
+        for r in load_cell_results(out):
+            if r.get("status") == "failed":
+                print(f"  failed: {r['title']}: {r['error']}", file=sys.stderr)
+        print(f"lenbench: {int(table['n_failed'].sum())} cell(s) of the rungs failed; --retry-failed reruns them",
+              file=sys.stderr)
+        return 1
     return 0
 
 

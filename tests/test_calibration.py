@@ -118,11 +118,13 @@ def board_of(learned: list[bool]) -> pd.DataFrame:
 def test_a_rung_passes_with_half_of_the_encodings_learned(learned, passes):
     encodings = [{"name": "nope", "label": f"e{i}"} for i in range(len(learned))]
     suite = parse_suite({"name": "q", "tasks": [{"name": "copy", "train_len": 8, "label": "t"}], "encodings": encodings})
-    cells = pd.DataFrame({"task": "t", "train_len": 8, "encoding": ["e0"], "train_seconds": [1.5]})
+    cells = pd.DataFrame({"task": "t", "train_len": 8, "encoding": ["e0", "e1"], "train_seconds": [1.5, 9.0],
+                          "status": ["ok", "failed"]})
     row = rung_result(board_of(learned), cells, suite.tasks[0], suite, 1)
     assert row["passes"] is passes and row["n_learned"] == sum(learned) and row["n_encodings"] == len(learned)
     assert row["learned"] == " ".join(f"e{i}" for i, x in enumerate(learned) if x)
-    assert row["scores"].startswith("e0 0.500±0.100") and row["seconds_per_cell"] == 1.5 and row["threshold"] == 0.9
+    assert row["scores"].startswith("e0 0.500±0.100") and row["threshold"] == 0.9
+    assert (row["seconds_per_cell"], row["n_cells"], row["n_failed"]) == (1.5, 1, 1)  # a failed cell's time is not a cost
 
 
 def test_an_unknown_task_is_one_line_with_a_suggestion(tmp_path, capsys):
@@ -131,3 +133,26 @@ def test_an_unknown_task_is_one_line_with_a_suggestion(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("lenbench: error: calibrate: suite 'calibration' has no ladder for "
                                                "task 'cpy'; did you mean 'copy'?"), err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_rung_whose_cells_failed_leaves_its_task_undecided_and_the_command_fails(tmp_path, capsys):
+    """recall with fewer keys than pairs fails in every cell: no verdict is drawn from it, the next
+    rung is not tried, and `lenbench calibrate` exits 1 naming the failed cells."""
+    import json
+
+    data = {**LADDERS, "tasks": [{"name": "recall", "train_len": 8, "params": {"num_keys": 4}, "label": "recall_a"},
+                                 {"name": "recall", "train_len": 4, "params": {"num_keys": 8}, "label": "recall_b"}]}
+    path = tmp_path / "ladders.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    out = tmp_path / "out"
+    assert main(["calibrate", "--suite", str(path), "--out", str(out), "--executor", "serial", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    table = pd.read_csv(out / "calibration.csv", keep_default_na=False)
+    assert list(table["label"]) == ["recall_a"]  # recall_b is not tried over a rung that could not be judged
+    assert table["n_failed"].item() == 2 and table["n_cells"].item() == 0 and not table["passes"].item()
+    assert table["verdict"].item() == "undecided: 2 cell(s) failed; rerun with --retry-failed"
+    err = captured.err.splitlines()
+    assert err[-1] == "lenbench: 2 cell(s) of the rungs failed; --retry-failed reruns them"
+    assert sum(line.startswith("  failed: recall_a-") for line in err) == 2
+    assert "| recall | recall_a |" in (out / "calibration.md").read_text() and "0/2 (2 failed)" in \
+        (out / "calibration.md").read_text()

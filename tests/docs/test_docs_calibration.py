@@ -72,3 +72,26 @@ def test_the_catalog_trains_each_task_at_its_calibrated_budget_or_its_last_rung(
         assert len(verdict) == 1, f"{spec.name}: the study has no verdict for it yet"
         rung = next(r for r in rungs[spec.name] if r.key == verdict["label"].item())
         assert (spec.train_len, spec.train, spec.params) == (rung.train_len, rung.train, rung.params), spec.name
+
+
+def summary_sentence(table) -> str:
+    """The README's sentence on the study, rendered from its table."""
+    import re
+
+    verdicts = table[table["verdict"] != ""]
+    learned = list(verdicts.loc[verdicts["verdict"].str.startswith("calibrated"), "task"])
+    not_learned = list(verdicts.loc[~verdicts["verdict"].str.startswith("calibrated"), "task"])
+    steps = max(int(re.search(r"steps=(\d+)", s).group(1)) for s in table["settings"])
+
+    def names(tasks: list[str]) -> str:
+        return ", ".join(tasks[:-1]) + f" and {tasks[-1]}" if len(tasks) > 1 else tasks[0]
+
+    return (f"at least half of the {table['n_encodings'].iloc[0]} core encodings learn {names(learned)} at 1×; "
+            f"{names(not_learned)} get there at no budget tried (at most {steps} steps).")
+
+
+@published
+def test_the_readme_summarises_the_study():
+    readme = (ROOT / "README.md").read_text()
+    want = summary_sentence(read_table(STUDY / "calibration.csv"))
+    assert block(readme, "calibration-summary", "results/calibration/calibration.csv") == want, want
