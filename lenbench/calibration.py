@@ -197,8 +197,17 @@ def markdown(table: pd.DataFrame, suite: Suite) -> str:
              r.verdict or ("passes" if r.passes else "")] for r in table.itertuples()]
     scores = ["", "## Scores per rung", ""]
     for _, r in table.iterrows():
-        scores.append(f"- **{md_text(r['label'])}**: {md_text(r['scores'])}")
+        scores.append(_wrap(f"- **{md_text(r['label'])}**: {md_text(r['scores'])}", indent="  "))
+    head[2] = _wrap(head[2])
     return "\n".join([*head, markdown_table(header, rows, ["l", "l", "r", "l", "l", "r", "r", "l"]), *scores, ""])
+
+
+def _wrap(text: str, indent: str = "") -> str:
+    """Prose hard-wrapped at 110 characters, as the docs pages are (a table row is not)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=110, subsequent_indent=indent, break_long_words=False,
+                                    break_on_hyphens=False))
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

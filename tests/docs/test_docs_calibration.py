@@ -1,4 +1,4 @@
-"""The published calibration study (results/calibration/) and the pages that quote it.
+"""The published calibration study (studies/calibration/) and the pages that quote it.
 
 - calibration.md is the rendering of calibration.csv by the current code (`lenbench.calibration.markdown`
   with the `calibration` preset), byte for byte;
@@ -15,7 +15,7 @@ from docs_markdown import DOCS, ROOT, block
 from lenbench.calibration import ladders, markdown, read_table
 from lenbench.config import load_suite
 
-STUDY = ROOT / "results" / "calibration"
+STUDY = ROOT / "studies" / "calibration"
 published = pytest.mark.skipif(not (STUDY / "calibration.csv").exists(), reason="the calibration study is not published")
 
 
@@ -44,7 +44,7 @@ def test_every_rung_is_the_presets_in_ladder_order():
 def test_the_docs_page_quotes_the_study():
     page = (DOCS / "calibration.md").read_text()
     study = (STUDY / "calibration.md").read_text().split("\n", 2)[2].strip()  # after its title and blank line
-    assert block(page, "calibration", "results/calibration/calibration.md") == " ".join(study.split())
+    assert block(page, "calibration", "studies/calibration/calibration.md") == " ".join(study.split())
 
 
 @published
@@ -94,4 +94,4 @@ def summary_sentence(table) -> str:
 def test_the_readme_summarises_the_study():
     readme = (ROOT / "README.md").read_text()
     want = summary_sentence(read_table(STUDY / "calibration.csv"))
-    assert block(readme, "calibration-summary", "results/calibration/calibration.csv") == want, want
+    assert block(readme, "calibration-summary", "studies/calibration/calibration.csv") == want, want
