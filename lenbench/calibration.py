@@ -5,8 +5,8 @@ entries of one task name, in the order to try them (cheapest first), each a per-
 the suite's budget with its own label, e.g.::
 
     tasks:
-      - {name: copy, train_len: 16, label: copy-L16-1k}
-      - {name: copy, train_len: 8, train: {steps: 2000}, label: copy-L8-2k}
+      - {name: copy, train_len: 16, label: copy_L16_1k}
+      - {name: copy, train_len: 8, train: {steps: 2000}, label: copy_L8_2k}
 
 A *rung* passes when at least half of the suite's encodings are learned at 1× — the board's own
 definition (`lenbench.report.tables.leaderboard`: the mean in-distribution score over the seeds
@@ -86,7 +86,8 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
     rows = board[(board["task"] == spec.key) & (board["train_len"] == train_len) & (board["kind"] == "model")]
     keys = [e.key for e in suite.encodings]
     rows = rows[rows["encoding"].isin(keys)]
-    learned = [e for e in keys if e in set(rows.loc[~rows["not_learned"].astype(bool), "encoding"])]
+    learned_here = set(rows.loc[~rows["not_learned"].astype(bool), "encoding"])
+    learned = [e for e in keys if e in learned_here]
     scores = []
     for e in keys:
         r = rows[rows["encoding"] == e]
