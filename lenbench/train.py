@@ -17,7 +17,7 @@ steps for every encoding):
   neither unless its scaling depends on the length).
 
 `torch.compile` of the step is not used: measured on a 2-core CPU it does not pay for its
-compilation at the suites' sizes (see README, "Training speed").
+compilation at the suites' sizes (see docs/kernels.md, "Training speed").
 """
 
 from __future__ import annotations

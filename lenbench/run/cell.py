@@ -363,8 +363,8 @@ def every_measurement_failed(rows: list[dict], label: str) -> str:
 
 def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio: float, row_base: dict,
                   device: torch.device, tokens_per_batch: int | None = None) -> list[dict]:
-    """The rows of one length beyond the whole-length metrics (README "Results", `bucket` column):
-    the task's own measurements (`Task.extra_measurements`: `lm`'s per-position nll buckets,
+    """The rows of one length beyond the whole-length metrics (docs/board.md, "Results rows", `bucket`
+    column): the task's own measurements (`Task.extra_measurements`: `lm`'s per-position nll buckets,
     window perplexity and context gain; passkey's depth buckets), as rows.
 
     A failure here fails only these rows (the task's `extra_metrics` at `ratio`, status "failed"

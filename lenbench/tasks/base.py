@@ -119,8 +119,8 @@ class Task:
     def extra_measurements(self, model, length: int, train_len: int, ratio: float, *, samples: int,
                            tokens_per_batch: int, seed: int, device: torch.device) -> list[dict]:
         """The task's own measurements of one evaluation length beyond the whole-length metrics
-        (README "Results", `bucket` column): the run calls it once per length and variant, on the
-        same evaluation examples as `lenbench.evaluate.evaluate_length`, and turns each entry
+        (docs/board.md, "Results rows", `bucket` column): the run calls it once per length and
+        variant, on the same evaluation examples as `lenbench.evaluate.evaluate_length`, and turns each entry
         into a row. None by default; `lm`: per-position nll buckets and its `extra_metrics`;
         `passkey`: every metric per needle-depth bucket.
 
