@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_pub.add_argument("run_dir", metavar="RUN_DIR", help="results directory of a finished run, e.g. runs/quick")
     p_pub.add_argument("--benchmark-json", default=None,
                        help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline)")
-    p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole")
+    p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole (publications nested in it are kept)")
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)

@@ -108,9 +108,29 @@ def foreign_entries(directory: Path) -> list[str]:
             foreign += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
                         if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
                         or (entry.name == CELLS and not _is_cell_file(p))]
+        elif entry.is_dir() and is_nested_publication(entry):
+            continue
         elif not (entry.is_file() and entry.name in names):
             foreign.append(entry.name + ("/" if entry.is_dir() else ""))
     return foreign
+
+
+def is_nested_publication(entry: Path) -> bool:
+    """Whether `entry` (a direct child of a publication) is a complete publication of its own, such
+    as ``results/catalog/``: a real directory whose marker says ``"state": "complete"``. Publishing
+    the outer directory carries it over unchanged (`nested_publications`)."""
+    if entry.is_symlink() or not entry.is_dir() or entry.name.startswith("."):
+        return False
+    marker = read_marker(entry)
+    return marker is not None and marker.get("state") == "complete"
+
+
+def nested_publications(target: Path) -> list[Path]:
+    """The complete publications directly inside the publication `target` (none when it is absent),
+    sorted by name."""
+    if not target.is_dir():
+        return []
+    return [entry for entry in sorted(target.iterdir()) if is_nested_publication(entry)]
 
 
 def _is_cell_file(path: Path) -> bool:

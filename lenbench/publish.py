@@ -28,6 +28,11 @@ target (``--to``, symlinks resolved) must be
   its ``rows``); ``encodings/`` only ``*.png`` / ``*.svg``. Publishing over it writes the marker
   into it first, so the next publish (and any leftover of this one) is recognised by the marker.
 
+A publication may hold other publications as direct subdirectories (the catalog's
+``results/catalog/`` inside the quick board's ``results/``): a directory whose own marker says
+``"state": "complete"``. Publishing into it replaces it alone; publishing the outer one copies each
+of them into the stage unchanged, so replacing ``results/`` never loses ``results/catalog/``.
+
 Anything else (a user's directory with a ``thesis.txt`` in it, say) is refused in one line, as is
 a target that is the working directory or one of its parents (``--to .``), that equals or contains
 the run directory, or that is a file.
@@ -57,7 +62,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lenbench.atomic import DiskFullError, check_writable, format_bytes, free_bytes, is_disk_full
-from lenbench.publication import check_target_path, recover, remove_publication, target_kind, write_marker
+from lenbench.publication import (
+    check_target_path,
+    nested_publications,
+    recover,
+    remove_publication,
+    target_kind,
+    write_marker,
+)
 from lenbench.run.store import CELLS, cell_files, cells_dir
 
 DEFAULT_TARGET = Path("results")
@@ -118,7 +130,7 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     os.chmod(stage, 0o777 & ~_umask())
     old = parent / f".{to.name}.replaced-{os.getpid()}"
     try:
-        _fill_stage(stage, files, benchmark_json, plots)
+        _fill_stage(stage, files, benchmark_json, plots, nested_publications(to))
         if to.exists():
             if kind == "older publication":
                 write_marker(to, "complete")  # its leftover, if killed from here on, is provably ours
@@ -140,15 +152,17 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     return sorted(p for p in to.rglob("*") if p.is_file())
 
 
-def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plots: bool) -> None:
+def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plots: bool,
+                nested: list[Path]) -> None:
     """Write a complete publication into `stage`: marker (staging), cells, benchmark JSON, report,
-    then the marker again (complete).
+    copies of the nested publications, then the marker again (complete).
 
     Args:
         stage: the new, empty staging directory beside the target.
         cells: the run's finished cell files.
         benchmark_json: the run's benchmark JSON, or None.
         plots: also write the figures.
+        nested: the publications inside the old target (`nested_publications`), carried over unchanged.
     """
     from lenbench.report.build import write_report
 
@@ -159,6 +173,8 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
     if benchmark_json is not None:
         shutil.copy2(benchmark_json, stage / "bench.json")
     write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
+    for publication in nested:  # e.g. results/catalog/ when publishing results/
+        shutil.copytree(publication, stage / publication.name, symlinks=True)
     write_marker(stage, "complete")
 
 

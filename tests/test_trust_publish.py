@@ -171,6 +171,48 @@ def test_an_unmarked_publication_with_anything_else_in_it_is_refused(run, tmp_pa
     assert digest(target) == before
 
 
+# --- nested publications: results/catalog/ inside results/ -----------------------------------------
+
+
+def test_publishing_the_outer_publication_carries_a_nested_one_over_unchanged(run, tmp_path):
+    target = published(run, tmp_path / "results")
+    nested = published(run, target / "catalog")
+    assert target_kind(target) == "publication" and foreign_entries(target) == []
+    before = digest(nested)
+    publish(run, target, plots=False)  # replaces results/ as a whole ...
+    assert digest(target / "catalog") == before  # ... and results/catalog/ comes with it, byte for byte
+    assert dot_entries(tmp_path) == [] and dot_entries(target) == [MARKER]  # no stage left
+
+
+def test_a_nested_publication_is_replaced_alone(run, tmp_path):
+    target = published(run, tmp_path / "results")
+    nested = published(run, target / "catalog")
+    outer = {k: v for k, v in digest(target).items() if not k.startswith("catalog/")}
+    (nested / "summary.md").write_text("stale")
+    publish(run, nested, plots=False)
+    assert (nested / "summary.md").read_text() != "stale"
+    assert {k: v for k, v in digest(target).items() if not k.startswith("catalog/")} == outer
+    assert dot_entries(target) == [MARKER]  # no stage left
+
+
+@pytest.mark.parametrize("state", ["staging", None])
+def test_a_subdirectory_that_is_not_a_complete_publication_stays_foreign(run, tmp_path, capsys, state):
+    """A nested stage or a user's directory with a copied-in report is not carried over: publishing the
+    outer directory is refused, and nothing in it changes."""
+    target = published(run, tmp_path / "results")
+    nested = published(run, target / "drafts")
+    if state is None:
+        (nested / MARKER).unlink()
+    else:
+        (nested / MARKER).write_text(json.dumps({"lenbench_publication": 1, "state": state}))
+    (target / MARKER).unlink()  # an unmarked outer directory is judged by what it holds
+    before = digest(target)
+    assert foreign_entries(target) == ["drafts/"]
+    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 2
+    assert "it holds drafts/); publishing replaces" in one_error_line(capsys)
+    assert digest(target) == before
+
+
 def test_the_checked_in_results_are_a_publication_publish_may_replace():
     assert target_kind(ROOT / "results") in ("publication", "older publication")
 
