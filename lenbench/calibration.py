@@ -180,7 +180,7 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
 def markdown(table: pd.DataFrame, suite: Suite) -> str:
     """The calibration table as markdown: one row per rung tried, the verdicts in bold."""
     from lenbench.escape import md_text
-    from lenbench.report.tables import markdown_table
+    from lenbench.report.tables import markdown_table, wrap_prose
 
     n = len(suite.encodings)
     head = [f"# Calibration of suite {md_text(suite.name)}", "",
@@ -198,17 +198,9 @@ def markdown(table: pd.DataFrame, suite: Suite) -> str:
              r.verdict or ("passes" if r.passes else "")] for r in table.itertuples()]
     scores = ["", "## Scores per rung", ""]
     for _, r in table.iterrows():
-        scores.append(_wrap(f"- **{md_text(r['label'])}**: {md_text(r['scores'])}", indent="  "))
-    head[2] = _wrap(head[2])
+        scores.append(wrap_prose(f"- **{md_text(r['label'])}**: {md_text(r['scores'])}", indent="  "))
+    head[2] = wrap_prose(head[2])
     return "\n".join([*head, markdown_table(header, rows, ["l", "l", "r", "l", "l", "r", "r", "l"]), *scores, ""])
-
-
-def _wrap(text: str, indent: str = "") -> str:
-    """Prose hard-wrapped at 110 characters, as the docs pages are (a table row is not)."""
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width=110, subsequent_indent=indent, break_long_words=False,
-                                    break_on_hyphens=False))
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

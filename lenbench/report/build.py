@@ -21,6 +21,7 @@ import pandas as pd
 
 from lenbench.atomic import atomic_write_text
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
+from lenbench.report.findings import findings_markdown
 from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import (
     EXPECTED_SOURCES,
@@ -38,7 +39,7 @@ from lenbench.report.tables import (
     to_csv_text,
 )
 
-REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md")
+REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md")
 COST_FILES = ("cost.csv", "cost.md")
 
 
@@ -120,7 +121,8 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
     `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
     metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the tables
-    docs/board.md quotes, `summary_markdown`), and with `plots`: ``extrapolation.{png,svg}``
+    docs/board.md quotes, `summary_markdown`), ``findings.md`` (what each board shows, in sentences
+    read off its numbers: `lenbench.report.findings`), and with `plots`: ``extrapolation.{png,svg}``
     (metric against length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     pattern of each registered encoding in the results that can be drawn,
     `lenbench.report.geometry.encoding_patterns`, except a trainable one without its checkpoint
@@ -150,12 +152,14 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     figures: dict[str, Figure] = {}
     points = quality_cost_frame(board, cost) if board is not None and cost is not None else None
     if board is not None:
+        long = board.long()
         written += [
             atomic_write_text(out / "results.csv", to_csv_text(df)),
-            atomic_write_text(out / "leaderboard.csv", to_csv_text(board.long())),
+            atomic_write_text(out / "leaderboard.csv", to_csv_text(long)),
             atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
             atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
             atomic_write_text(out / "summary.md", summary_markdown(board)),
+            atomic_write_text(out / "findings.md", findings_markdown(long)),
         ]
     if plots and board is not None:
         written += _result_figures(src, board, out, figures)

@@ -289,6 +289,15 @@ def _fmt_ratio(mean: float, lo: float, hi: float, *, holds_nothing: bool = False
     return text
 
 
+def wrap_prose(text: str, indent: str = "") -> str:
+    """Prose hard-wrapped at 110 characters, as the docs pages are (a table row is not); `indent`
+    starts every line after the first (a list item's continuation)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=110, subsequent_indent=indent, break_long_words=False,
+                                    break_on_hyphens=False))
+
+
 def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
     """A GitHub markdown table (no tabulate needed); `align` per column: "l" or "r". Every cell
     is escaped (`lenbench.escape.md_cell`)."""

@@ -1,7 +1,7 @@
 """The package's import graph, read from the source (every import, module-level or inside a function).
 
-- The report path is rows → statistics → secondary metric → tables → cost → figures → page → build, each step importing
-  only the ones before it; `lenbench.report.geometry` (the one report module that builds encodings
+- The report path is rows → statistics → secondary metric → tables → findings → cost → figures → page → build,
+  each step importing only the ones before it; `lenbench.report.geometry` (the one report module that builds encodings
   and reads checkpoints) stands beside it and only the build imports it.
 - Nothing on the report path (every `lenbench.report` module but geometry) reaches the model, the
   training loop or `lenbench.run`; the figures and the page never load a results source.
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGE = ROOT / "lenbench"
 #: The report path in order; a step may import only earlier steps ("lenbench.report.plots" stands
 #: for every module of the figures package).
-REPORT_PATH = ("lenbench.report.rows", "lenbench.report.stats", "lenbench.report.secondary", "lenbench.report.tables", "lenbench.report.cost",
+REPORT_PATH = ("lenbench.report.rows", "lenbench.report.stats", "lenbench.report.secondary", "lenbench.report.tables",
+               "lenbench.report.findings", "lenbench.report.cost",
                "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
 GEOMETRY = "lenbench.report.geometry"
 #: Modules the report path must never reach.

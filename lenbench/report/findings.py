@@ -1,0 +1,158 @@
+"""What a board shows, read off its own numbers: ``findings.md``.
+
+Per board (task × training length), in sentences whose every mean and interval is a cell of the
+same report's ``leaderboard.md`` (the same formatting, `lenbench.report.tables._fmt_ci`):
+
+- how many trained encodings learned the task at 1× and which did not (they are not ranked);
+- rank 1 past the training length (no entry better with support: the paired 95 % interval of the
+  difference, `lenbench.report.stats.support_ranks`), with each entry's mean past train ± half-width,
+  by the metric the board ranks by (the secondary where the primary is at its floor,
+  `lenbench.report.secondary`);
+- the best entry outside rank 1, and how far the best rank-1 mean is ahead of it (a difference of
+  means; the ranks carry the support);
+- each encoding's variant table (RoPE's scalings and fine-tunes): its rank-1 variants and where the
+  encoding without a variant ranks among them;
+- failed cells, where any.
+
+It reads the long leaderboard (`Leaderboard.long`, or ``leaderboard.csv`` as written), so a test can
+render the published file's findings without rebuilding the board.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lenbench.escape import md_text
+from lenbench.report.tables import _fmt, _fmt_ci, wrap_prose
+
+ARROW = {True: "↑", False: "↓"}
+INTRO = ("Per board: the trained encodings that learned the task at 1× (the others are not ranked), rank 1 past "
+         "the training length (the mean over the ratios above 1×; no entry is better with support, by the paired "
+         "95 % interval of the difference) with each entry's mean ± the half-width of its 95 % interval, the best "
+         "entry outside rank 1 and how far ahead the best of rank 1 is (a difference of means), and the rank-1 "
+         "entries of each variant table. Every mean and interval is a cell of leaderboard.md; a gap is the "
+         "difference of two of them, before rounding.")
+
+
+def _bool(v) -> bool:
+    return v if isinstance(v, bool) else str(v).strip().lower() in ("true", "1")
+
+
+def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One row per series of a board: encoding, variant, kind, not_learned, rank, variant_rank, n_failed,
+    and `metric`'s past-train mean with its interval (NaN where the series has no such row)."""
+    primary = board["metric"].iloc[0]
+    keys = ["series", "encoding", "variant", "kind"]
+    out = board[keys].drop_duplicates("series").reset_index(drop=True)
+    first = board.groupby("series", sort=False).first()
+    out["not_learned"] = out["series"].map(first["not_learned"]).map(_bool)
+    for stat in ("rank", "variant_rank", "n_failed"):
+        rows = board[(board["statistic"] == stat) & (board["metric"] == primary)].set_index("series")
+        out[stat] = pd.to_numeric(out["series"].map(rows["value"]), errors="coerce")
+    past = board[(board["statistic"] == "past_train_mean") & (board["metric"] == metric)].set_index("series")
+    for col in ("value", "ci_low", "ci_high"):
+        out[f"past_{col}"] = pd.to_numeric(out["series"].map(past[col]), errors="coerce")
+    return out
+
+
+def _score(r: dict, metric: str) -> str:
+    """An entry's mean past train ± half-width, as leaderboard.md prints it."""
+    return _fmt_ci(r["past_value"], r["past_ci_low"], r["past_ci_high"], metric)
+
+
+def _named(rows: pd.DataFrame, metric: str) -> str:
+    return ", ".join(f"{md_text(r['series'])} {_score(r, metric)}" for r in rows.to_dict("records"))
+
+
+def _ranking(entries: pd.DataFrame, rank_col: str, metric: str, hib: bool) -> list[str]:
+    """Rank 1, and the best entry outside it with the margin, of the entries ranked in `rank_col`."""
+    ranked = entries[entries[rank_col].notna()]
+    ranked = ranked.sort_values([rank_col, "past_value"], ascending=[True, not hib], kind="stable")
+    if ranked.empty:
+        return []
+    first = ranked[ranked[rank_col] == ranked[rank_col].min()]
+    rest = ranked[ranked[rank_col] > ranked[rank_col].min()]
+    lines = [f"rank 1: {_named(first, metric)}"]
+    if len(rest):
+        best_rest = rest.iloc[0].to_dict()
+        lead = first["past_value"].max() if hib else first["past_value"].min()
+        gap = abs(lead - best_rest["past_value"])
+        lines.append(f"best outside rank 1: {md_text(best_rest['series'])} (rank {int(best_rest[rank_col])}, "
+                     f"{_score(best_rest, metric)}); "
+                     f"rank 1's best is ahead by {_fmt(gap, metric)}")
+    else:
+        lines.append("no entry is separated from the others")
+    return lines
+
+
+def board_findings(board: pd.DataFrame) -> list[str]:
+    """The markdown lines of one board (the long rows of one task × training length)."""
+    task, train_len = board["task"].iloc[0], int(board["train_len"].iloc[0])
+    primary = board["metric"].iloc[0]
+    hib = _bool(board.loc[board["metric"] == primary, "higher_is_better"].iloc[0])
+    ranked_by = str(board["ranked_by"].iloc[0]) or primary
+    by_hib = _bool(board.loc[(board["metric"] == ranked_by) & (board["statistic"] == "past_train_mean"),
+                             "higher_is_better"].iloc[0]) if ranked_by != primary else hib
+    entries = _entries(board, ranked_by)
+    models = entries[entries["kind"] == "model"]
+    learned, not_learned = models[~models["not_learned"]], models[models["not_learned"]]
+    lines = [f"## {md_text(task)} (train length {train_len}, {md_text(primary)} {ARROW[hib]})", ""]
+    lines.append(f"- learned at 1×: {len(learned)} of {len(models)} trained encodings"
+                 + (f"; not learned, not ranked: {', '.join(md_text(s) for s in not_learned['series'])}"
+                    if len(not_learned) else ""))
+    if ranked_by != primary:
+        lines.append(f"- ranked past the training length by {md_text(ranked_by)} {ARROW[by_hib]}: {md_text(primary)} "
+                     "is at its floor there for every learned entry")
+    if len(learned) == 1:
+        lines.append(f"- only {md_text(learned['series'].iloc[0])} learned: nothing to rank it against "
+                     f"(mean past train {_score(learned.iloc[0].to_dict(), ranked_by)})")
+    elif len(learned) > 1:
+        lines += [f"- {line}" for line in _ranking(learned, "rank", ranked_by, by_hib)]
+    for encoding in entries.loc[entries["kind"] == "variant", "encoding"].unique():
+        table = entries[(entries["encoding"] == encoding) & (entries["kind"] != "baseline")
+                        & entries["variant_rank"].notna()]
+        if table.empty:
+            continue
+        top = table[table["variant_rank"] == table["variant_rank"].min()].sort_values(
+            "past_value", ascending=not by_hib, kind="stable")
+        plain = table[table["kind"] == "model"]
+        where = (f"; {md_text(encoding)} without a variant: rank {int(plain['variant_rank'].iloc[0])}, "
+                 f"{_score(plain.iloc[0].to_dict(), ranked_by)}") if len(plain) and not top["kind"].eq("model").any() \
+            else ""
+        lines.append(f"- {md_text(encoding)}'s variants ({len(table)} ranked entries), rank 1: {_named(top, ranked_by)}{where}")
+    failed = int(entries["n_failed"].fillna(0).sum())
+    if failed:
+        lines.append(f"- failed lengths: {failed} (leaderboard.md's *failed lengths* column names the entries)")
+    return lines
+
+
+def rank_one(long: pd.DataFrame) -> dict[str, list[str]]:
+    """Per board (named ``task`` when it has one training length, else ``task@L``): the trained
+    encodings at rank 1 of its main table, best mean first; empty where fewer than two learned."""
+    long = long[long["task"] != "overall"]
+    lengths = long.groupby("task")["train_len"].nunique()
+    out = {}
+    for (task, train_len), board in long.groupby(["task", "train_len"], sort=False):
+        primary = board["metric"].iloc[0]
+        ranked_by = str(board["ranked_by"].iloc[0]) or primary
+        hib = _bool(board.loc[(board["metric"] == ranked_by) & (board["statistic"] == "past_train_mean"),
+                              "higher_is_better"].iloc[0])
+        models = _entries(board, ranked_by)
+        models = models[(models["kind"] == "model") & ~models["not_learned"] & models["rank"].notna()]
+        top = models[models["rank"] == models["rank"].min()].sort_values("past_value", ascending=not hib, kind="stable")
+        out[task if lengths[task] == 1 else f"{task}@{train_len}"] = list(top["series"]) if len(models) > 1 else []
+    return out
+
+
+def findings_markdown(long: pd.DataFrame) -> str:
+    """``findings.md`` of a long leaderboard (`Leaderboard.long`, or its CSV read with pandas).
+
+    Args:
+        long: the long leaderboard rows; the overall ranking (task "overall") is left out.
+    """
+    long = long[long["task"] != "overall"]
+    parts = ["# What the board shows", "", wrap_prose(INTRO), ""]
+    for (_task, _train_len), board in long.groupby(["task", "train_len"], sort=False):
+        head, *items = board_findings(board)
+        parts += [head, *(wrap_prose(item, indent="  ") if item else item for item in items), ""]
+    return "\n".join(parts).rstrip() + "\n"
