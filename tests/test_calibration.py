@@ -135,13 +135,19 @@ def test_an_unknown_task_is_one_line_with_a_suggestion(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_a_rung_whose_cells_failed_leaves_its_task_undecided_and_the_command_fails(tmp_path, capsys):
-    """recall with fewer keys than pairs fails in every cell: no verdict is drawn from it, the next
-    rung is not tried, and `lenbench calibrate` exits 1 naming the failed cells."""
+def test_a_rung_whose_cells_failed_leaves_its_task_undecided_and_the_command_fails(tmp_path, capsys, monkeypatch):
+    """A rung whose every cell fails (here: the task's sampler raises mid-training): no verdict is
+    drawn from it, the next rung is not tried, and `lenbench calibrate` exits 1 naming the failed cells."""
     import json
 
-    data = {**LADDERS, "tasks": [{"name": "recall", "train_len": 8, "params": {"num_keys": 4}, "label": "recall_a"},
-                                 {"name": "recall", "train_len": 4, "params": {"num_keys": 8}, "label": "recall_b"}]}
+    from lenbench.tasks.recall import AssociativeRecallTask
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("sampler broke")
+
+    monkeypatch.setattr(AssociativeRecallTask, "sample", broken)
+    data = {**LADDERS, "tasks": [{"name": "recall", "train_len": 8, "params": {"num_keys": 16}, "label": "recall_a"},
+                                 {"name": "recall", "train_len": 4, "params": {"num_keys": 16}, "label": "recall_b"}]}
     path = tmp_path / "ladders.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML
     out = tmp_path / "out"

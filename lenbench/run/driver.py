@@ -207,6 +207,28 @@ def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, 
     return todo
 
 
+def check_eval_lengths(suite: Suite) -> None:
+    """Every task entry can be sampled at every length the suite trains, fine-tunes or evaluates it at
+    (e.g. recall's keys are distinct, so 16× of 8 pairs needs 128 keys); checked before any cell runs,
+    so a bad entry is one line now instead of a failed cell per encoding and seed.
+
+    Raises:
+        ValueError: one line naming the entry, the length and the task's own fix.
+    """
+    for spec in suite.tasks:
+        task = build_task(spec.name, **spec.params)
+        ratios = sorted({*spec.eval_spec(suite.eval).ratios, *(v.finetune_ratio for v in suite.variants
+                                                              if v.finetune_steps)})
+        for train_len in spec.train_len:
+            for ratio in ratios:
+                length = max(1, round(ratio * train_len))
+                try:
+                    task.seq_len(length)
+                except ValueError as err:
+                    raise ValueError(f"suite {suite.name!r}, task {spec.key!r} at train_len {train_len}: the run "
+                                     f"needs length {length} ({ratio:g}x) and {err}") from None
+
+
 def run_suite(
     suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int | None = None,
     threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
@@ -236,7 +258,8 @@ def run_suite(
         executor_options: passed to the executor (e.g. Ray's `address`).
     """
     device_type = resolve_device(device).type  # a one-line error now rather than one per cell
-    plugins.refresh()  # a file plugin edited since it was loaded runs (and is hashed) as it is now
+    plugins.refresh()
+    check_eval_lengths(suite)  # a file plugin edited since it was loaded runs (and is hashed) as it is now
     out = prepare_output(Path(out), log)
     threads = threads or default_threads()
     run = SuiteRun()
