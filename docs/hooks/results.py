@@ -22,7 +22,8 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 #: The board files the site serves: its page, its figures and its CSVs (relative to results/).
-BOARD_FILES = ("*.html", "*.png", "*.svg", "*.csv", "encodings/*.png", "encodings/*.svg")
+BOARD_FILES = tuple(f"{where}{pattern}" for where in ("", "catalog/")  # the quick board and the catalog
+                    for pattern in ("*.html", "*.png", "*.svg", "*.csv", "encodings/*.png", "encodings/*.svg"))
 
 
 def on_files(files: Files, config) -> Files:
