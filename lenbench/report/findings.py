@@ -23,6 +23,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lenbench.escape import md_text
+from lenbench.report.rows import _to_bool
 from lenbench.report.tables import _fmt, _fmt_ci, wrap_prose
 
 ARROW = {True: "↑", False: "↓"}
@@ -34,10 +35,6 @@ INTRO = ("Per board: the trained encodings that learned the task at 1× (the oth
          "difference of two of them, before rounding.")
 
 
-def _bool(v) -> bool:
-    return v if isinstance(v, bool) else str(v).strip().lower() in ("true", "1")
-
-
 def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     """One row per series of a board: encoding, variant, kind, not_learned, rank, variant_rank, n_failed,
     and `metric`'s past-train mean with its interval (NaN where the series has no such row)."""
@@ -45,7 +42,7 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     keys = ["series", "encoding", "variant", "kind"]
     out = board[keys].drop_duplicates("series").reset_index(drop=True)
     first = board.groupby("series", sort=False).first()
-    out["not_learned"] = out["series"].map(first["not_learned"]).map(_bool)
+    out["not_learned"] = out["series"].map(first["not_learned"]).map(_to_bool)
     for stat in ("rank", "variant_rank", "n_failed"):
         rows = board[(board["statistic"] == stat) & (board["metric"] == primary)].set_index("series")
         out[stat] = pd.to_numeric(out["series"].map(rows["value"]), errors="coerce")
@@ -53,6 +50,18 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     for col in ("value", "ci_low", "ci_high"):
         out[f"past_{col}"] = pd.to_numeric(out["series"].map(past[col]), errors="coerce")
     return out
+
+
+def _metrics(board: pd.DataFrame) -> tuple[str, bool, str, bool]:
+    """A board's primary metric and whether higher is better, then the metric its ranks use
+    (``ranked_by``: the secondary where the primary is at its floor) and its direction."""
+    primary = board["metric"].iloc[0]
+    hib = _to_bool(board.loc[board["metric"] == primary, "higher_is_better"].iloc[0])
+    ranked_by = str(board["ranked_by"].iloc[0]) or primary
+    if ranked_by == primary:
+        return primary, hib, ranked_by, hib
+    rows = board[(board["metric"] == ranked_by) & (board["statistic"] == "past_train_mean")]
+    return primary, hib, ranked_by, _to_bool(rows["higher_is_better"].iloc[0])
 
 
 def _score(r: dict, metric: str) -> str:
@@ -88,11 +97,7 @@ def _ranking(entries: pd.DataFrame, rank_col: str, metric: str, hib: bool) -> li
 def board_findings(board: pd.DataFrame) -> list[str]:
     """The markdown lines of one board (the long rows of one task × training length)."""
     task, train_len = board["task"].iloc[0], int(board["train_len"].iloc[0])
-    primary = board["metric"].iloc[0]
-    hib = _bool(board.loc[board["metric"] == primary, "higher_is_better"].iloc[0])
-    ranked_by = str(board["ranked_by"].iloc[0]) or primary
-    by_hib = _bool(board.loc[(board["metric"] == ranked_by) & (board["statistic"] == "past_train_mean"),
-                             "higher_is_better"].iloc[0]) if ranked_by != primary else hib
+    primary, hib, ranked_by, by_hib = _metrics(board)
     entries = _entries(board, ranked_by)
     models = entries[entries["kind"] == "model"]
     learned, not_learned = models[~models["not_learned"]], models[models["not_learned"]]
@@ -133,10 +138,7 @@ def rank_one(long: pd.DataFrame) -> dict[str, list[str]]:
     lengths = long.groupby("task")["train_len"].nunique()
     out = {}
     for (task, train_len), board in long.groupby(["task", "train_len"], sort=False):
-        primary = board["metric"].iloc[0]
-        ranked_by = str(board["ranked_by"].iloc[0]) or primary
-        hib = _bool(board.loc[(board["metric"] == ranked_by) & (board["statistic"] == "past_train_mean"),
-                              "higher_is_better"].iloc[0])
+        _, _, ranked_by, hib = _metrics(board)
         models = _entries(board, ranked_by)
         models = models[(models["kind"] == "model") & ~models["not_learned"] & models["rank"].notna()]
         top = models[models["rank"] == models["rank"].min()].sort_values("past_value", ascending=not hib, kind="stable")

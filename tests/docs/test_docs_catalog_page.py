@@ -12,9 +12,8 @@ import re
 
 import pandas as pd
 import pytest
-from docs_markdown import DOCS, ROOT, block
-
 from catalog_claims import render as render_claims
+from docs_markdown import DOCS, ROOT, block
 
 from lenbench.report.findings import findings_markdown, rank_one
 
