@@ -1,5 +1,7 @@
 """`recall`: associative recall (Ba et al. 2016, "Using Fast Weights to Attend to the Recent Past";
-Olsson et al. 2022 / Fu et al. 2023 "Hungry Hungry Hippos" as a test of induction-style retrieval)."""
+Olsson et al. 2022 / Fu et al. 2023 "Hungry Hungry Hippos" as a test of induction-style retrieval),
+with several queries per sample as in multi-query associative recall (MQAR: Arora et al. 2023,
+"Zoology: Measuring and Improving Recall in Efficient Language Models")."""
 
 from __future__ import annotations
 
@@ -11,38 +13,58 @@ from lenbench.tasks.base import Batch, Task, register_task
 
 @register_task("recall")
 class AssociativeRecallTask(Task):
-    """``length`` key–value pairs with distinct keys, then a query key; predict its value.
+    """``length`` key–value pairs with distinct keys, then ``queries`` of its keys; predict each one's value.
 
     Layout: keys ``0 … num_keys-1``, values ``num_keys … num_keys+num_values-1`` (value symbol ``v`` is
     token ``num_keys + v``), query marker ``Q = num_keys + num_values``; ``vocab_size = num_keys +
-    num_values + 1`` (137 with the defaults). A sample is ``k_1 v_1 … k_n v_n Q k_q v_q`` (``2n + 3``
-    tokens) so ``seq_len(n) = 2n + 2``. ``length`` counts pairs (``length_unit = "items"``). The keys of
-    a sample are drawn without replacement from the ``num_keys`` pool, so ``length <= num_keys``; values
-    are uniform and may repeat; the queried pair is uniform. Only the final value token is scored;
-    chance ``1 / num_values``.
+    num_values + 1`` (137 with the defaults). A sample is ``k_1 v_1 … k_n v_n Q q_1 a_1 … q_m a_m``
+    with ``m = min(queries, n)`` distinct queried keys in random order and ``a_j`` the value of ``q_j``
+    (``2n + 2m + 1`` tokens), so ``seq_len(n) = 2n + 2m``. ``length`` counts pairs (``length_unit =
+    "items"``). The keys of a sample are drawn without replacement from the ``num_keys`` pool, so
+    ``length <= num_keys``; values are uniform and may repeat. The ``m`` answer tokens ``a_j`` are
+    scored (never the queried keys, which are random); exact match needs all of them right; chance
+    ``1 / num_values``.
+
+    ``queries=1`` (the default) is single-query recall: the one queried pair is uniform. ``queries >
+    1`` is MQAR: every answer is a training signal, where one query per sample gives the model one
+    scored token per sequence; the number of queries stays ``m`` at every evaluation length, so a
+    longer length means more pairs to search, not more answers to get right.
 
     Worked example (``num_keys=16, num_values=4`` so values are 16…19 and ``Q = 20``; pairs
-    5→1, 2→3, 9→0; query key 2)::
+    5→1, 2→3, 9→0; one query, key 2)::
 
         S         = 5 17 2 19 9 16 20  2 19
         inputs    = 5 17 2 19 9 16 20  2
         targets   = 17 2 19 9 16 20 2 19
         loss_mask = .  . .  . .  . .  x
 
+    Two queries, keys 9 then 5 (``queries=2``)::
+
+        S         = 5 17 2 19 9 16 20  9 16  5 17
+        inputs    = 5 17 2 19 9 16 20  9 16  5
+        targets   = 17 2 19 9 16 20 9 16  5 17
+        loss_mask = .  . .  . .  . .  x  .  x
+
     >>> task = AssociativeRecallTask(num_keys=16, num_values=4)
     >>> task.sequence(keys=[5, 2, 9], values=[1, 3, 0], query=2)
     [5, 17, 2, 19, 9, 16, 20, 2, 19]
     >>> task.seq_len(3), task.vocab_size, task.chance
     (8, 21, 0.25)
+    >>> mqar = AssociativeRecallTask(num_keys=16, num_values=4, queries=2)
+    >>> mqar.sequence(keys=[5, 2, 9], values=[1, 3, 0], query=[9, 5])
+    [5, 17, 2, 19, 9, 16, 20, 9, 16, 5, 17]
+    >>> mqar.seq_len(3), mqar.seq_len(1)
+    (10, 4)
     """
 
-    description = "associative recall: key-value pairs, then a query key; predict its value"
+    description = "associative recall: key-value pairs, then query keys; predict their values"
     length_unit = "items"
     chance = 1 / 8
 
-    def __init__(self, num_keys: int = 128, num_values: int = 8) -> None:
+    def __init__(self, num_keys: int = 128, num_values: int = 8, queries: int = 1) -> None:
         self.num_keys = check_positive(self.name, "num_keys", num_keys)
         self.num_values = check_positive(self.name, "num_values", num_values, minimum=2)
+        self.queries = check_positive(self.name, "queries", queries)
         self.query_token = self.num_keys + self.num_values
         self.chance = 1.0 / self.num_values
 
@@ -60,26 +82,37 @@ class AssociativeRecallTask(Task):
         return n
 
     def seq_len(self, length: int) -> int:
-        return 2 * self._check(length) + 2
+        n = self._check(length)
+        return 2 * n + 2 * min(self.queries, n)
 
-    def sequence(self, keys: list[int], values: list[int], query: int) -> list[int]:
-        """Full token sequence of one example: pairs ``keys[i] → values[i]`` (value symbols), query key."""
-        if len(set(keys)) != len(keys) or len(keys) != len(values) or query not in keys:
+    def sequence(self, keys: list[int], values: list[int], query: int | list[int]) -> list[int]:
+        """Full token sequence of one example: pairs ``keys[i] → values[i]`` (value symbols), then the
+        queried key(s) ``query`` (one key, or ``min(queries, len(keys))`` distinct keys), each followed by
+        its value."""
+        asked = [query] if isinstance(query, int) else list(query)
+        if (len(set(keys)) != len(keys) or len(keys) != len(values) or not set(asked) <= set(keys)
+                or len(set(asked)) != len(asked) or len(asked) != min(self.queries, len(keys))):
             raise ValueError(
-                f"task {self.name!r}: need distinct keys, one value per key and a query among the keys"
+                f"task {self.name!r}: need distinct keys, one value per key and min(queries, pairs) = "
+                f"{min(self.queries, len(keys))} distinct queries among the keys"
             )
-        ids = [self.num_keys + v for v in values]
-        pairs = [tok for kv in zip(keys, ids, strict=True) for tok in kv]
-        return [*pairs, self.query_token, query, ids[keys.index(query)]]
+        ids = dict(zip(keys, (self.num_keys + v for v in values), strict=True))
+        pairs = [tok for k in keys for tok in (k, ids[k])]
+        return [*pairs, self.query_token, *(tok for q in asked for tok in (q, ids[q]))]
 
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         n = self._check(length)
         check_sample_args(self, batch_size, split)
-        B = batch_size
+        B, m = batch_size, min(self.queries, n)
         keys = torch.rand(B, self.num_keys, generator=generator).argsort(dim=1)[:, :n]  # (B, n) distinct
         values = self.num_keys + torch.randint(0, self.num_values, (B, n), generator=generator)  # (B, n)
-        which = torch.randint(0, n, (B, 1), generator=generator)  # (B, 1)
+        if m == 1:  # one uniform query (the single-query draw, kept so its samples stay as they were)
+            which = torch.randint(0, n, (B, 1), generator=generator)  # (B, 1)
+        else:  # m distinct pairs in random order
+            which = torch.rand(B, n, generator=generator).argsort(dim=1)[:, :m]  # (B, m)
         pairs = torch.stack([keys, values], dim=2).reshape(B, 2 * n)  # (B, 2n)
         query = torch.full((B, 1), self.query_token, dtype=torch.long)  # (B, 1)
-        seq = torch.cat([pairs, query, keys.gather(1, which), values.gather(1, which)], dim=1)  # (B, 2n+3)
-        return to_batch(seq, 1)
+        asked = torch.stack([keys.gather(1, which), values.gather(1, which)], dim=2).reshape(B, 2 * m)  # (B, 2m)
+        batch = to_batch(torch.cat([pairs, query, asked], dim=1), 2 * m)  # (B, 2n+2m) each
+        batch.loss_mask[:, -2 * m :: 2] = False  # the queried keys are random: score the answers only
+        return batch

@@ -314,6 +314,45 @@ def test_recall_length_over_num_keys():
         task.seq_len(11)
 
 
+@pytest.mark.parametrize("length", [1, 3, 5, 9])
+def test_recall_multi_query_answers_every_query(length):
+    """MQAR (queries > 1): min(queries, n) distinct keys of the sample, each followed by its value;
+    the answers are scored, the queried keys never (decoded here without the task's code)."""
+    task = build_task("recall", num_keys=32, num_values=4, queries=5)
+    batch = task.sample(B, length, gen(3))
+    n, m = length, min(5, length)
+    assert batch.inputs.shape[1] == task.seq_len(n) == 2 * n + 2 * m
+    s = full(batch).tolist()
+    for row, mask in zip(s, batch.loss_mask.tolist(), strict=True):
+        keys, values = row[0 : 2 * n : 2], row[1 : 2 * n : 2]
+        assert len(set(keys)) == n and row[2 * n] == task.query_token
+        asked, answers = row[2 * n + 1 :: 2], row[2 * n + 2 :: 2]
+        assert len(asked) == len(set(asked)) == m and set(asked) <= set(keys)
+        lookup = dict(zip(keys, values, strict=True))
+        assert answers == [lookup[q] for q in asked]
+        # targets are S[1:]: the answer a_j sits at S[2n + 2 + 2j], so at target 2n + 1 + 2j
+        assert [i for i, x in enumerate(mask) if x] == [2 * n + 1 + 2 * j for j in range(m)]
+    orders = {tuple(row[2 * n + 1 :: 2]) for row in s}
+    assert m == 1 or len(orders) > 1, "the queried keys come in random order"
+
+
+def test_recall_one_query_is_the_single_query_task():
+    """queries=1 keeps single-query recall's samples exactly (its published study rows stay valid)."""
+    a = build_task("recall", num_keys=64).sample(B, 8, gen(4))
+    b = build_task("recall", num_keys=64, queries=1).sample(B, 8, gen(4))
+    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.loss_mask, b.loss_mask)
+    assert int(a.loss_mask.sum(1).max()) == 1
+
+
+def test_multi_query_samples_agree_with_sequence():
+    task = build_task("recall", num_keys=16, queries=3)
+    for row in full(task.sample(B, 5, gen(6))).tolist():
+        keys, vals = row[0:10:2], [v - task.num_keys for v in row[1:10:2]]
+        assert task.sequence(keys, vals, row[11::2]) == row
+    with pytest.raises(ValueError, match="3 distinct queries"):
+        task.sequence([1, 2, 3], [0, 0, 0], [1, 2])
+
+
 def test_passkey_too_short():
     task = build_task("passkey", digits=5)
     assert task.seq_len(11) == 11
