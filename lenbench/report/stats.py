@@ -226,7 +226,10 @@ def support_ranks(goodness: dict, keys: list, level: float = LEVEL) -> dict:
                 continue
             with np.errstate(invalid="ignore"):
                 d = goodness[j] - goodness[i]  # (B,)
-            d = np.where(np.isnan(d), 0.0, d)  # both failed everywhere (inf - inf): no difference
+            # both at the same infinite value (failed everywhere: inf - inf) is no difference; any other
+            # NaN is a replicate that drew only missing seeds of an entry, which says nothing either way,
+            # so `interval` leaves it out (counted as 0, it let an entry with missing seeds tie rank 1)
+            d = np.where(np.isinf(goodness[j]) & (goodness[j] == goodness[i]), 0.0, d)
             lo, _ = interval(d, level)
             better += int(lo > 0)
         ranks[i] = 1 + better

@@ -62,6 +62,27 @@ def test_clear_separation_gives_distinct_ranks():
     assert (pt.loc["alibi", "rank"], pt.loc["t5", "rank"], pt.loc["rope", "rank"]) == (1, 2, 3)
 
 
+def test_an_entry_with_a_missing_seed_is_still_beaten_where_the_data_say_so():
+    """A partial run (one seed of rope's three missing) ranks rope behind alibi as the complete run
+    does: bootstrap replicates that drew only the missing seed say nothing about the difference (before,
+    they counted as no difference, and the entry with a missing seed shared rank 1)."""
+    a = rows_of("alibi", bernoulli({1: 0.97, 2: 0.9, 4: 0.8}, rng_seed=1))
+    full = rows_of("rope", bernoulli({1: 0.97, 2: 0.2, 4: 0.1}, rng_seed=2))
+    partial = [r for r in full if r["seed"] != 2]
+    for rope in (full, partial):
+        _, pt = board_of(a + rope)
+        assert (pt.loc["alibi", "rank"], pt.loc["rope", "rank"]) == (1, 2)
+    ranks = stats.support_ranks({"x": np.array([0.9, 0.8, np.nan, 0.85]), "y": np.array([0.1, 0.2, 0.1, np.nan])},
+                                ["x", "y"], level=0.5)
+    assert ranks == {"x": 1, "y": 2}
+    assert stats.support_ranks({"x": np.array([np.nan] * 4), "y": np.array([0.1] * 4)}, ["x", "y"]) == {"x": 1, "y": 1}
+
+
+def test_entries_failed_everywhere_tie_with_each_other():
+    worst = np.full(8, -np.inf)  # goodness of two entries whose every length failed (perplexity inf)
+    assert stats.support_ranks({"x": worst, "y": worst.copy(), "z": np.zeros(8)}, ["x", "y", "z"]) == {"x": 2, "y": 2, "z": 1}
+
+
 def test_comparisons_are_paired_on_the_same_samples():
     # kerple = alibi plus 4 more right answers out of 128 per length: the unpaired intervals overlap,
     # but on the same samples kerple is never worse, so the paired difference supports it
