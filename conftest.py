@@ -13,7 +13,7 @@ Options:
     --workers N                        with --executor process / auto: worker processes (default one per core)
     --ray-address auto|HOST:PORT       with --executor ray: the cluster to join (default: a local Ray)
     --numerics pinned|native           CPU numeric code paths (default pinned: the same bits on every x86
-                                       machine with AVX2; native: each library's own, faster on AVX-512)
+                                       machine of one CPU vendor with AVX2; native: each library's own)
     --lenbench-plugin MODULE_OR_PATH   load an encoding / task plugin first (repeatable; the suite's
                                        `plugins:` load too; see docs/add-encoding.md)
 """
@@ -47,8 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --executor process or auto: worker processes (default: one per usable core)")
     group.addoption("--numerics", default=None, choices=("pinned", "native"),
                     help="CPU numeric code paths (default: $LENBENCH_NUMERICS, else pinned: the same bits on every "
-                         "x86 machine with AVX2); native: each library's own choice, faster on AVX-512, bits "
-                         "depend on the CPU (lenbench.numerics)")
+                         "x86 machine of one CPU vendor with AVX2); native: each library's own choice, faster on "
+                         "AVX-512, bits depend on the CPU (lenbench.numerics)")
     group.addoption("--ray-address", default=None,
                     help="with --executor ray: auto or HOST:PORT of a running cluster (default: start a local Ray)")
     group.addoption("--lenbench-plugin", action="append", default=[], metavar="MODULE_OR_PATH",

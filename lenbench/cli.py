@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="intra-op CPU threads per cell (default: 1); recorded in every row")
     p_run.add_argument("--numerics", default=None, choices=("pinned", "native"),
                        help="CPU numeric code paths (default: $LENBENCH_NUMERICS, else pinned: the same bits on "
-                       "every x86 machine with AVX2); native: each library's own, faster on AVX-512")
+                       "every x86 machine of one CPU vendor with AVX2); native: each library's own, faster on AVX-512")
     p_run.add_argument("--out", default=None, help="results directory (default: runs/<suite name>)")
     p_run.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_run.add_argument("--keep-stale", action="store_true",

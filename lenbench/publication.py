@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from lenbench.atomic import atomic_write_json
+from lenbench.numerics import cpu_isa, cpu_model
 from lenbench.run.store import CELLS, cell_files, pid_alive
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
@@ -77,10 +78,18 @@ def read_marker(directory: Path) -> dict | None:
     return data if isinstance(data, dict) and "lenbench_publication" in data else None
 
 
+def report_machine() -> dict[str, str]:
+    """The machine a report is built on, as far as its numbers depend on it: numpy's and pandas' own
+    SIMD paths are not pinned (`lenbench.numerics` pins torch's), so the same rows give the same report
+    bytes on a CPU of the same model and ISA, and may differ in a last digit elsewhere."""
+    return {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}
+
+
 def write_marker(directory: Path, state: str) -> None:
-    """Write (atomically) the marker of a publication in `directory`, in `state` ("staging" or "complete")."""
+    """Write (atomically) the marker of a publication in `directory`, in `state` ("staging" or
+    "complete"), with the `report_machine` that builds its report."""
     atomic_write_json(directory / MARKER, {
-        "lenbench_publication": MARKER_FORMAT, "state": state,
+        "lenbench_publication": MARKER_FORMAT, "state": state, "report_machine": report_machine(),
         "note": "written by `lenbench publish`, which replaces this directory as a whole; "
                 "without this file it refuses to"})
 

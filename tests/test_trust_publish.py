@@ -19,6 +19,7 @@ from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
 from lenbench.config import parse_suite
+from lenbench.numerics import cpu_isa, cpu_model
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish
 from lenbench.report.build import write_report
@@ -136,6 +137,7 @@ def test_an_absent_or_empty_target_is_published_with_the_marker(run, tmp_path, s
     publish(run, target, plots=False)
     marker = json.loads((target / MARKER).read_text())
     assert marker["lenbench_publication"] == 1 and marker["state"] == "complete"
+    assert marker["report_machine"] == {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}  # what its report's bytes depend on
     assert target_kind(target) == "publication"
     assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "cells").glob("*.json"))
     assert dot_entries(tmp_path) == []
