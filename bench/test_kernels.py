@@ -42,7 +42,7 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
                               (their eager references materialise (B, H, T, T) tensors)  (content_max_t)
     LENBENCH_TRAIN_ROUNDS     rounds of the training-step and MFU benchmarks             (train_rounds)
     LENBENCH_TRAIN_TASK       suite task of the training-step benchmark (default lm: T = 64 in quick;
-                              passkey and copy train at T = 32)
+                              passkey trains at T = 32, sort at T = 16)
 
 `benchmark.extra_info` keys (every kernel test):
     encoding, kind (rotary|bias|absolute|content|layer|attend|attention-baseline), impl, T, dtype, shape
