@@ -74,7 +74,8 @@ def summary_sentence(long: pd.DataFrame) -> str:
     unranked = [t for t in order if not leaders[t]]
     text = f"rank 1 past the training length, by task: {'; '.join(ranked)}."
     if unranked:
-        text += f" Fewer than two encodings learned {' or '.join(unranked)} at 1×."
+        listed = unranked[0] if len(unranked) == 1 else f"{', '.join(unranked[:-1])} or {unranked[-1]}"
+        text += f" Fewer than two encodings learned {listed} at 1×."
     return text
 
 
