@@ -168,17 +168,40 @@ def test_the_headline_reader_reads_the_csv():
 
 
 def published_config() -> dict:
-    """The model, training and evaluation settings every published cell shares."""
+    """The settings of the published cells: the model and seeds every cell shares, each task's
+    training length, steps and evaluation settings (a suite's per-task overrides may differ)."""
     configs = [json.loads(p.read_text())["config"] for p in sorted((RESULTS / "cells").glob("*.json"))]
     assert configs, "results/cells/ holds no cell"
     shared = {}
-    for key in ("model", "train", "eval"):
+    for key in ("model",):
         values = {json.dumps(c[key], sort_keys=True) for c in configs}
         assert len(values) == 1, f"the published cells differ in {key}: the README's caveat names one setting"
         shared[key] = json.loads(values.pop())
     shared["seeds"] = sorted({c["seed"] for c in configs})
-    shared["train_len"] = {c["task"]: c["train_len"] for c in configs}
+    for key, field in (("train_len", None), ("steps", "train"), ("ratios", "eval")):
+        by_task = {}
+        for c in configs:
+            value = c["train_len"] if field is None else c[field][key]
+            by_task.setdefault(c["task"], set()).add(json.dumps(value))
+        assert all(len(v) == 1 for v in by_task.values()), f"a task's published cells differ in {key}"
+        shared[key] = {task: json.loads(v.pop()) for task, v in by_task.items()}
     return shared
+
+
+def steps_phrase(steps: dict[str, int], order: list[str]) -> str:
+    """"2000 (sort) and 1000 (passkey, lm) steps", or "1000 steps" when every task trains as long."""
+    groups: dict[int, list[str]] = {}
+    for task in order:
+        groups.setdefault(steps[task], []).append(task)
+    if len(groups) == 1:
+        return f"{next(iter(groups))} steps"
+    parts = [f"{n} ({', '.join(tasks)})" for n, tasks in groups.items()]
+    return f"{', '.join(parts[:-1])} and {parts[-1]} steps"
+
+
+def test_steps_phrase():
+    assert steps_phrase({"a": 5, "b": 5}, ["a", "b"]) == "5 steps"
+    assert steps_phrase({"s": 2000, "p": 1000, "l": 1000}, ["s", "p", "l"]) == "2000 (s) and 1000 (p, l) steps"
 
 
 @pytest.mark.skipif(not (RESULTS / "cells").is_dir(), reason="no published results/cells/")
@@ -186,21 +209,28 @@ def test_headline_caveat_states_the_published_scale():
     text = block(readme(), "headline", "checked against results/leaderboard.csv and results/cells/ by "
                                        "tests/docs/test_readme.py")
     c = published_config()
-    model, train, ratios = c["model"], c["train"], c["eval"]["ratios"]
-    past = [r for r in ratios if r > 1]
-    assert f"{model['n_layers']}-layer, {model['d_model']}-wide models after {train['steps']} steps, " \
-           f"{len(c['seeds'])} seeds" in text
-    assert f"the mean over {min(past):g}×–{max(past):g}× the training length" in text
+    from lenbench.config import load_suite
     from lenbench.tasks import TASKS
 
+    order = [t.name for t in load_suite("quick").tasks]
+    assert sorted(order) == sorted(c["train_len"]), "results/ holds other tasks than the quick suite"
+    model = c["model"]
+    assert f"{model['n_layers']}-layer, {model['d_model']}-wide models after {steps_phrase(c['steps'], order)}, " \
+           f"{len(c['seeds'])} seeds" in " ".join(text.split())
+    ratios = {json.dumps(r) for r in c["ratios"].values()}
+    assert len(ratios) == 1, "the published tasks are evaluated at different ratios: the caveat names one range"
+    past = [r for r in json.loads(ratios.pop()) if r > 1]
+    assert f"the mean over {min(past):g}×–{max(past):g}× the training length" in text
     units = {"items": "items", "tokens": "tokens", "digits": "digits"}
-    for task in ("copy", "passkey"):
-        assert f"{task} {c['train_len'][task]} {units[TASKS.get(task).length_unit]}" in text
-    assert f"lm {c['train_len']['lm']} bytes" in text  # lm's tokens are bytes
+    for task in order:
+        unit = "bytes" if task == "lm" else units[TASKS.get(task).length_unit]  # lm's tokens are bytes
+        assert f"{task} {c['train_len'][task]} {unit}" in " ".join(text.split()), task
     board = leaderboard()
-    copy = board[(board["task"] == "copy") & (board["kind"] == "model") & (board["statistic"] == "in_dist")]
-    assert len(copy) and bool(copy["not_learned"].all()) == ("No encoding learns copy at this budget" in text)
-    assert set(copy["n"]) == {len(c["seeds"])}, "leaderboard.csv's seed counts differ from the cells'"
+    models = board[(board["kind"] == "model") & (board["statistic"] == "in_dist")]
+    assert set(models["n"]) == {len(c["seeds"])}, "leaderboard.csv's seed counts differ from the cells'"
+    for task in order:
+        learned = not bool(models[models["task"] == task]["not_learned"].all())
+        assert learned == (f"No encoding learns {task} at this budget" not in text), task
 
 
 # --- links --------------------------------------------------------------------------------------

@@ -121,6 +121,15 @@ def test_board_page_leaderboard_matches_the_published_summary():
         "docs/board.md's leaderboard differs from results/summary.md: paste the file between its summary markers"
 
 
+@pytest.mark.skipif(not (RESULTS / "findings.md").exists(), reason="results/ predates findings.md (issue 24)")
+def test_board_page_quotes_the_published_findings():
+    """What the board's numbers support, on docs/board.md, is results/findings.md verbatim: sentences
+    read off leaderboard.csv by `lenbench.report.findings`, never a hand-kept copy of its numbers."""
+    findings = (RESULTS / "findings.md").read_text().split("\n", 2)[2].strip()  # after its title
+    assert findings in BOARD_PAGE.read_text(), \
+        "docs/board.md's findings differ from results/findings.md: paste the file between its findings markers"
+
+
 @pytest.mark.skipif(not (RESULTS / "cost.md").exists(), reason="results/ predates the cost view (cost.md, issue 13); "
                     "the lead republishes it")
 def test_board_page_cost_table_matches_the_published_cost():
