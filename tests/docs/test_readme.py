@@ -172,11 +172,9 @@ def published_config() -> dict:
     training length, steps and evaluation settings (a suite's per-task overrides may differ)."""
     configs = [json.loads(p.read_text())["config"] for p in sorted((RESULTS / "cells").glob("*.json"))]
     assert configs, "results/cells/ holds no cell"
-    shared = {}
-    for key in ("model",):
-        values = {json.dumps(c[key], sort_keys=True) for c in configs}
-        assert len(values) == 1, f"the published cells differ in {key}: the README's caveat names one setting"
-        shared[key] = json.loads(values.pop())
+    models = {json.dumps(c["model"], sort_keys=True) for c in configs}
+    assert len(models) == 1, "the published cells differ in model: the README's caveat names one setting"
+    shared = {"model": json.loads(models.pop())}
     shared["seeds"] = sorted({c["seed"] for c in configs})
     for key, field in (("train_len", None), ("steps", "train"), ("ratios", "eval")):
         by_task = {}
