@@ -36,6 +36,7 @@ from lenbench.run.cell import (
     load_checkpoint_bytes,
 )
 from lenbench.run.executors import base as executors
+from lenbench.run.estimate import longest_first
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
 from lenbench.run.memory import available_bytes
@@ -276,6 +277,8 @@ def run_suite(
     plan = plan_execution(executor, workers, device_type, pending=len(todo), available_memory=available_bytes(
         torch.device(device_type)))
     executor, workers = plan.executor, plan.workers
+    if executor != "serial":  # a pool: the longest cells first, so the last to start are short ones
+        todo = longest_first(todo)
     cls = get_executor(executor)
     if todo and plan.why:
         log(f"lenbench: {len(todo)} cell(s) on {executor}" + (f" × {workers}" if executor == "process" else "")

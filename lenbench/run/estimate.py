@@ -91,6 +91,21 @@ def cell_seconds_model(cell: Cell) -> float:
     return CELL_OVERHEAD_S + STEP_OVERHEAD_S * steps + cell_flops(cell) / CPU_FLOPS
 
 
+def longest_first(cells: list[Cell]) -> list[Cell]:
+    """`cells` by the cost model's seconds, longest first (ties keep their order): the order in which a
+    pool of workers finishes soonest (longest-processing-time-first), since the last cells to start are
+    then the short ones and no worker is left with a long cell while the others idle. A cell the model
+    cannot price (e.g. an unknown plugin task) keeps its place among the cells priced 0."""
+
+    def seconds(cell: Cell) -> float:
+        try:
+            return cell_seconds_model(cell)
+        except Exception:  # noqa: BLE001 - ordering is an optimisation, never a reason to fail a run
+            return 0.0
+
+    return sorted(cells, key=seconds, reverse=True)
+
+
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
