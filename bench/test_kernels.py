@@ -278,6 +278,8 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
     dtype = _check_dtype(dt, device)
     kind = K.kernel_kind(enc)
     benchmark.group = f"{'attention' if kind in ATTENTION_KINDS else kind}-T{T}-{dt}"
+    if why := P.timing_skip(impl, device.type):
+        pytest.skip(why)
     compiled = impl in ("fused", "compiled", "flex", "flex_gather")
     if compiled:
         ok, reason = K.flex_support(device.type) if impl.startswith("flex") else K.compile_support(device.type)

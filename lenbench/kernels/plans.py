@@ -44,6 +44,30 @@ KERNEL_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
+#: Set to 1 to time flex_attention on the CPU too (`timing_skip`).
+CPU_FLEX_ENV = "LENBENCH_CPU_FLEX"
+
+
+def timing_skip(impl: str, device_type: str, environ: dict[str, str] | None = None) -> str | None:
+    """Why `bench/test_kernels.py` does not time implementation `impl` on `device_type` by default
+    (None: it does). A policy of what is worth the session's minutes, not a capability check
+    (that is `lenbench.kernels.flex_support`).
+
+    flex_attention on the CPU (inductor's C++ template) compiles for 7-30 s per shape and was slower
+    than the cached / Toeplitz kernel of every bias encoding at T = 1024 and 4096 in the catalog's
+    timings (results/catalog/cost.md), so the best fused time a target reads never came from it there
+    (FoX, which has no such kernel, is timed compiled); `LENBENCH_CPU_FLEX=1` times it anyway.
+    """
+    import os
+
+    environ = os.environ if environ is None else environ
+    if impl.startswith("flex") and device_type == "cpu" and environ.get(CPU_FLEX_ENV, "").strip() != "1":
+        return (f"flex_attention on the CPU is not timed by default (it compiles for 7-30 s per shape and was slower "
+                f"than every bias encoding's cached / Toeplitz kernel in results/catalog/cost.md); {CPU_FLEX_ENV}=1 "
+                f"times it")
+    return None
+
+
 def kernel_settings(suite: Any, environ: dict[str, str] | None = None):
     """The kernel benchmarks' settings: the suite's `kernels:` section with each environment
     variable of `KERNEL_ENV` that is set replacing its field (environment > suite file > defaults).

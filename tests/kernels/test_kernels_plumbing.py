@@ -563,3 +563,36 @@ def test_in_dtype_copies_once_per_dtype_and_leaves_the_original_alone():
     assert all(p.dtype == torch.bfloat16 for p in half.parameters())
     assert all(p.dtype == torch.float32 for p in enc.parameters())  # Module.to would have converted it in place
     assert P.in_dtype(enc, torch.bfloat16) is half and P.in_dtype(enc, torch.float32) is not enc
+
+
+def test_flex_on_the_cpu_is_timed_only_when_asked():
+    skip = P.timing_skip("flex", "cpu", environ={})
+    assert skip and P.CPU_FLEX_ENV in skip and "results/catalog/cost.md" in skip
+    assert P.timing_skip("flex_gather", "cpu", environ={}) == skip
+    assert P.timing_skip("flex", "cpu", environ={P.CPU_FLEX_ENV: "1"}) is None
+    assert P.timing_skip("flex", "cpu", environ={P.CPU_FLEX_ENV: "0"}) == skip
+    assert P.timing_skip("flex", "cuda", environ={}) is None  # the GPUs' flex is Triton: always timed
+    for impl in ("eager", "cached", "cached_blocks", "toeplitz", "fused", "compiled"):
+        assert P.timing_skip(impl, "cpu", environ={}) is None
+
+
+BIAS_KERNELS = ("cached", "cached_blocks", "toeplitz")
+
+
+def test_the_published_cpu_timings_justify_not_timing_flex():
+    """`timing_skip`'s reason, checked against the catalog's published CPU timings (timed with
+    LENBENCH_CPU_FLEX=1): for every bias encoding and length, flex is slower than its best
+    cached / Toeplitz kernel, so skipping it changes no performance target on the CPU."""
+    data = json.loads((ROOT / "results" / "catalog" / "bench.json").read_text())
+    medians: dict[tuple[str, int], dict[str, float]] = {}
+    for b in data["benchmarks"]:
+        info = b.get("extra_info", {})
+        if info.get("dtype") == "fp32" and info.get("impl") and "T" in info:
+            medians.setdefault((info["encoding"], info["T"]), {})[info["impl"]] = b["stats"]["median"]
+    compared = 0
+    for (encoding, T), impls in medians.items():
+        if "flex" in impls and any(k in impls for k in BIAS_KERNELS):
+            best = min(impls[k] for k in BIAS_KERNELS if k in impls)
+            assert impls["flex"] > best, f"{encoding} T={T}: flex {impls['flex']:.4f} s beat {best:.4f} s"
+            compared += 1
+    assert compared >= 10  # alibi, fire, kerple, sandwich, t5 at T = 1024 and 4096
