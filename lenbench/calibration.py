@@ -126,9 +126,38 @@ def _cells(out: Path) -> pd.DataFrame:
     return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds", "status"])
 
 
+def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
+    """The rows of an earlier calibration table (`read_table`) that measured a rung of `suite` as it
+    is now, by label: same task, training length, settings, parameters, encodings and number of
+    cells (encodings × the suite's seeds). A row whose rung has changed since, or that left cells
+    failed, is not reused: that rung runs again.
+
+    Raises:
+        ValueError: the table was measured with other encodings or seeds than `suite` has, named.
+    """
+    keys = [e.key for e in suite.encodings]
+    known: dict[str, dict[str, Any]] = {}
+    for row in table.to_dict("records"):
+        scored = [part.split(" ", 1)[0] for part in str(row["scores"]).split("; ") if part]
+        if scored != keys:
+            raise ValueError(f"calibrate --from: rung {row['label']!r} of the table scored encodings {', '.join(scored)}, "
+                             f"suite {suite.name!r} has {', '.join(keys)}; calibrate with the suite the table was made with")
+        known[row["label"]] = row
+    reusable = {}
+    for spec in suite.tasks:
+        row = known.get(spec.key)
+        if row is None or row["n_failed"] or row["n_cells"] != len(keys) * len(suite.seeds):
+            continue  # failed cells, or other seeds than the suite's: measure it again
+        params = " ".join(f"{k}={v}" for k, v in spec.params.items())
+        if (row["task"], row["train_len"], row["settings"], row["params"]) == (
+                spec.name, spec.train_len[0], _settings(spec, suite), params):
+            reusable[spec.key] = {**row, "verdict": ""}
+    return reusable
+
+
 def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = None, every_rung: bool = False,
-              run: Callable[..., Any] | None = None, log: Callable[[str], None] = print,
-              **run_options: Any) -> pd.DataFrame:
+              known: pd.DataFrame | None = None, run: Callable[..., Any] | None = None,
+              log: Callable[[str], None] = print, **run_options: Any) -> pd.DataFrame:
     """Climb each task's ladder in `suite` (see the module docstring); write and return the table.
 
     Args:
@@ -136,6 +165,9 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
         out: the run directory; calibration.csv and calibration.md are written there.
         tasks: task names to calibrate (default: every ladder of the suite).
         every_rung: run every rung instead of stopping each task at its first passing one.
+        known: an earlier calibration table of this suite (`read_table`, e.g. the published study):
+            its rows of rungs unchanged since (`known_rungs`) are taken as measured instead of run
+            again, so a ladder extended by a rung runs that rung only.
         run: the runner (default `lenbench.run.driver.run_suite`), called as
             ``run(suite_of_this_round, out, **run_options)``.
         run_options: passed to the runner (executor, workers, threads, progress, ...).
@@ -148,8 +180,24 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
     out = Path(out)
     todo = {name: list(rungs) for name, rungs in ladders(suite, tasks).items()}
     results: dict[str, list[dict]] = {name: [] for name in todo}
+    reuse = known_rungs(known, suite) if known is not None else {}
+
+    def settled(name: str) -> bool:  # the task's ladder is decided: no rung left to run
+        rows = results[name]
+        return bool(rows) and ((rows[-1]["passes"] and not every_rung) or len(rows) == len(todo[name]))
+
     round_no = 0
     while todo:
+        for name in list(todo):  # rungs the earlier table measured: taken as they are, in ladder order
+            while not settled(name) and todo[name][len(results[name])].key in reuse:
+                spec = todo[name][len(results[name])]
+                results[name].append({**reuse[spec.key], "rung": len(results[name]) + 1})
+                log(f"calibrate: {spec.key}: {results[name][-1]['n_learned']}/{results[name][-1]['n_encodings']} "
+                    "learned (from the earlier table)")
+            if settled(name):
+                del todo[name]
+        if not todo:
+            break
         round_no += 1
         this_round = {name: rungs[len(results[name])] for name, rungs in todo.items()}
         log(f"calibrate: round {round_no}: {', '.join(s.key for s in this_round.values())}")

@@ -2,7 +2,7 @@
 
     lenbench list {encodings,tasks,suites} [--plugin MODULE_OR_PATH ...]
     lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--plugin MODULE_OR_PATH ...]
-    lenbench calibrate [TASK ...] [--suite calibration|PATH] [--out DIR] [--every-rung] [--executor ...] [--workers N]
+    lenbench calibrate [TASK ...] [--suite calibration|PATH] [--out DIR] [--every-rung] [--from TABLE] [--executor ...] [--workers N]
     lenbench report RESULTS [--out DIR] [--plugin MODULE_OR_PATH ...]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.add_argument("--out", default=None, help="results directory (default: runs/<suite name>); "
                        "calibration.csv and calibration.md are written there")
     p_cal.add_argument("--every-rung", action="store_true", help="run every rung, not only up to each task's first pass")
+    p_cal.add_argument("--from", dest="known", default=None, metavar="TABLE",
+                       help="an earlier calibration.csv of this suite (e.g. studies/calibration/calibration.csv): "
+                       "its rungs that are unchanged are taken as measured, so only new rungs run")
     p_cal.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_cal.add_argument("--executor", default="auto", help="where cells run, as for `lenbench run`")
     p_cal.add_argument("--workers", type=int, default=None, help="processes of the process executor, as for `lenbench run`")
@@ -265,8 +268,16 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     suite = load_suite(args.suite)
     out = Path(args.out or Path("runs") / suite.name)
-    table = calibrate(suite, out, tasks=args.tasks or None, every_rung=args.every_rung, executor=args.executor,
-                      workers=args.workers, progress=not args.quiet, retry_failed=args.retry_failed)
+    known = None
+    if args.known is not None:
+        from lenbench.calibration import read_table
+
+        if not Path(args.known).is_file():
+            raise ValueError(f"--from {args.known}: no such file; pass a calibration.csv written by `lenbench calibrate`")
+        known = read_table(args.known)
+    table = calibrate(suite, out, tasks=args.tasks or None, every_rung=args.every_rung, known=known,
+                      executor=args.executor, workers=args.workers, progress=not args.quiet,
+                      retry_failed=args.retry_failed)
     for row in table.itertuples():
         if row.verdict:
             print(f"{row.task}: {row.label}: {row.n_learned}/{row.n_encodings} learned: {row.verdict}")

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from lenbench.calibration import COLUMNS, calibrate, ladders, rung_result
+from lenbench.calibration import COLUMNS, calibrate, known_rungs, ladders, rung_result
 from lenbench.cli import main
 from lenbench.config import parse_suite
 from lenbench.report.rows import load_results
@@ -162,3 +162,49 @@ def test_a_rung_whose_cells_failed_leaves_its_task_undecided_and_the_command_fai
     assert sum(line.startswith("  failed: recall_a-") for line in err) == 2
     assert "| recall | recall_a |" in (out / "calibration.md").read_text() and "0/2 (2 failed)" in \
         (out / "calibration.md").read_text()
+
+
+# --- --from: rungs an earlier table measured are not run again -------------------------------------------
+
+
+def test_rungs_of_an_earlier_table_are_taken_as_measured(climbed, tmp_path):
+    suite, _, _, table = climbed
+    recorder = Recorder()
+    again = calibrate(suite, tmp_path / "fresh", run=recorder, known=table, log=lambda _: None)
+    assert recorder.rounds == []  # every ladder is decided by the table: nothing runs
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False)
+
+
+def test_an_extended_ladder_runs_only_its_new_rungs(climbed):
+    suite, out, _, table = climbed
+    earlier = table[table["label"] == "copy_a"]  # as if copy_b were a rung added since, and lm_a new
+    recorder = Recorder()
+    extended = calibrate(suite, out, run=recorder, known=earlier, log=lambda _: None)
+    assert recorder.rounds == [["copy_b", "lm_a"]]  # copy_a is not run again
+    assert list(extended["label"]) == ["copy_a", "copy_b", "lm_a"] and list(extended["rung"]) == [1, 2, 1]
+    assert list(extended["verdict"]) == list(table["verdict"])  # verdicts decided over the whole ladder
+    pd.testing.assert_frame_equal(extended.reset_index(drop=True), table.reset_index(drop=True), check_dtype=False,
+                                  check_exact=False)
+
+
+def test_a_rung_changed_since_the_table_runs_again(climbed):
+    suite, out, _, table = climbed
+    changed = parse_suite({**LADDERS, "tasks": [{**LADDERS["tasks"][0], "train": {"steps": 41}}, *LADDERS["tasks"][1:]]})
+    recorder = Recorder()
+    calibrate(changed, out, run=recorder, known=table, log=lambda _: None)
+    assert recorder.rounds == [["copy_a"]]  # its settings differ (steps=41): measured anew; the rest reused
+    one_seed_more = parse_suite({**LADDERS, "seeds": [0, 1]})
+    assert known_rungs(table, one_seed_more) == {}  # 2 cells per rung in the table, 4 in this suite: none reused
+
+
+def test_a_table_of_other_encodings_is_one_line(climbed):
+    suite, _, _, table = climbed
+    other = parse_suite({**LADDERS, "encodings": ["nope", "alibi"]})
+    with pytest.raises(ValueError, match=r"scored encodings nope, rope, suite 'caltiny' has nope, alibi"):
+        calibrate(other, "unused", run=Recorder(), known=table, log=lambda _: None)
+
+
+def test_from_a_missing_file_is_one_line(tmp_path, capsys):
+    assert main(["calibrate", "--from", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--from" in err[0] and "no such file" in err[0]
