@@ -54,8 +54,7 @@ def test_quick_cells_keep_the_ids_main_gave_them(monkeypatch):
     plain = {t.key for t in suite.tasks if not (t.train or t.eval or t.label)}
     cells = [c for c in suite.cells() if c.task.key in plain]
     assert cells, "quick has no task entry without overrides left to check"
-    expected = [t for t in golden["cells"] if t.split("-")[0] in plain and int(t.rsplit("-s", 1)[1]) in suite.seeds]
-    assert sorted(c.title for c in cells) == sorted(expected)
+    assert sorted(c.title for c in cells) == sorted(t for t in golden["cells"] if t.split("-")[0] in plain)
     for c in cells:
         assert {"cell_id": c.cell_id, "train_id": c.train_id} == golden["cells"][c.title], c.title
 
