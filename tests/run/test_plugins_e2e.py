@@ -91,7 +91,8 @@ def test_cli_plugin_option(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     benches = json.loads(bench_json.read_text())["benchmarks"]
     impls = {b["params"]["impl"] for b in benches if (b["params"] or {}).get("encoding") == "alibi-steep"}
-    assert {"eager", "flex", "toeplitz"} <= impls, impls
+    assert {"eager", "cached", "toeplitz"} <= impls and "flex" not in impls, impls  # flex: CPU only when asked
+    assert "LENBENCH_CPU_FLEX=1 times it" in proc.stdout
     assert {b["name"] for b in benches if b["name"].startswith("test_training_step")} == {
         "test_training_step[nope]", "test_training_step[alibi-steep]"}
 
