@@ -73,6 +73,11 @@ def _settings(spec: TaskSpec, suite: Suite) -> str:
     return " ".join(f"{k}={v}" for k, v in shown.items())
 
 
+def _params(spec: TaskSpec) -> str:
+    """The rung's task parameters in one short line, e.g. "num_keys=64"."""
+    return " ".join(f"{k}={v}" for k, v in spec.params.items())
+
+
 def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite: Suite, rung: int) -> dict[str, Any]:
     """One row of the calibration table: the rung `spec` (the `rung`-th of its ladder) as measured.
 
@@ -106,7 +111,7 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
     passes = bool(len(rows)) and len(learned) >= math.ceil(QUORUM * n)
     return {
         "task": spec.name, "rung": rung, "label": spec.key, "train_len": train_len,
-        "settings": _settings(spec, suite), "params": " ".join(f"{k}={v}" for k, v in spec.params.items()),
+        "settings": _settings(spec, suite), "params": _params(spec),
         "metric": metric, "threshold": "baseline" if metric and threshold is None else threshold,
         "n_learned": len(learned), "n_encodings": n, "passes": passes, "learned": " ".join(learned),
         "scores": "; ".join(scores), "seconds_per_cell": float(mine["train_seconds"].mean()) if len(mine) else math.nan,
@@ -133,7 +138,7 @@ def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
     failed, is not reused: that rung runs again.
 
     Raises:
-        ValueError: the table was measured with other encodings or seeds than `suite` has, named.
+        ValueError: the table scored other encodings than `suite` has (both named).
     """
     keys = [e.key for e in suite.encodings]
     known: dict[str, dict[str, Any]] = {}
@@ -148,9 +153,8 @@ def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
         row = known.get(spec.key)
         if row is None or row["n_failed"] or row["n_cells"] != len(keys) * len(suite.seeds):
             continue  # failed cells, or other seeds than the suite's: measure it again
-        params = " ".join(f"{k}={v}" for k, v in spec.params.items())
         if (row["task"], row["train_len"], row["settings"], row["params"]) == (
-                spec.name, spec.train_len[0], _settings(spec, suite), params):
+                spec.name, spec.train_len[0], _settings(spec, suite), _params(spec)):
             reusable[spec.key] = {**row, "verdict": ""}
     return reusable
 
