@@ -214,7 +214,7 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
             log(f"calibrate: {spec.key}: {row['n_learned']}/{row['n_encodings']} learned"
                 f"{' (passes)' if row['passes'] else ''}")
             undecided = row["n_failed"] and not row["passes"]  # what failed might have learned it
-            if (row["passes"] and not every_rung) or undecided or len(results[name]) == len(todo[name]):
+            if undecided or settled(name):
                 del todo[name]
     for rows in results.values():
         passing = [r for r in rows if r["passes"]]
