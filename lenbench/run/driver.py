@@ -35,8 +35,8 @@ from lenbench.run.cell import (
     default_threads,
     load_checkpoint_bytes,
 )
-from lenbench.run.executors import base as executors
 from lenbench.run.estimate import longest_first
+from lenbench.run.executors import base as executors
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
 from lenbench.run.memory import available_bytes

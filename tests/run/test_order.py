@@ -15,7 +15,7 @@ def test_longest_first_orders_by_the_cost_model_and_keeps_ties_in_suite_order():
     seconds = [cell_seconds_model(c) for c in ordered]
     assert seconds == sorted(seconds, reverse=True)
     assert ordered[0].task.name == "lm" and ordered[0].encoding.name == "rope"  # fine-tunes at 4x: the longest
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in zip(ordered, ordered[1:], strict=False):
         if cell_seconds_model(a) == cell_seconds_model(b):
             assert cells.index(a) < cells.index(b)
 
