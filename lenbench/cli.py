@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "and rebuild its report there (atomically)", formatter_class=HelpFormatter)
     p_pub.add_argument("run_dir", metavar="RUN_DIR", help="results directory of a finished run, e.g. runs/quick")
     p_pub.add_argument("--benchmark-json", default=None,
-                       help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline)")
+                       help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline; it names the "
+                            "run's cells, so cells an earlier configuration of the suite left in RUN_DIR are not published)")
     p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole (publications nested in it are kept)")
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 

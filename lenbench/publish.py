@@ -96,9 +96,10 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
         to: the published directory (default ``results``); replaced as a whole, so it must be
             absent, empty or a publication (module docstring).
         benchmark_json: the run's pytest-benchmark JSON (``--benchmark-json``); its extrapolation
-            rows must be the rows of ``run_dir/cells`` (the published tests check that), and its
-            kernel timings become the published speed baseline. None: cells only, and the report
-            is built from them.
+            rows must be the rows of ``run_dir/cells`` (the published tests check that), less cells
+            an earlier configuration of the suite left there (`_run_cells`: not published, one line
+            says so), and its kernel timings become the published speed baseline. None: cells only,
+            and the report is built from them.
         plots: also write the figures (`write_report`'s `plots`).
         log: where the one-line note of a recovery from a killed publish goes (default stderr).
 
@@ -116,14 +117,14 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
         raise ValueError(f"{run_dir} has no cells/*.json; give the results directory of a finished run "
                          "(e.g. runs/quick after `pytest bench --benchmark-json runs/bench.json`)")
     to = check_target_path(shown, run_dir)
+    files = cell_files(run_dir)  # finished cells only: no locks, checkpoints, *.corrupt
     if benchmark_json is not None:
-        benchmark_json = _same_rows(run_dir, Path(benchmark_json))
+        files, benchmark_json = _run_cells(run_dir, files, Path(benchmark_json), log)
     parent = check_writable(to.parent, "publish target's parent directory")
     note = recover(to)
     if note:
         log(note)
     kind = target_kind(to, shown)
-    files = cell_files(run_dir)  # finished cells only: no locks, checkpoints, *.corrupt
     needed = _space_needed([*files, *([benchmark_json] if benchmark_json is not None else [])], to)
     _check_space(parent, needed, run_dir, shown)
     stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{to.name}.publish-{os.getpid()}-"))
@@ -178,19 +179,44 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
     write_marker(stage, "complete")
 
 
-def _same_rows(run_dir: Path, benchmark_json: Path) -> Path:
-    """`benchmark_json`, once it is shown to be a file holding the rows of `run_dir`'s cells."""
-    from lenbench.report.rows import load_results
+def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log) -> tuple[list[Path], Path]:
+    """The cell files of the run `benchmark_json` records, and that file, once it is shown to hold
+    those cells' rows.
+
+    Cells an earlier configuration of the suite left in `run_dir` (the same measurements under other
+    cell ids: `lenbench.report.rows.superseded_cells`) are not published, and one line says so;
+    they stay where they are. Any other difference (a benchmark JSON of a ``-k`` subset or of another
+    run) is refused.
+    """
+    import pandas as pd
+
+    from lenbench.report.rows import (
+        cell_rows,
+        check_one_cell_per_measurement,
+        load_results,
+        normalize,
+        superseded_cells,
+    )
 
     if not benchmark_json.is_file():
         raise ValueError(f"--benchmark-json {benchmark_json}: no such file; give the file written by "
                          "`pytest bench --benchmark-json FILE`")
-    from_cells, from_json = load_results(run_dir), load_results(benchmark_json)
+    from_json = load_results(benchmark_json)
+    by_cell = cell_rows(files)
+    ran = set(from_json["cell_id"])
+    kept = {path: rows for path, rows in by_cell.items() if path.stem in ran}
+    older = superseded_cells(kept, {path: rows for path, rows in by_cell.items() if path not in kept})
+    if older:
+        log(f"lenbench: not publishing {len(older)} cell(s) of {cells_dir(run_dir)} that an earlier configuration "
+            f"of the suite left (they measure what the run's cells measure), e.g. {older[0].name}")
+        by_cell = {path: rows for path, rows in by_cell.items() if path not in older}
+    check_one_cell_per_measurement(by_cell, run_dir)
+    from_cells = normalize(pd.DataFrame([row for rows in by_cell.values() for row in rows]), str(run_dir))
     if not from_cells.equals(from_json):
-        raise ValueError(f"{benchmark_json} and {run_dir / 'cells'} hold different rows ({len(from_json)} vs "
+        raise ValueError(f"{benchmark_json} and {cells_dir(run_dir)} hold different rows ({len(from_json)} vs "
                          f"{len(from_cells)}); publish the benchmark JSON of the same run (same --suite and "
                          "--results-dir, no -k)")
-    return benchmark_json
+    return list(by_cell), benchmark_json
 
 
 def _discard(stage: Path) -> None:

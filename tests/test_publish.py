@@ -89,6 +89,31 @@ def test_publish_refuses_a_benchmark_json_of_another_run(main_command_run, tmp_p
     assert not target.exists() and not list(tmp_path.glob(".published*"))
 
 
+def test_publish_leaves_out_cells_an_earlier_configuration_left(main_command_run, tmp_path):
+    """A suite whose budget changed leaves its older cells in runs/<suite>/cells under other ids: they
+    measure what the run's cells measure, so publishing the run's JSON skips them (and says so),
+    deletes nothing, and the publication's rows are the run's."""
+    run = main_command_run / "runs"
+    cells = sorted((run / "tiny" / "cells").glob("*.json"))
+    older = json.loads(cells[0].read_text())
+    older["cell_id"] = "0000older00000"
+    for r in older["rows"]:
+        r["cell_id"], r["value"] = older["cell_id"], 0.0
+    stale = run / "tiny" / "cells" / "0000older00000.json"
+    stale.write_text(json.dumps(older))
+    try:
+        notes: list[str] = []
+        publish(run / "tiny", tmp_path / "published", benchmark_json=run / "bench.json", plots=False, log=notes.append)
+        assert sorted(p.name for p in (tmp_path / "published" / "cells").iterdir()) == sorted(p.name for p in cells)
+        assert load_results(tmp_path / "published").equals(load_results(run / "bench.json"))
+        assert len(notes) == 1 and "not publishing 1 cell(s)" in notes[0] and "0000older00000.json" in notes[0]
+        assert stale.is_file()
+        with pytest.raises(ValueError, match="both measure .* move the outdated cell files aside"):
+            publish(run / "tiny", tmp_path / "cells-only", plots=False)  # no JSON to say which cells are the run's
+    finally:
+        stale.unlink()
+
+
 def test_publish_without_cells_is_a_one_line_error(tmp_path, capsys):
     assert main(["publish", str(tmp_path), "--to", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err

@@ -8,7 +8,9 @@ the files of a report directory).
 Sources `load_results` understands (the same rows whichever is given):
 
 - a results directory: ``OUT/cells/*.json`` (one file per cell, written by the engine); a directory
-  without ``cells/`` but with a ``results.csv`` (a report directory) or a ``bench.json`` works too;
+  without ``cells/`` but with a ``results.csv`` (a report directory) or a ``bench.json`` works too.
+  Two cells measuring the same thing under different cell ids (cells of an earlier configuration of
+  the suite, left beside the new ones) are refused (`check_one_cell_per_measurement`), not mixed;
 - a tidy CSV: the ``results.csv`` that `lenbench.report.build.write_report` writes (one row per measurement);
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
   benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``; its kernel timings are
@@ -32,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from lenbench.escape import uncsv_frame
-from lenbench.labels import BASE_VARIANT
+from lenbench.labels import BASE_VARIANT, is_baseline
 from lenbench.metrics import METRICS, leaderboard_metric
 from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
 
@@ -251,15 +253,71 @@ def _read_json(path: Path) -> Any:
         raise ResultsError(f"{path}: cannot read ({err}); expected {EXPECTED_SOURCES}") from None
 
 
-def _rows_from_cells(directory: Path) -> list[dict]:
-    rows: list[dict] = []
-    for path in cell_files(directory):
+def cell_rows(paths: Iterable[Path]) -> dict[Path, list[dict]]:
+    """The raw rows of each cell file, in the order given.
+
+    Raises:
+        ResultsError: one line naming a file that is not a cell result.
+    """
+    rows: dict[Path, list[dict]] = {}
+    for path in paths:
         result = _read_json(path)
         if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
             raise ResultsError(f"{path}: not a cell result (expected a JSON object with a 'rows' list, "
                                "as written by lenbench.run.driver)")
-        rows += result["rows"]
+        rows[path] = result["rows"]
     return rows
+
+
+def _measurement(row: dict) -> tuple[str, ...] | None:
+    """The identity (`ROW_KEY`; the ratio follows from the lengths) of a raw model row; None for a
+    baseline row, which every cell of a task and seed carries."""
+    if is_baseline(str(row.get("encoding", ""))):
+        return None
+    return tuple(str(row.get(k) if row.get(k) is not None else "") for k in ROW_KEY if k != "ratio")
+
+
+def superseded_cells(kept: dict[Path, list[dict]], others: dict[Path, list[dict]]) -> list[Path]:
+    """The cells of `others` that measure something a cell of `kept` measures too: what an earlier
+    configuration of the same suite (another training budget, other task parameters) left in a
+    results directory, under another cell id."""
+    measured = {key for rows in kept.values() for row in rows if (key := _measurement(row)) is not None}
+    return [path for path, rows in others.items() if any(_measurement(row) in measured for row in rows)]
+
+
+def check_one_cell_per_measurement(by_cell: dict[Path, list[dict]], directory: Path) -> None:
+    """Refuse cells that measure the same thing under different cell ids (`superseded_cells`):
+    `normalize` would keep one of them by cell id, mixing two configurations on one board.
+
+    Raises:
+        ResultsError: one line naming two such cells, the count and the fix.
+    """
+    owner: dict[tuple[str, ...], Path] = {}
+    clashing: set[Path] = set()
+    first: tuple[Path, Path, dict] | None = None
+    for path, rows in by_cell.items():
+        for row in rows:
+            key = _measurement(row)
+            if key is None:
+                continue
+            earlier = owner.setdefault(key, path)
+            if earlier != path:
+                clashing.add(path)
+                first = first or (earlier, path, row)
+    if first is not None:
+        a, b, row = first
+        raise ResultsError(
+            f"{directory / 'cells'}: {a.name} and {b.name} both measure {row.get('task')} / {row.get('encoding')}"
+            f" ({row.get('variant')}) seed {row.get('seed')}, and {len(clashing)} cell(s) in all measure what an"
+            " other cell does: runs of two configurations of the suite (e.g. an older training budget); move the"
+            " outdated cell files aside (their 'config' says which), or report or publish the run's"
+            " --benchmark-json, which names its own cells")
+
+
+def _rows_from_cells(directory: Path) -> list[dict]:
+    by_cell = cell_rows(cell_files(directory))
+    check_one_cell_per_measurement(by_cell, directory)
+    return [row for rows in by_cell.values() for row in rows]
 
 
 def is_benchmark_json(obj: Any) -> bool:
@@ -341,7 +399,8 @@ def load_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         measurement dropped (last wins); sorted by `SORT_KEY`, index 0..n-1.
 
     Raises:
-        ResultsError (a ValueError): one line naming the file and what was expected.
+        ResultsError (a ValueError): one line naming the file and what was expected, or two cells
+            of a directory that measure the same thing (`check_one_cell_per_measurement`).
     """
     if isinstance(source, pd.DataFrame):
         return normalize(source)

@@ -134,6 +134,33 @@ def test_load_from_benchmark_json_equals_load_from_directory(tmp_path):
     assert len(from_dir) == len(rows)
 
 
+def test_cells_of_two_configurations_are_refused_not_mixed(tmp_path):
+    """A directory where a changed suite (another budget: another cell id) left its older cells: the
+    two measure the same rows, and `normalize` would keep either by cell id, so the load refuses."""
+    rows = tiny_rows()
+    run = write_cells(tmp_path / "run", rows)
+    assert len(load_results(run)) == len(rows)
+    older = [{**r, "cell_id": "0-older-budget", "value": 0.0} for r in rows if r["cell_id"] == "copy-rope-10-0"]
+    write_cells(run, older)
+    with pytest.raises(ResultsError) as err:
+        load_results(run)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "0-older-budget.json and copy-rope-10-0.json both measure copy / rope (none) seed 0" in message
+    assert "1 cell(s) in all" in message and "move the outdated cell files aside" in message
+    (run / "cells" / "0-older-budget.json").rename(tmp_path / "0-older-budget.json")
+    assert load_results(run).equals(load_results(write_cells(tmp_path / "fresh", rows)))
+
+
+def test_cells_sharing_only_baseline_rows_load(tmp_path):
+    """Every cell of a task and seed carries the same baseline rows under its own id: not a clash."""
+    rows = tiny_rows()
+    base = [{**r, "encoding": "baseline:chance", "cell_id": cid, "value": 0.1}
+            for cid in ("copy-rope-10-0", "copy-alibi-10-0") for r in rows[:1]]
+    frame = load_results(write_cells(tmp_path / "run", rows + base))
+    assert (frame["encoding"] == "baseline:chance").sum() == 1
+
+
 def test_kernel_timings(tmp_path):
     path = bench_json(tmp_path / "bench.json", tiny_rows(), [kernel(T=512), kernel(impl="eager", copy_ratio=5.0)])
     k = load_kernel_timings(path)
