@@ -88,7 +88,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from lenbench.report.build import write_report
     except ImportError:
         return
-    written = write_report(out, out)
+    from lenbench.config import load_suite
+
+    # the suite's cells: those an earlier configuration of it (another budget) left in `out` are not its board
+    suite_cells = [cell.cell_id for cell in load_suite(session.config.getoption("--suite")).cells()]
+    written = write_report(out, out, cell_ids=suite_cells)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"lenbench: report of {out} written: {', '.join(p.name for p in written)}")

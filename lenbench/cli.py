@@ -257,7 +257,7 @@ def _run(args: argparse.Namespace) -> int:
     for r in results:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
         if r.get("executor", {}).get("retries"):
             print(f"  retried: {r['title']}: {r['executor']['retries']} time(s) after {'; '.join(r['executor']['lost'])}")
-    print(summary_table(out))
+    print(summary_table(out, [cell.cell_id for cell in suite.cells()]))
     return 0
 
 
@@ -295,12 +295,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def summary_table(out: Path) -> str:
-    """The leaderboard's wide view of a results directory: primary metric by length ratio, as text."""
+def summary_table(out: Path, cell_ids: list[str] | None = None) -> str:
+    """The leaderboard's wide view of a results directory (of its cells `cell_ids` only, e.g. a
+    suite's, when given): primary metric by length ratio, as text."""
     from lenbench.report.rows import load_results
     from lenbench.report.tables import leaderboard
 
-    df = load_results(out)
+    df = load_results(out, cell_ids=cell_ids)  # a suite's own: an earlier configuration's cells are not this run's
     if df.empty:
         return "(no rows)"
     wide = leaderboard(df).wide

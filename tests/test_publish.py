@@ -39,14 +39,19 @@ def main_command_run(tmp_path_factory) -> Path:
     shutil.copytree(ROOT / "runs", work / "runs", ignore=lambda d, names: [n for n in names if n != ".gitkeep"])
     (work / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     published_before = _tree_digest(ROOT / "results")
+    _main_command(work)
+    assert _tree_digest(ROOT / "results") == published_before, "the main command modified the published results/"
+    return work
+
+
+def _main_command(work: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "--suite", "tiny.yaml",
          "--benchmark-json", "runs/bench.json", "-q", "-p", "no:cacheprovider"],
         cwd=work, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert _tree_digest(ROOT / "results") == published_before, "the main command modified the published results/"
-    return work
+    return proc
 
 
 def test_main_command_writes_under_runs_only(main_command_run):
@@ -110,6 +115,10 @@ def test_publish_leaves_out_cells_an_earlier_configuration_left(main_command_run
         assert stale.is_file()
         with pytest.raises(ValueError, match="both measure .* move the outdated cell files aside"):
             publish(run / "tiny", tmp_path / "cells-only", plots=False)  # no JSON to say which cells are the run's
+        # the main command again (its cells are done): its report is the suite's cells, not the older one
+        _main_command(main_command_run)
+        assert "0000older00000" not in (run / "tiny" / "results.csv").read_text()
+        assert load_results(run / "tiny" / "results.csv").equals(load_results(run / "bench.json"))
     finally:
         stale.unlink()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -86,13 +87,14 @@ class ReportSource:
         return cost if len(cost) else None
 
 
-def load_source(source: str | Path | pd.DataFrame) -> ReportSource:
-    """Read a results source once (module docstring).
+def load_source(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] | None = None) -> ReportSource:
+    """Read a results source once (module docstring); of a results directory, only the cells
+    `cell_ids` when given (`load_results`).
 
     Raises:
         ResultsError: an unreadable source (`load_results`).
     """
-    rows = load_results(source)
+    rows = load_results(source, cell_ids=cell_ids)
     bench = benchmark_json_of(source)
     kernels = load_kernel_timings(bench) if bench is not None else None
     steps = load_training_steps(bench) if bench is not None else None
@@ -102,9 +104,9 @@ def load_source(source: str | Path | pd.DataFrame) -> ReportSource:
 
 
 def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True,
-                 page: bool = True) -> list[Path]:
+                 page: bool = True, cell_ids: Iterable[str] | None = None) -> list[Path]:
     """Write the report of a results source into `out_dir`, every file atomically: `build_report`
-    of `load_source(source)`.
+    of `load_source(source, cell_ids=cell_ids)`.
 
     Returns:
         The paths written, in order (`build_report`).
@@ -112,7 +114,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
     Raises:
         ResultsError: unreadable source, or a source without any rows or kernel timings.
     """
-    return build_report(load_source(source), out_dir, plots=plots, page=page)
+    return build_report(load_source(source, cell_ids=cell_ids), out_dir, plots=plots, page=page)
 
 
 def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, page: bool = True) -> list[Path]:

@@ -314,8 +314,12 @@ def check_one_cell_per_measurement(by_cell: dict[Path, list[dict]], directory: P
             " --benchmark-json, which names its own cells")
 
 
-def _rows_from_cells(directory: Path) -> list[dict]:
-    by_cell = cell_rows(cell_files(directory))
+def _rows_from_cells(directory: Path, cell_ids: Iterable[str] | None = None) -> list[dict]:
+    files = cell_files(directory)
+    if cell_ids is not None:
+        wanted = set(cell_ids)
+        files = [path for path in files if path.stem in wanted]
+    by_cell = cell_rows(files)
     check_one_cell_per_measurement(by_cell, directory)
     return [row for rows in by_cell.values() for row in rows]
 
@@ -386,12 +390,15 @@ def resolve_source(source: str | Path) -> Path:
     return path
 
 
-def load_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+def load_results(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] | None = None) -> pd.DataFrame:
     """The tidy results frame (docs/DESIGN.md schema, `COLUMNS` order) of a source.
 
     Args:
         source: a results directory (``cells/*.json``; or a report directory with ``results.csv``
             or ``bench.json``), a tidy CSV, a pytest-benchmark JSON, or a DataFrame / list of rows.
+        cell_ids: of a results directory, read only these cells (those present), e.g. a suite's
+            (`lenbench.config.Suite.cells`), so cells an earlier configuration left beside them are
+            not read; None: every cell.
 
     Returns:
         One row per measurement: ints for lengths, seeds and counts, float ``value`` (NaN where
@@ -408,7 +415,7 @@ def load_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         return normalize(pd.DataFrame(source)) if source else empty_frame()
     path = resolve_source(source)
     if path.is_dir():
-        rows = _rows_from_cells(path)
+        rows = _rows_from_cells(path, cell_ids)
         return normalize(pd.DataFrame(rows), str(path)) if rows else empty_frame()
     if path.suffix.lower() == ".csv":
         return _load_csv(path)

@@ -152,6 +152,21 @@ def test_cells_of_two_configurations_are_refused_not_mixed(tmp_path):
     assert load_results(run).equals(load_results(write_cells(tmp_path / "fresh", rows)))
 
 
+def test_run_summary_shows_the_suites_cells_beside_an_older_configurations(tmp_path):
+    from lenbench.cli import summary_table
+
+    rows = tiny_rows()
+    run = write_cells(tmp_path / "run", rows)
+    ids = sorted({r["cell_id"] for r in rows})
+    expected = summary_table(run)
+    write_cells(run, [{**r, "cell_id": "0-older-budget", "value": 0.0} for r in rows if r["cell_id"] == ids[0]])
+    with pytest.raises(ResultsError, match="both measure"):
+        summary_table(run)
+    assert summary_table(run, ids) == expected
+    assert summary_table(run, ["not-run-yet"]) == "(no rows)"
+    assert load_results(run, cell_ids=ids).equals(load_results(write_cells(tmp_path / "fresh", rows)))
+
+
 def test_cells_sharing_only_baseline_rows_load(tmp_path):
     """Every cell of a task and seed carries the same baseline rows under its own id: not a clash."""
     rows = tiny_rows()
