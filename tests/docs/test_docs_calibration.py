@@ -25,6 +25,16 @@ def test_the_markdown_is_the_csv_rendered_by_the_current_code():
     assert markdown(table, load_suite("calibration")) == (STUDY / "calibration.md").read_text()
 
 
+@pytest.mark.parametrize("pilot", sorted(p.stem for p in (STUDY / "pilots").glob("*.yaml")))
+def test_each_pilot_table_is_its_suites_csv_rendered_by_the_current_code(pilot):
+    """The one-seed pilots docs/calibration.md cites: each suite beside its table, rows in its ladder order."""
+    suite = load_suite(STUDY / "pilots" / f"{pilot}.yaml")
+    table = read_table(STUDY / "pilots" / f"{pilot}.csv")
+    assert markdown(table, suite) == (STUDY / "pilots" / f"{pilot}.md").read_text()
+    assert sorted(table["label"]) == sorted(t.label for t in suite.tasks)
+    assert set(table["n_encodings"]) == {len(suite.encodings)}
+
+
 @published
 def test_every_rung_is_the_presets_in_ladder_order():
     table = read_table(STUDY / "calibration.csv")
