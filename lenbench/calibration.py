@@ -119,15 +119,15 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
     }
 
 
-def _cells(out: Path) -> pd.DataFrame:
-    """One row per finished or failed cell of a run directory: task, train_len, encoding,
+def _cells(out: Path, cell_ids: set[str]) -> pd.DataFrame:
+    """One row per finished or failed cell `cell_ids` of a run directory: task, train_len, encoding,
     train_seconds, status."""
     from lenbench.run.store import load_cell_results
 
     records = [{"task": c["config"].get("task_label") or c["config"]["task"],
                 "train_len": int(c["config"]["train_len"]), "encoding": c["config"]["label"],
                 "train_seconds": float(c.get("train_seconds", math.nan)), "status": str(c.get("status"))}
-               for c in load_cell_results(out)]
+               for c in load_cell_results(out) if c.get("cell_id") in cell_ids]
     return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds", "status"])
 
 
@@ -205,9 +205,13 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
         round_no += 1
         this_round = {name: rungs[len(results[name])] for name, rungs in todo.items()}
         log(f"calibrate: round {round_no}: {', '.join(s.key for s in this_round.values())}")
-        run(dataclasses.replace(suite, tasks=tuple(this_round.values())), out, **run_options)
-        board = leaderboard(load_results(out)).per_task
-        cells = _cells(out)
+        round_suite = dataclasses.replace(suite, tasks=tuple(this_round.values()))
+        run(round_suite, out, **run_options)
+        # this round's cells only: a rung whose settings changed since an earlier calibration into `out`
+        # keeps its label, and its older cells there measure the same rows
+        ids = {cell.cell_id for cell in round_suite.cells()}
+        board = leaderboard(load_results(out, cell_ids=ids)).per_task
+        cells = _cells(out, ids)
         for name, spec in this_round.items():
             row = rung_result(board, cells, spec, suite, len(results[name]) + 1)
             results[name].append(row)

@@ -3,7 +3,10 @@ encodings are learned by the board's own definition; the table as written; resum
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -187,12 +190,21 @@ def test_an_extended_ladder_runs_only_its_new_rungs(climbed):
                                   check_exact=False)
 
 
-def test_a_rung_changed_since_the_table_runs_again(climbed):
+def test_a_rung_changed_since_the_table_runs_again(climbed, tmp_path):
     suite, out, _, table = climbed
+    out = Path(shutil.copytree(out, tmp_path / "run"))  # the older copy_a cells stay beside the new ones
     changed = parse_suite({**LADDERS, "tasks": [{**LADDERS["tasks"][0], "train": {"steps": 41}}, *LADDERS["tasks"][1:]]})
     recorder = Recorder()
-    calibrate(changed, out, run=recorder, known=table, log=lambda _: None)
+    again = calibrate(changed, out, run=recorder, known=table, log=lambda _: None)
     assert recorder.rounds == [["copy_a"]]  # its settings differ (steps=41): measured anew; the rest reused
+    # its row is its new cells' alone, though the older ones (same label, same rows) are still in `out`
+    new_ids = {cell.cell_id for cell in changed.cells() if cell.task.key == "copy_a"}
+    new_cells = [json.loads((out / "cells" / f"{cid}.json").read_text()) for cid in new_ids]
+    row = again.set_index("label").loc["copy_a"]
+    assert row["n_cells"] == 2 and "steps=41" in row["settings"]
+    assert row["seconds_per_cell"] == pytest.approx(sum(c["train_seconds"] for c in new_cells) / 2)
+    scores = load_results(out, cell_ids=new_ids)
+    assert set(scores["cell_id"]) == new_ids
     one_seed_more = parse_suite({**LADDERS, "seeds": [0, 1]})
     assert known_rungs(table, one_seed_more) == {}  # 2 cells per rung in the table, 4 in this suite: none reused
 
