@@ -183,8 +183,8 @@ def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log)
     """The cell files of the run `benchmark_json` records, and that file, once it is shown to hold
     those cells' rows.
 
-    Cells an earlier configuration of the suite left in `run_dir` (the same measurements under other
-    cell ids: `lenbench.report.rows.superseded_cells`) are not published, and one line says so;
+    Cells an earlier configuration of the suite left in `run_dir` (the same suite, task, encoding and
+    seed as a cell of the run, under another cell id: `lenbench.report.rows.superseded_cells`) are not published, and one line says so;
     they stay where they are. Any other difference (a benchmark JSON of a ``-k`` subset or of another
     run) is refused.
     """
@@ -208,7 +208,7 @@ def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log)
     older = superseded_cells(kept, {path: rows for path, rows in by_cell.items() if path not in kept})
     if older:
         log(f"lenbench: not publishing {len(older)} cell(s) of {cells_dir(run_dir)} that an earlier configuration "
-            f"of the suite left (they measure what the run's cells measure), e.g. {older[0].name}")
+            f"of the suite left (same task, encoding and seed as a cell of the run), e.g. {older[0].name}")
         by_cell = {path: rows for path, rows in by_cell.items() if path not in older}
     check_one_cell_per_measurement(by_cell, run_dir)
     from_cells = normalize(pd.DataFrame([row for rows in by_cell.values() for row in rows]), str(run_dir))

@@ -106,13 +106,19 @@ def test_publish_leaves_out_cells_an_earlier_configuration_left(main_command_run
         r["cell_id"], r["value"] = older["cell_id"], 0.0
     stale = run / "tiny" / "cells" / "0000older00000.json"
     stale.write_text(json.dumps(older))
+    shorter = json.loads(cells[-1].read_text())  # another training length: other rows, the same place in the grid
+    shorter["cell_id"] = "0000shorter000"
+    for r in shorter["rows"]:
+        r["cell_id"], r["train_len"], r["eval_len"] = shorter["cell_id"], r["train_len"] - 1, r["eval_len"] - 1
+    stale_shorter = run / "tiny" / "cells" / "0000shorter000.json"
+    stale_shorter.write_text(json.dumps(shorter))
     try:
         notes: list[str] = []
         publish(run / "tiny", tmp_path / "published", benchmark_json=run / "bench.json", plots=False, log=notes.append)
         assert sorted(p.name for p in (tmp_path / "published" / "cells").iterdir()) == sorted(p.name for p in cells)
         assert load_results(tmp_path / "published").equals(load_results(run / "bench.json"))
-        assert len(notes) == 1 and "not publishing 1 cell(s)" in notes[0] and "0000older00000.json" in notes[0]
-        assert stale.is_file()
+        assert len(notes) == 1 and "not publishing 2 cell(s)" in notes[0] and "0000older00000.json" in notes[0]
+        assert stale.is_file() and stale_shorter.is_file()
         with pytest.raises(ValueError, match="both measure .* move the outdated cell files aside"):
             publish(run / "tiny", tmp_path / "cells-only", plots=False)  # no JSON to say which cells are the run's
         # the main command again (its cells are done): its report is the suite's cells, not the older one
@@ -121,6 +127,7 @@ def test_publish_leaves_out_cells_an_earlier_configuration_left(main_command_run
         assert load_results(run / "tiny" / "results.csv").equals(load_results(run / "bench.json"))
     finally:
         stale.unlink()
+        stale_shorter.unlink()
 
 
 def test_publish_without_cells_is_a_one_line_error(tmp_path, capsys):

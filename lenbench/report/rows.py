@@ -277,12 +277,20 @@ def _measurement(row: dict) -> tuple[str, ...] | None:
     return tuple(str(row.get(k) if row.get(k) is not None else "") for k in ROW_KEY if k != "ratio")
 
 
+def _slot(row: dict) -> tuple[str, ...] | None:
+    """The suite, task, encoding and seed of a raw model row (None for a baseline row): the place in
+    a suite's grid its cell fills, whatever budget, training length or task parameters it ran at."""
+    if is_baseline(str(row.get("encoding", ""))):
+        return None
+    return tuple(str(row.get(k) if row.get(k) is not None else "") for k in ("suite", "task", "encoding", "seed"))
+
+
 def superseded_cells(kept: dict[Path, list[dict]], others: dict[Path, list[dict]]) -> list[Path]:
-    """The cells of `others` that measure something a cell of `kept` measures too: what an earlier
-    configuration of the same suite (another training budget, other task parameters) left in a
-    results directory, under another cell id."""
-    measured = {key for rows in kept.values() for row in rows if (key := _measurement(row)) is not None}
-    return [path for path, rows in others.items() if any(_measurement(row) in measured for row in rows)]
+    """The cells of `others` that fill a place of the suite's grid (`_slot`: suite, task, encoding,
+    seed) a cell of `kept` fills: what an earlier configuration of the same suite (another training
+    budget or length, other task parameters) left in a results directory, under another cell id."""
+    filled = {slot for rows in kept.values() for row in rows if (slot := _slot(row)) is not None}
+    return [path for path, rows in others.items() if any(_slot(row) in filled for row in rows)]
 
 
 def check_one_cell_per_measurement(by_cell: dict[Path, list[dict]], directory: Path) -> None:
