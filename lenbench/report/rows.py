@@ -269,20 +269,23 @@ def cell_rows(paths: Iterable[Path]) -> dict[Path, list[dict]]:
     return rows
 
 
-def _measurement(row: dict) -> tuple[str, ...] | None:
-    """The identity (`ROW_KEY`; the ratio follows from the lengths) of a raw model row; None for a
-    baseline row, which every cell of a task and seed carries."""
+def _model_key(row: dict, fields: Iterable[str]) -> tuple[str, ...] | None:
+    """`fields` of a raw model row as strings; None for a baseline row, which every cell of a task
+    and seed carries."""
     if is_baseline(str(row.get("encoding", ""))):
         return None
-    return tuple(str(row.get(k) if row.get(k) is not None else "") for k in ROW_KEY if k != "ratio")
+    return tuple(str(row.get(k) if row.get(k) is not None else "") for k in fields)
+
+
+def _measurement(row: dict) -> tuple[str, ...] | None:
+    """The identity of a raw model row: `ROW_KEY` (the ratio follows from the lengths)."""
+    return _model_key(row, (k for k in ROW_KEY if k != "ratio"))
 
 
 def _slot(row: dict) -> tuple[str, ...] | None:
-    """The suite, task, encoding and seed of a raw model row (None for a baseline row): the place in
-    a suite's grid its cell fills, whatever budget, training length or task parameters it ran at."""
-    if is_baseline(str(row.get("encoding", ""))):
-        return None
-    return tuple(str(row.get(k) if row.get(k) is not None else "") for k in ("suite", "task", "encoding", "seed"))
+    """The place a raw model row's cell fills in a suite's grid (suite, task, encoding, seed), whatever
+    budget, training length or task parameters it ran at."""
+    return _model_key(row, ("suite", "task", "encoding", "seed"))
 
 
 def superseded_cells(kept: dict[Path, list[dict]], others: dict[Path, list[dict]]) -> list[Path]:
