@@ -184,9 +184,9 @@ def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log)
     those cells' rows.
 
     Cells an earlier configuration of the suite left in `run_dir` (the same suite, task, encoding and
-    seed as a cell of the run, under another cell id: `lenbench.report.rows.superseded_cells`) are not published, and one line says so;
-    they stay where they are. Any other difference (a benchmark JSON of a ``-k`` subset or of another
-    run) is refused.
+    seed as a cell of the run, under another cell id: `lenbench.report.rows.superseded_cells`) are
+    not published, and one line says so; they stay where they are. Any other difference (a benchmark
+    JSON of a ``-k`` subset or of another run) is refused.
     """
     import pandas as pd
 
