@@ -243,6 +243,44 @@ def test_addition_carries_occur():
     assert set(tops.tolist()) == {0, 1}
 
 
+@pytest.mark.parametrize("length", [1, 3, 20])
+def test_addition_index_hints_layout(length):
+    """With index hints every digit of a, b and the sum follows hint o+i (Zhou et al. 2024): the sum is
+    right, the hints of the three numbers are the same consecutive run, only sum digits are scored."""
+    H, n = 24, length
+    task, batch = draw("addition", length=length, index_hints=H)
+    S = full(batch).tolist()
+    assert task.vocab_size == 12 + H and len(S[0]) - 1 == task.seq_len(n) == 6 * n + 3
+    offsets = set()
+    for row, mask in zip(S, batch.loss_mask.tolist(), strict=True):
+        a, b, s = row[: 2 * n], row[2 * n + 1 : 4 * n + 1], row[4 * n + 2 :]
+        assert row[2 * n] == addition.PLUS and row[4 * n + 1] == addition.EQUALS and len(s) == 2 * (n + 1)
+        o = row[0] - addition.HINT0
+        offsets.add(o)
+        assert 0 <= o <= H - n - 1
+        assert a[::2] == b[::2] == s[::2][:n] and s[::2] == [addition.HINT0 + o + i for i in range(n + 1)]
+        assert digits_to_int(a[1::2]) + digits_to_int(b[1::2]) == digits_to_int(s[1::2])
+        assert task.sequence(digits_to_int(a[1::2]), digits_to_int(b[1::2]), n, offset=o) == row
+        scored = [t for t, m in zip(row[1:], mask, strict=True) if m]
+        assert scored == s[1::2]  # the n+1 sum digits, never a hint
+    assert len(offsets) > 1  # the offset is drawn per sample
+
+
+def test_addition_without_hints_is_unchanged_by_the_option():
+    plain = build_task("addition").sample(B, 5, gen(3))
+    zero = build_task("addition", index_hints=0).sample(B, 5, gen(3))
+    assert torch.equal(plain.inputs, zero.inputs) and torch.equal(plain.targets, zero.targets)
+
+
+def test_addition_index_hints_too_few_is_one_line():
+    task = build_task("addition", index_hints=8)
+    with pytest.raises(ValueError, match=r"length 8 needs 9 index hints .* pass index_hints >= 9") as err:
+        task.seq_len(8)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="index_hints must be an int >= 0"):
+        build_task("addition", index_hints=-1)
+
+
 def test_parity_answer():
     task, batch = draw("parity")
     s = full(batch)
