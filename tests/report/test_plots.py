@@ -497,3 +497,25 @@ def learned_state() -> dict:
     from lenbench.encodings import EncodingDims, build_encoding
 
     return build_encoding("learned", EncodingDims(d_model=16, n_heads=2, max_len=16)).state_dict()
+
+
+def test_needle_panel_annotates_every_finite_cell_with_readable_text():
+    """The needle panel (drawn without seaborn) writes each finite value to 2 decimals at its cell's
+    centre, first row at the top, dark text on light cells and white on dark ones (WCAG luminance:
+    viridis is dark at 0 and light at 1), and leaves NaN cells blank."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import Normalize
+
+    from lenbench.report.plots.needle import _annotated_heatmap, _luminance
+
+    assert _luminance((1.0, 1.0, 1.0, 1.0)) == pytest.approx(1.0) and _luminance((0.0, 0.0, 0.0, 1.0)) == 0.0
+    values = np.array([[0.0, 1.0], [np.nan, 0.456]])  # (depths, lengths)
+    fig, ax = plt.subplots()
+    _annotated_heatmap(ax, values, Normalize(0.0, 1.0), ["32", "64"], ["0.0-0.5", "0.5-1.0"])
+    texts = {(t.get_position(), t.get_text()): t.get_color() for t in ax.texts}
+    assert texts == {((0.5, 0.5), "0.00"): "w", ((1.5, 0.5), "1.00"): ".15", ((1.5, 1.5), "0.46"): "w"}
+    assert ax.get_ylim() == (2.0, 0.0)  # row 0 at the top
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0.0-0.5", "0.5-1.0"]
+    plt.close(fig)
