@@ -184,19 +184,14 @@ def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log)
     those cells' rows.
 
     Cells an earlier configuration of the suite left in `run_dir` (the same suite, task, encoding and
-    seed as a cell of the run, under another cell id: `lenbench.report.rows.superseded_cells`) are
+    seed as a cell of the run, under another cell id: `lenbench.report.cells.superseded_cells`) are
     not published, and one line says so; they stay where they are. Any other difference (a benchmark
     JSON of a ``-k`` subset or of another run) is refused.
     """
     import pandas as pd
 
-    from lenbench.report.rows import (
-        cell_rows,
-        check_one_cell_per_measurement,
-        load_results,
-        normalize,
-        superseded_cells,
-    )
+    from lenbench.report.cells import cell_rows, check_one_cell_per_measurement, superseded_cells
+    from lenbench.report.rows import load_results, normalize
 
     if not benchmark_json.is_file():
         raise ValueError(f"--benchmark-json {benchmark_json}: no such file; give the file written by "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lenbench.numerics import MACHINE_KEYS
-from lenbench.report.rows import REQUIRED, ResultsError, _read_json
+from lenbench.report.schema import REQUIRED, ResultsError, _read_json
 from lenbench.run.store import cell_files
 
 #: Row fields that are integers (lengths, seeds, counts): finite and within 64 bits.

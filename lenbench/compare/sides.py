@@ -30,15 +30,15 @@ import pandas as pd
 from lenbench import numerics
 from lenbench.compare.inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.report.rows import (
-    ResultsError,
     _read_csv_strings,
     csv_kind,
-    load_kernel_timings,
     load_results,
     readable_cell_results,
     resolve_source,
 )
+from lenbench.report.schema import ResultsError
 from lenbench.report.tables import leaderboard, read_leaderboard_csv
+from lenbench.report.timings import load_kernel_timings
 
 BOARD_JOIN = ("task", "train_len", "metric", "encoding", "variant", "statistic")
 

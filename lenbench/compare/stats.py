@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from lenbench.metrics import FALLBACK_MARGIN, MARGINS, METRICS, Margin
-from lenbench.report.rows import ResultsError, whole_length
+from lenbench.report.rows import whole_length
+from lenbench.report.schema import ResultsError
 from lenbench.report.stats import (
     BOOT_SEED,
     LEVEL,

@@ -2,7 +2,7 @@
 
 `load_source` reads a results source once: its tidy rows (`lenbench.report.rows.load_results`),
 and from its benchmark JSON (the source itself, or ``bench.json`` in a results directory) the
-kernel timings and the training steps (`load_kernel_timings`, `load_training_steps`), once each.
+kernel timings and the training steps (`lenbench.report.timings`), once each.
 `build_report` computes the leaderboard (`lenbench.report.tables`) and the cost tables
 (`lenbench.report.cost`) from those frames, draws the figures (`lenbench.report.plots`, the
 position patterns loaded by `lenbench.report.geometry` from the run directory) and renders the page
@@ -24,14 +24,8 @@ from lenbench.atomic import atomic_write_text
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
 from lenbench.report.findings import findings_markdown
 from lenbench.report.page import Figure, render_page
-from lenbench.report.rows import (
-    EXPECTED_SOURCES,
-    ResultsError,
-    is_benchmark_json,
-    load_kernel_timings,
-    load_results,
-    load_training_steps,
-)
+from lenbench.report.rows import is_benchmark_json, load_results
+from lenbench.report.schema import EXPECTED_SOURCES, ResultsError
 from lenbench.report.tables import (
     Leaderboard,
     leaderboard,
@@ -39,6 +33,7 @@ from lenbench.report.tables import (
     summary_markdown,
     to_csv_text,
 )
+from lenbench.report.timings import load_kernel_timings, load_training_steps
 
 REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md")
 COST_FILES = ("cost.csv", "cost.md")

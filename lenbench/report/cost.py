@@ -2,7 +2,7 @@
 training steps of a benchmark JSON, as a frame (`cost_table`), markdown (`cost_markdown`) and set
 against the leaderboard's retention (`quality_cost_frame`).
 
-Reads the frames of `lenbench.report.rows` (`load_kernel_timings`, `load_training_steps`) and the
+Reads the frames of `lenbench.report.timings` (`load_kernel_timings`, `load_training_steps`) and the
 leaderboard of `lenbench.report.tables`; figures (`lenbench.report.plots.cost`) and the page
 (`lenbench.report.page`) read these tables, never the other way round.
 """
@@ -27,8 +27,8 @@ def cost_table(kernels: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     """What each encoding costs: one row per (encoding, T, dtype) of the kernel timings.
 
     Args:
-        kernels: `lenbench.report.rows.load_kernel_timings` of a benchmark JSON.
-        steps: `lenbench.report.rows.load_training_steps` of it (None or empty: no training-step ratio).
+        kernels: `lenbench.report.timings.load_kernel_timings` of a benchmark JSON.
+        steps: `lenbench.report.timings.load_training_steps` of it (None or empty: no training-step ratio).
 
     Returns:
         Columns `COST_COLUMNS`: ``eager_s`` (median seconds of the eager reference), ``fused_s``

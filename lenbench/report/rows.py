@@ -3,18 +3,21 @@
 The report path, one module per step, each importing only the steps before it:
 rows (this module) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`: the leaderboard
 frames, CSV and markdown) → figures (`lenbench.report.plots`) → page (`lenbench.report.page`: `write_report`,
-the files of a report directory).
+the files of a report directory). Step 1 has three more modules: the tidy schema and `ResultsError`
+(`lenbench.report.schema`), below this one; the cell files (`lenbench.report.cells`), which this one reads;
+and the timings of a benchmark JSON (`lenbench.report.timings`), which read with this one's helpers.
 
 Sources `load_results` understands (the same rows whichever is given):
 
 - a results directory: ``OUT/cells/*.json`` (one file per cell, written by the engine); a directory
   without ``cells/`` but with a ``results.csv`` (a report directory) or a ``bench.json`` works too.
   Two cells measuring the same thing under different cell ids (cells of an earlier configuration of
-  the suite, left beside the new ones) are refused (`check_one_cell_per_measurement`), not mixed;
+  the suite, left beside the new ones) are refused (`lenbench.report.cells.check_one_cell_per_measurement`),
+  not mixed;
 - a tidy CSV: the ``results.csv`` that `lenbench.report.build.write_report` writes (one row per measurement);
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
   benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``; its kernel timings are
-  `load_kernel_timings`.
+  `lenbench.report.timings.load_kernel_timings`.
 
 Each tidy row may carry ``sample_scores`` (per-sample scores, compact string; see
 `lenbench.metrics.encode_samples`), which every source round-trips unchanged. Also here: the
@@ -24,7 +27,6 @@ primary metric.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,40 +36,22 @@ import numpy as np
 import pandas as pd
 
 from lenbench.escape import uncsv_frame
-from lenbench.labels import BASE_VARIANT, is_baseline
+from lenbench.labels import BASE_VARIANT
 from lenbench.metrics import METRICS, leaderboard_metric
-from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
-
-#: The tidy schema of docs/DESIGN.md, in the fixed column order of every frame `load_results` returns.
-COLUMNS: tuple[str, ...] = (
-    "schema_version", "cell_id", "suite", "task", "encoding", "variant", "train_len", "eval_len", "ratio",
-    "bucket",  # "" for a whole-length measurement, else e.g. "pos:0-31" / "depth:0.20-0.40" (evaluate.parse_bucket)
-    "metric", "value", "n_samples", "seed", "higher_is_better", "status", "error",
-    "lenbench_version", "git_sha", "torch_version", "device", "dtype", "timestamp", "train_seconds",
-    "python_version", "threads", "code_fingerprint", "data_fingerprint",  # provenance; "" when absent
-    # the machine and numeric stack (lenbench.numerics.MACHINE_KEYS); "" in rows made before issue 19
-    "cpu_model", "cpu_isa", "cpu_capability", "blas", "numerics", "numpy_version", "pandas_version",
-    "settings",  # the cell's effective train / eval settings (lenbench.config.schema.Cell.settings); "" before issue 24
-    "sample_scores",  # per-sample scores, compact string (lenbench.metrics.encode_samples); "" when absent
+from lenbench.report.cells import cell_rows, check_one_cell_per_measurement
+from lenbench.report.schema import (
+    COLUMNS,
+    EXPECTED_SOURCES,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    REQUIRED,
+    ROW_KEY,
+    SORT_KEY,
+    STR_COLUMNS,
+    ResultsError,
+    _read_json,
 )
-INT_COLUMNS = ("schema_version", "train_len", "eval_len", "n_samples", "seed")
-FLOAT_COLUMNS = ("ratio", "value", "train_seconds")
-BOOL_COLUMNS = ("higher_is_better",)
-STR_COLUMNS = tuple(c for c in COLUMNS if c not in (*INT_COLUMNS, *FLOAT_COLUMNS, *BOOL_COLUMNS))
-#: Columns a source must provide; the rest get defaults (see `normalize`).
-REQUIRED = ("task", "encoding", "variant", "train_len", "eval_len", "metric", "value")
-#: One measurement: the identity of a row (duplicates are dropped, keeping the last).
-ROW_KEY = ("suite", "task", "encoding", "variant", "train_len", "seed", "ratio", "eval_len", "metric", "bucket")
-SORT_KEY = (*ROW_KEY, "cell_id")
-
-
-EXPECTED_SOURCES = ("a results directory (cells/*.json), a tidy results CSV (results.csv) "
-                    "or a pytest-benchmark JSON")
-
-
-class ResultsError(ValueError):
-    """A results source that cannot be read; the message is one line naming the file."""
-
+from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
 
 # --- canonical order of encodings and variants (shared by tables and plots) --------------------
 
@@ -244,87 +228,6 @@ def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ResultsError(f"{path}: invalid JSON ({err.msg} at line {err.lineno}); expected {EXPECTED_SOURCES}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ResultsError(f"{path}: cannot read ({err}); expected {EXPECTED_SOURCES}") from None
-
-
-def cell_rows(paths: Iterable[Path]) -> dict[Path, list[dict]]:
-    """The raw rows of each cell file, in the order given.
-
-    Raises:
-        ResultsError: one line naming a file that is not a cell result.
-    """
-    rows: dict[Path, list[dict]] = {}
-    for path in paths:
-        result = _read_json(path)
-        if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
-            raise ResultsError(f"{path}: not a cell result (expected a JSON object with a 'rows' list, "
-                               "as written by lenbench.run.driver)")
-        rows[path] = result["rows"]
-    return rows
-
-
-def _model_key(row: dict, fields: Iterable[str]) -> tuple[str, ...] | None:
-    """`fields` of a raw model row as strings; None for a baseline row, which every cell of a task
-    and seed carries."""
-    if is_baseline(str(row.get("encoding", ""))):
-        return None
-    return tuple(str(row.get(k) if row.get(k) is not None else "") for k in fields)
-
-
-def _measurement(row: dict) -> tuple[str, ...] | None:
-    """The identity of a raw model row: `ROW_KEY` (the ratio follows from the lengths)."""
-    return _model_key(row, (k for k in ROW_KEY if k != "ratio"))
-
-
-def _slot(row: dict) -> tuple[str, ...] | None:
-    """The place a raw model row's cell fills in a suite's grid (suite, task, encoding, seed), whatever
-    budget, training length or task parameters it ran at."""
-    return _model_key(row, ("suite", "task", "encoding", "seed"))
-
-
-def superseded_cells(kept: dict[Path, list[dict]], others: dict[Path, list[dict]]) -> list[Path]:
-    """The cells of `others` that fill a place of the suite's grid (`_slot`: suite, task, encoding,
-    seed) a cell of `kept` fills: what an earlier configuration of the same suite (another training
-    budget or length, other task parameters) left in a results directory, under another cell id."""
-    filled = {slot for rows in kept.values() for row in rows if (slot := _slot(row)) is not None}
-    return [path for path, rows in others.items() if any(_slot(row) in filled for row in rows)]
-
-
-def check_one_cell_per_measurement(by_cell: dict[Path, list[dict]], directory: Path) -> None:
-    """Refuse cells that measure the same thing under different cell ids (`superseded_cells`):
-    `normalize` would keep one of them by cell id, mixing two configurations on one board.
-
-    Raises:
-        ResultsError: one line naming two such cells, the count and the fix.
-    """
-    owner: dict[tuple[str, ...], Path] = {}
-    clashing: set[Path] = set()
-    first: tuple[Path, Path, dict] | None = None
-    for path, rows in by_cell.items():
-        for row in rows:
-            key = _measurement(row)
-            if key is None:
-                continue
-            earlier = owner.setdefault(key, path)
-            if earlier != path:
-                clashing.add(path)
-                first = first or (earlier, path, row)
-    if first is not None:
-        a, b, row = first
-        raise ResultsError(
-            f"{directory / 'cells'}: {a.name} and {b.name} both measure {row.get('task')} / {row.get('encoding')}"
-            f" ({row.get('variant')}) seed {row.get('seed')}, and {len(clashing)} cell(s) in all measure what an"
-            " other cell does: runs of two configurations of the suite (e.g. an older training budget); move the"
-            " outdated cell files aside (their 'config' says which), or report or publish the run's"
-            " --benchmark-json, which names its own cells")
-
-
 def _rows_from_cells(directory: Path, cell_ids: Iterable[str] | None = None) -> list[dict]:
     files = cell_files(directory)
     if cell_ids is not None:
@@ -436,64 +339,10 @@ def load_results(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] |
     raise ResultsError(f"{path}: unknown file type {path.suffix or '(none)'}; expected {EXPECTED_SOURCES}")
 
 
-
 def whole_length(df: pd.DataFrame) -> pd.DataFrame:
     """The whole-length rows of a tidy frame (bucket ""): bucketed rows (per position, per needle
     depth) are not leaderboard rows."""
     return df[df["bucket"] == ""] if "bucket" in df.columns else df
-
-
-def _benchmark_json(path: Path) -> tuple[dict, dict]:
-    """(the pytest-benchmark JSON of `path`, its machine_info["lenbench"]); one-line errors otherwise."""
-    data = _read_json(path)
-    if not is_benchmark_json(data):
-        raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected a pytest-benchmark JSON")
-    return data, (data.get("machine_info") or {}).get("lenbench") or {}
-
-
-KERNEL_COLUMNS = ("name", "fullname", "group", "encoding", "kind", "impl", "T", "dtype", "bytes", "gbps",
-                  "copy_ratio", "copy_ratio_min", "median", "mean", "min", "max", "stddev", "rounds", "device",
-                  "device_name")
-
-
-def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
-    """Kernel timings of a pytest-benchmark JSON: benchmarks whose extra_info has no lenbench_rows.
-
-    Columns `KERNEL_COLUMNS`: identity (name, fullname, group, encoding, kind, impl, T, dtype),
-    bytes, gbps, copy_ratio (median time / time of a plain copy of the same bytes in the same
-    session), the timing stats in seconds, and the device from machine_info; sorted by fullname.
-    """
-    path = Path(bench_json)
-    if path.is_dir():
-        path = path / "bench.json"
-    if not path.is_file():
-        raise ResultsError(f"{path}: no such file; expected a pytest-benchmark JSON")
-    data, machine = _benchmark_json(path)
-    records = []
-    for bench in data["benchmarks"]:
-        extra = bench.get("extra_info") or {}
-        if "lenbench_rows" in extra:
-            continue
-        stats = bench.get("stats") or {}
-        rec = {"name": bench.get("name", ""), "fullname": bench.get("fullname", bench.get("name", "")),
-               "group": bench.get("group") or ""}
-        for key in ("encoding", "kind", "impl", "dtype"):
-            rec[key] = _to_str(extra.get(key))
-        for key in ("T", "bytes"):
-            rec[key] = _to_float(extra.get(key))
-        for key in ("gbps", "copy_ratio"):
-            rec[key] = _to_float(extra.get(key))
-        for key in ("median", "mean", "min", "max", "stddev", "rounds"):
-            rec[key] = _to_float(stats.get(key))
-        # The fastest round over the copy floor: on a shared machine other load only ever adds
-        # time, so the minimum is the least noisy estimate of a kernel's own cost.
-        copy_s = _to_float(extra.get("copy_seconds"))
-        rec["copy_ratio_min"] = rec["min"] / copy_s if copy_s and copy_s > 0 else math.nan
-        rec["device"] = _to_str(extra.get("device", machine.get("device")))
-        rec["device_name"] = _to_str(machine.get("device_name"))
-        records.append(rec)
-    frame = pd.DataFrame(records, columns=list(KERNEL_COLUMNS))
-    return frame.sort_values("fullname", kind="mergesort").reset_index(drop=True)
 
 
 def primary_metric(task: str, metrics: Iterable[str]) -> str:
@@ -503,30 +352,3 @@ def primary_metric(task: str, metrics: Iterable[str]) -> str:
     imports the tasks (and through them torch and the model)."""
     return leaderboard_metric(None, metrics)
 
-
-TRAINING_STEP_COLUMNS = ("encoding", "seconds", "ratio_to_nope", "task", "T", "batch_size", "device", "device_name")
-
-
-def load_training_steps(bench_json: str | Path) -> pd.DataFrame:
-    """Training-step timings of a pytest-benchmark JSON (`bench/test_kernels.py::test_training_step`).
-
-    Columns `TRAINING_STEP_COLUMNS`: the encoding, the benchmark's median seconds per step, its
-    ``ratio_to_nope`` (per-round ratios to the `nope` step timed in the same loop, median), the
-    task, sequence length T and batch size of the step's geometry, and the device; sorted by
-    encoding. Empty when the JSON has no training-step benchmark.
-    """
-    data, machine = _benchmark_json(Path(bench_json))
-    records = []
-    for bench in data["benchmarks"]:
-        extra = bench.get("extra_info") or {}
-        if extra.get("kind") != "training-step":
-            continue
-        geometry = extra.get("geometry") or {}
-        records.append({"encoding": _to_str(extra.get("encoding")),
-                        "seconds": _to_float((bench.get("stats") or {}).get("median", extra.get("seconds"))),
-                        "ratio_to_nope": _to_float(extra.get("ratio_to_nope")), "task": _to_str(geometry.get("task")),
-                        "T": _to_float(geometry.get("T")), "batch_size": _to_float(geometry.get("batch_size")),
-                        "device": _to_str(extra.get("device", machine.get("device"))),
-                        "device_name": _to_str(machine.get("device_name"))})
-    frame = pd.DataFrame(records, columns=list(TRAINING_STEP_COLUMNS))
-    return frame.sort_values("encoding", kind="mergesort").reset_index(drop=True)

@@ -250,7 +250,7 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
                      seed: int = BOOT_SEED, not_learned: Mapping[tuple[str, str], bool] | None = None,
                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Statistics of one board (tidy rows of one task, train_len and metric; columns of
-    `lenbench.report.rows.COLUMNS`).
+    `lenbench.report.schema.COLUMNS`).
 
     Args:
         not_learned: {(encoding, variant): flag} to use instead of this metric's own learned

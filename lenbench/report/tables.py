@@ -35,8 +35,6 @@ from lenbench.escape import csv_text, md_cell, md_text
 from lenbench.metrics import METRICS
 from lenbench.report import secondary, stats
 from lenbench.report.rows import (
-    COLUMNS,
-    ResultsError,
     _read_csv_strings,
     _to_bool,
     _to_float,
@@ -51,6 +49,7 @@ from lenbench.report.rows import (
     variant_sort_key,
     whole_length,
 )
+from lenbench.report.schema import COLUMNS, ResultsError
 
 SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
 #: The leaderboard CSVs' schema: 2 adds intervals from the hierarchical bootstrap, retention,

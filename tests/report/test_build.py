@@ -9,7 +9,8 @@ from test_results import bench_json, tiny_rows
 
 from lenbench.report import build, rows
 from lenbench.report.build import ReportSource, build_report, load_source, write_report
-from lenbench.report.rows import ResultsError, empty_frame
+from lenbench.report.rows import empty_frame
+from lenbench.report.schema import ResultsError
 
 
 def test_write_report_reads_its_source_once(tmp_path, monkeypatch):

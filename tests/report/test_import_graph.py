@@ -1,8 +1,9 @@
 """The package's import graph, read from the source (every import, module-level or inside a function).
 
-- The report path is rows → statistics → secondary metric → tables → findings → cost → figures → page → build,
-  each step importing only the ones before it; `lenbench.report.geometry` (the one report module that builds encodings
-  and reads checkpoints) stands beside it and only the build imports it.
+- The report path is schema → cell files → rows → timings → statistics → secondary metric → tables → findings
+  → cost → figures → page → build, each step importing only the ones before it; `lenbench.report.geometry`
+  (the one report module that builds encodings and reads checkpoints) stands beside it and only the build
+  imports it.
 - Nothing on the report path (every `lenbench.report` module but geometry) reaches the model, the
   training loop or `lenbench.run`; the figures and the page never load a results source.
 - Nothing in `lenbench.run` reaches `lenbench.report`.
@@ -22,16 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGE = ROOT / "lenbench"
 #: The report path in order; a step may import only earlier steps ("lenbench.report.plots" stands
 #: for every module of the figures package).
-REPORT_PATH = ("lenbench.report.rows", "lenbench.report.stats", "lenbench.report.secondary", "lenbench.report.tables",
-               "lenbench.report.findings", "lenbench.report.cost",
+REPORT_PATH = ("lenbench.report.schema", "lenbench.report.cells", "lenbench.report.rows",
+               "lenbench.report.timings", "lenbench.report.stats", "lenbench.report.secondary",
+               "lenbench.report.tables", "lenbench.report.findings", "lenbench.report.cost",
                "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
 GEOMETRY = "lenbench.report.geometry"
 #: Modules the report path must never reach.
 HEAVY = ("lenbench.model", "lenbench.train", "lenbench.run")
 #: The one run module the report path reads: the results-directory layout (no torch, no model).
 LAYOUT = "lenbench.run.store"
-#: Names of `lenbench.report.rows` that read a results source from disk.
-LOADERS = ("load_results", "load_kernel_timings", "load_training_steps", "resolve_source", "readable_cell_results")
+#: Names of the report modules that read a results source from disk, by module.
+LOADERS = {"lenbench.report.schema": ("_read_json",), "lenbench.report.cells": ("cell_rows",),
+           "lenbench.report.rows": ("load_results", "resolve_source", "readable_cell_results"),
+           "lenbench.report.timings": ("load_kernel_timings", "load_training_steps")}
 #: Edges that break a rule today, each with what removes it.
 PENDING: dict[tuple[str, str], str] = {}
 
@@ -146,7 +150,8 @@ def test_the_report_path_never_reaches_the_model_training_or_run(graph, files):
 def test_figures_and_the_page_never_load_a_source(files):
     for module in report_path_modules(files):
         if in_package(module, ("lenbench.report.plots", "lenbench.report.page")):
-            loaders = names_imported_from(files[module], "lenbench.report.rows") & set(LOADERS)
+            loaders = {name for source, names in LOADERS.items()
+                       for name in names_imported_from(files[module], source) & set(names)}
             assert not loaders, f"{module} imports {loaders}: figures and the page take frames"
             assert not names_imported_from(files[module], "json"), module
 
@@ -172,6 +177,8 @@ def test_the_graph_sees_real_imports(full_graph):
     """Guards the check itself: known edges are found, including function-level ones."""
     g = full_graph
     assert "lenbench.report.rows" in g["lenbench.report.tables"] and "lenbench.report.stats" in g["lenbench.report.tables"]
+    assert "lenbench.report.cells" in g["lenbench.report.rows"]
+    assert "lenbench.report.rows" in g["lenbench.report.timings"]
     assert "lenbench.report.build" in g["lenbench.cli"]  # imported inside _report
     assert GEOMETRY in g["lenbench.report.build"]  # imported inside _result_figures
     assert "lenbench.run.cell" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries

@@ -14,7 +14,7 @@ from test_results import bench_json, tiny_rows
 
 from lenbench.report.build import write_report
 from lenbench.report.cost import cost_table, quality_cost_frame
-from lenbench.report.rows import load_kernel_timings, load_training_steps
+from lenbench.report.timings import load_kernel_timings, load_training_steps
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

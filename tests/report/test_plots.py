@@ -291,7 +291,7 @@ def test_cost_figures_use_constrained_layout_and_legends_stay_outside(tmp_path, 
     from lenbench.report.cost import cost_table, quality_cost_frame
     from lenbench.report.plots.cost import cost_plot as draw_cost
     from lenbench.report.plots.cost import quality_cost_plot
-    from lenbench.report.rows import load_kernel_timings, load_training_steps
+    from lenbench.report.timings import load_kernel_timings, load_training_steps
 
     _, board = published
     path = bench_json(tmp_path / "b.json", [], [*KERNELS, step("my-plugin", 1.2)])
@@ -360,7 +360,7 @@ def test_an_encoding_has_one_colour_in_every_figure(tmp_path, capture, published
     from lenbench.report.cost import cost_table, quality_cost_frame
     from lenbench.report.plots.cost import cost_plot as draw_cost
     from lenbench.report.plots.cost import quality_cost_plot
-    from lenbench.report.rows import load_kernel_timings, load_training_steps
+    from lenbench.report.timings import load_kernel_timings, load_training_steps
 
     df, board = published
     path = bench_json(tmp_path / "b.json", [], [*KERNELS, step("my-plugin", 1.2)])
