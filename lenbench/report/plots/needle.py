@@ -118,7 +118,7 @@ def _annotated_heatmap(ax, values: np.ndarray, norm: Normalize, columns: list[st
 
     Drawn with matplotlib directly: seaborn's heatmap redraws the whole figure after every panel to
     test its tick labels for overlap, which made this figure's cost grow with the square of its panels
-    (13 of the quick report's 30 s)."""
+    (the quick report took about 28 s with it and 25 s without, measured in one process)."""
     cmap = plt.get_cmap("viridis")
     ax.pcolormesh(np.ma.masked_invalid(values), cmap=cmap, norm=norm, edgecolors="white", linewidth=0.4)
     ax.set_xlim(0, values.shape[1])
