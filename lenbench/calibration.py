@@ -171,7 +171,9 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
         every_rung: run every rung instead of stopping each task at its first passing one.
         known: an earlier calibration table of this suite (`read_table`, e.g. the published study):
             its rows of rungs unchanged since (`known_rungs`) are taken as measured instead of run
-            again, so a ladder extended by a rung runs that rung only.
+            again, so a ladder extended by a rung runs that rung only. Its rows past the rung that
+            now decides a task (a cheaper rung inserted before them that passes) stay in the table,
+            in ladder order: measured once, they are kept, not run.
         run: the runner (default `lenbench.run.driver.run_suite`), called as
             ``run(suite_of_this_round, out, **run_options)``.
         run_options: passed to the runner (executor, workers, threads, progress, ...).
@@ -182,7 +184,8 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
     if run is None:
         from lenbench.run.driver import run_suite as run
     out = Path(out)
-    todo = {name: list(rungs) for name, rungs in ladders(suite, tasks).items()}
+    ladder = ladders(suite, tasks)
+    todo = {name: list(rungs) for name, rungs in ladder.items()}
     results: dict[str, list[dict]] = {name: [] for name in todo}
     reuse = known_rungs(known, suite) if known is not None else {}
 
@@ -220,6 +223,10 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
             undecided = row["n_failed"] and not row["passes"]  # what failed might have learned it
             if undecided or settled(name):
                 del todo[name]
+    for name, rows in results.items():  # past a passing rung: the rungs the earlier table measured stay in it
+        if rows and rows[-1]["passes"]:
+            rows += [{**reuse[spec.key], "rung": i + 1} for i, spec in enumerate(ladder[name]) if i >= len(rows)
+                     and spec.key in reuse]
     for rows in results.values():
         passing = [r for r in rows if r["passes"]]
         if rows[-1]["n_failed"] and not rows[-1]["passes"]:

@@ -190,6 +190,23 @@ def test_an_extended_ladder_runs_only_its_new_rungs(climbed):
                                   check_exact=False)
 
 
+def test_rungs_measured_past_the_first_pass_stay_in_the_table(climbed, tmp_path):
+    """A cheaper rung inserted before a passing one decides the task; the rungs past it that the earlier
+    table measured are kept as measured (not run, not dropped), in ladder order, verdict on the first pass."""
+    suite, out, _, _ = climbed
+    every = calibrate(suite, out, run=Recorder(), every_rung=True, log=lambda _: None)  # copy_a, b, c measured
+    recorder = Recorder()
+    again = calibrate(suite, tmp_path / "fresh", run=recorder, known=every, log=lambda _: None)
+    assert recorder.rounds == []
+    assert list(again["label"]) == ["copy_a", "copy_b", "copy_c", "lm_a"] and list(again["rung"]) == [1, 2, 3, 1]
+    verdicts = dict(zip(again["label"], again["verdict"], strict=True))
+    assert verdicts["copy_b"].startswith("calibrated") and verdicts["copy_c"] == ""
+    assert list(again["n_learned"]) == list(every["n_learned"])
+    gap = every[every["label"] != "copy_c"]  # a rung the table lacks is not invented
+    assert list(calibrate(suite, tmp_path / "gap", run=Recorder(), known=gap, log=lambda _: None)["label"]) == [
+        "copy_a", "copy_b", "lm_a"]
+
+
 def test_a_rung_changed_since_the_table_runs_again(climbed, tmp_path):
     suite, out, _, table = climbed
     out = Path(shutil.copytree(out, tmp_path / "run"))  # the older copy_a cells stay beside the new ones
