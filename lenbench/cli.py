@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.add_argument("--every-rung", action="store_true", help="run every rung, not only up to each task's first pass")
     p_cal.add_argument("--from", dest="known", default=None, metavar="TABLE",
                        help="an earlier calibration.csv of this suite (e.g. studies/calibration/calibration.csv): "
-                       "its rungs that are unchanged are taken as measured, so only new rungs run")
+                       "its rungs that are unchanged are taken as measured, so only new rungs run; those past a "
+                       "task's deciding rung stay in the table")
     p_cal.add_argument("--retry-failed", action="store_true", help="rerun cells recorded as failed")
     p_cal.add_argument("--executor", default="auto", help="where cells run, as for `lenbench run`")
     p_cal.add_argument("--workers", type=int, default=None, help="processes of the process executor, as for `lenbench run`")
