@@ -13,11 +13,13 @@ it, by seed and by sample index (both sides score the same evaluation samples:
 measurement ok on one side and failed or absent on the other keeps its exact status (a regression
 when it failed in head).
 
-**Interval**: the leaderboard's own bootstrap (`lenbench.report.stats`: `N_BOOT` resamples, `BOOT_SEED`,
-95 %): one `Resampler` per board (task, train_len, metric) draws seeds with replacement, then
-samples within each drawn seed, the same draws for base and head, so ``head − base`` is a paired
-difference; without sample scores only seeds are resampled, and with one seed and no sample scores
-there is no interval (``no interval``, never a regression).
+**Interval**: a hierarchical percentile bootstrap on the leaderboard's resampler
+(`lenbench.report.stats.Resampler`: `N_BOOT` resamples, `BOOT_SEED`, 95 %): one per board (task,
+train_len, metric) draws seeds with replacement, then samples within each drawn seed (one draw of
+sample indices for every length), the same draws for base and head, so ``head − base`` is a
+paired difference; without sample scores only seeds are resampled, and with one seed and no sample
+scores there is no interval (``no interval``, never a regression). (The leaderboard itself uses t
+intervals over seeds, docs/statistics.md; this gate's statistics are the regression issue's.)
 
 **Status**: a *regression* is a difference whose interval excludes 0 in the bad direction (the
 metric's `higher_is_better`) **and** whose point estimate is worse than the margin; *improved* the
@@ -138,7 +140,7 @@ def _board_units(board: tuple, base: pd.DataFrame, head: pd.DataFrame, margins: 
     seeds, ratios = sorted(keys["seed"].unique()), sorted(keys["ratio"].unique())
     sb, sh = board_series(base, metric, hib, seeds, ratios), board_series(head, metric, hib, seeds, ratios)
     n_max = max([s.n_samples for s in (*sb.values(), *sh.values())] + [1])
-    res = Resampler.make(len(seeds), len(ratios), n_max, n_boot, seed)
+    res = Resampler.make(len(seeds), n_max, n_boot, seed)
     cache: dict = {}
     eval_len = base.groupby("ratio")["eval_len"].first().to_dict()
     margin = margin_of(margins, metric)

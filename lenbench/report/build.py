@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.atomic import atomic_write_text
+from lenbench.report.claims import claims_markdown
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
 from lenbench.report.findings import findings_markdown
 from lenbench.report.page import Figure, render_page
@@ -35,7 +36,8 @@ from lenbench.report.tables import (
 )
 from lenbench.report.timings import load_kernel_timings, load_training_steps
 
-REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md")
+REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md",
+                "learnability.csv", "claims.md")
 COST_FILES = ("cost.csv", "cost.md")
 
 
@@ -119,7 +121,9 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
     metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the tables
     docs/board.md quotes, `summary_markdown`), ``findings.md`` (what each board shows, in sentences
-    read off its numbers: `lenbench.report.findings`), and with `plots`: ``extrapolation.{png,svg}``
+    read off its numbers: `lenbench.report.findings`), ``learnability.csv`` (each seed's verdict at
+    1×, `Leaderboard.seeds`), ``claims.md`` (the papers' claims judged by the board's paired test,
+    `lenbench.report.claims`), and with `plots`: ``extrapolation.{png,svg}``
     (metric against length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
     pattern of each registered encoding in the results that can be drawn,
     `lenbench.report.geometry.encoding_patterns`, except a trainable one without its checkpoint
@@ -157,6 +161,8 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
             atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
             atomic_write_text(out / "summary.md", summary_markdown(board)),
             atomic_write_text(out / "findings.md", findings_markdown(long)),
+            atomic_write_text(out / "learnability.csv", to_csv_text(board.seeds)),
+            atomic_write_text(out / "claims.md", claims_markdown(board)),
         ]
     if plots and board is not None:
         written += _result_figures(src, board, out, figures)

@@ -3,10 +3,13 @@
 Per board (task × training length), in sentences whose every mean and interval is a cell of the
 same report's ``leaderboard.md`` (the same formatting, `lenbench.report.tables._fmt_ci`):
 
-- how many trained encodings learned the task at 1× and which did not (they are not ranked);
-- rank 1 past the training length (no entry better with support: the paired 95 % interval of the
-  difference, `lenbench.report.stats.support_ranks`), with each entry's mean past train ± half-width,
-  by the metric the board ranks by (the secondary where the primary is at its floor,
+- how many trained encodings learned the task at 1×, which are uncertain and which did not (only
+  learned ones are ranked);
+- the floor (the best trivial baseline past the training length) and which learned entries are
+  above it with support; entries at the floor are never named as winners;
+- rank 1 past the training length (no entry better with support: the paired t test over seeds,
+  Holm-corrected, `lenbench.report.stats.support_ranks`), with each entry's mean past train ±
+  half-width, by the metric the board ranks by (the secondary where the primary cannot rank,
   `lenbench.report.secondary`);
 - the best entry outside rank 1, and how far the best rank-1 mean is ahead of it (a difference of
   means; the ranks carry the support);
@@ -24,12 +27,16 @@ import pandas as pd
 
 from lenbench.escape import md_text
 from lenbench.report.rows import _to_bool
+from lenbench.report.stats import LEARNED, NOT_LEARNED, UNCERTAIN
 from lenbench.report.tables import _fmt, _fmt_ci, wrap_prose
 
 ARROW = {True: "↑", False: "↓"}
-INTRO = ("Per board: the trained encodings that learned the task at 1× (the others are not ranked), rank 1 past "
+INTRO = ("Per board: the trained encodings that learned the task at 1× (the interval of the in-dist score clears "
+         "the threshold; uncertain and not-learned ones are not ranked), the floor (the best trivial baseline past "
+         "the training length) and the learned encodings above it with support (only those are ranked), rank 1 past "
          "the training length (the mean over the ratios above 1×; no entry is better with support, by the paired "
-         "95 % interval of the difference) with each entry's mean ± the half-width of its 95 % interval, the best "
+         "t test over seeds, Holm-corrected over the table) with each entry's mean ± the half-width of its 95 % "
+         "interval, the best "
          "entry outside rank 1 and how far ahead the best of rank 1 is (a difference of means), and the rank-1 "
          "entries of each variant table. Every mean and interval is a cell of leaderboard.md; a gap is the "
          "difference of two of them, before rounding.")
@@ -43,6 +50,16 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     out = board[keys].drop_duplicates("series").reset_index(drop=True)
     first = board.groupby("series", sort=False).first()
     out["not_learned"] = out["series"].map(first["not_learned"]).map(_to_bool)
+    # a leaderboard of schema 2 has no learnability, completeness or floor: learned is not not_learned
+    if "learnability" in first:
+        out["learnability"] = out["series"].map(first["learnability"]).astype(object).fillna("").astype(str)
+    else:
+        out["learnability"] = [NOT_LEARNED if n else LEARNED for n in out["not_learned"]]
+    for flag in ("above_floor", "complete"):
+        out[flag] = out["series"].map(first[flag]).map(_to_bool) if flag in first else True
+    floor = board[board["statistic"].str.startswith("margin over ")].groupby("series").first()
+    out["floor"] = out["series"].map(floor["statistic"]).astype(object).fillna("").astype(str) \
+        .str.removeprefix("margin over ")
     for stat in ("rank", "variant_rank", "n_failed"):
         rows = board[(board["statistic"] == stat) & (board["metric"] == primary)].set_index("series")
         out[stat] = pd.to_numeric(out["series"].map(rows["value"]), errors="coerce")
@@ -100,19 +117,33 @@ def board_findings(board: pd.DataFrame) -> list[str]:
     primary, hib, ranked_by, by_hib = _metrics(board)
     entries = _entries(board, ranked_by)
     models = entries[entries["kind"] == "model"]
-    learned, not_learned = models[~models["not_learned"]], models[models["not_learned"]]
+    learned = models[models["learnability"] == LEARNED]
+    uncertain = models[models["learnability"] == UNCERTAIN]
+    not_learned = models[models["learnability"] == NOT_LEARNED]
     lines = [f"## {md_text(task)} (train length {train_len}, {md_text(primary)} {ARROW[hib]})", ""]
+    names = lambda rows: ", ".join(md_text(s) for s in rows["series"])  # noqa: E731
     lines.append(f"- learned at 1×: {len(learned)} of {len(models)} trained encodings"
-                 + (f"; not learned, not ranked: {', '.join(md_text(s) for s in not_learned['series'])}"
-                    if len(not_learned) else ""))
+                 + (f"; uncertain, not ranked: {names(uncertain)}" if len(uncertain) else "")
+                 + (f"; not learned, not ranked: {names(not_learned)}" if len(not_learned) else ""))
+    incomplete = learned[~learned["complete"]]
+    if len(incomplete):
+        lines.append(f"- incomplete (a length or seed missing), not ranked: {names(incomplete)}")
     if ranked_by != primary:
-        lines.append(f"- ranked past the training length by {md_text(ranked_by)} {ARROW[by_hib]}: {md_text(primary)} "
-                     "is at its floor there for every learned entry")
-    if len(learned) == 1:
-        lines.append(f"- only {md_text(learned['series'].iloc[0])} learned: nothing to rank it against "
-                     f"(mean past train {_score(learned.iloc[0].to_dict(), ranked_by)})")
-    elif len(learned) > 1:
-        lines += [f"- {line}" for line in _ranking(learned, "rank", ranked_by, by_hib)]
+        lines.append(f"- ranked past the training length by {md_text(ranked_by)} {ARROW[by_hib]}: on "
+                     f"{md_text(primary)} no learned entry is above the floor")
+    floor = next((f for f in learned["floor"] if f), "")
+    above = learned[learned["above_floor"] & learned["complete"]]
+    at_floor = learned[~learned["above_floor"] & learned["complete"]]
+    if floor and len(learned):
+        lines.append(f"- floor ({md_text(floor)}, by {md_text(ranked_by)} past the training length): "
+                     + (f"above it with support: {names(above)}" if len(above) else "no learned entry is above it")
+                     + (f"; at the floor, not ranked: {names(at_floor)}" if len(at_floor) else ""))
+    ranked = models[models["rank"].notna()]
+    if len(ranked) == 1:
+        lines.append(f"- only {md_text(ranked['series'].iloc[0])} is ranked: nothing to rank it against "
+                     f"(mean past train {_score(ranked.iloc[0].to_dict(), ranked_by)})")
+    elif len(ranked) > 1:
+        lines += [f"- {line}" for line in _ranking(ranked, "rank", ranked_by, by_hib)]
     for encoding in entries.loc[entries["kind"] == "variant", "encoding"].unique():
         table = entries[(entries["encoding"] == encoding) & (entries["kind"] != "baseline")
                         & entries["variant_rank"].notna()]
@@ -140,7 +171,7 @@ def rank_one(long: pd.DataFrame) -> dict[str, list[str]]:
     for (task, train_len), board in long.groupby(["task", "train_len"], sort=False):
         _, _, ranked_by, hib = _metrics(board)
         models = _entries(board, ranked_by)
-        models = models[(models["kind"] == "model") & ~models["not_learned"] & models["rank"].notna()]
+        models = models[(models["kind"] == "model") & (models["learnability"] == LEARNED) & models["rank"].notna()]
         top = models[models["rank"] == models["rank"].min()].sort_values("past_value", ascending=not hib, kind="stable")
         out[task if lengths[task] == 1 else f"{task}@{train_len}"] = list(top["series"]) if len(models) > 1 else []
     return out

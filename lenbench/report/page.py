@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
-import math
 import re
 from pathlib import Path
 
@@ -31,13 +30,20 @@ from lenbench.report.cost import _fmt_seconds, _fmt_x
 from lenbench.report.secondary import ranking_note
 from lenbench.report.tables import (
     HOLDS_TO,
+    OVERALL_HEADER,
+    OVERALL_NOTE,
+    RANK_MARKS,
     Leaderboard,
     _fmt_ci,
-    _fmt_rank,
+    _learnability_note,
     board_align,
+    board_degrades,
     board_header,
     board_second,
     board_table_rows,
+    floor_sentence,
+    learnability_lines,
+    overall_lines,
     variant_table,
 )
 
@@ -135,9 +141,12 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
     note = ranking_note(rows)
     if note:
         parts.append(f'<p class="note"><strong>{_esc(note)}</strong></p>')
+    floor = floor_sentence(rows)
+    if floor:
+        parts.append(f'<p class="note">{_esc(floor)}</p>')
     main = rows[rows["kind"].isin(["model", "baseline"])]
-    parts.append(_html_table(board_header(metric, hib, second), board_table_rows(main, "rank", metric),
-                             board_align(second), group, _row_classes(main)))
+    parts.append(_html_table(board_header(metric, hib, second, board_degrades(rows)), board_table_rows(main, "rank", metric),
+                             board_align(second, board_degrades(rows)), group, _row_classes(main)))
     wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
                       & (board.wide["kind"] != "variant")]
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
@@ -148,11 +157,15 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
                  for r in wide.to_dict("records")]
         parts.append(_html_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)], group,
                                  _row_classes(wide)))
+    parts.append("<h3>Learnability at the training length</h3>")
+    parts.append(f'<p class="note">{_esc(_learnability_note(metric, hib, task))}</p>')
+    parts.append(_html_table(["entry", "learnability (95 % interval)", "per seed: in-dist"],
+                             learnability_lines(board, task, train_len, main), ["l", "l", "l"], group))
     for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
         table = variant_table(rows, encoding)
         parts.append(f"<h3>{_esc(encoding)} and its inference-time variants (ranked among themselves)</h3>")
-        parts.append(_html_table(board_header(metric, hib, second), board_table_rows(table, "variant_rank", metric),
-                                 board_align(second), group, _row_classes(table)))
+        parts.append(_html_table(board_header(metric, hib, second, board_degrades(rows)), board_table_rows(table, "variant_rank", metric),
+                                 board_align(second, board_degrades(rows)), group, _row_classes(table)))
     parts.append("</section>")
     return parts
 
@@ -235,14 +248,10 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
         for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
             nav.append((f"{task}-{int(train_len)}", f"{task} ({int(train_len)})"))
             sections += _task_section(board, task, int(train_len), rows)
-        ranks = list(board.overall["rank"])
-        body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
-                 "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_not_learned)]
-                for r in board.overall.itertuples(index=False)]
         sections += ['<section id="overall"><h2>Overall ranking</h2>',
-                     '<p class="note">Trained models: more tasks learned first, then the mean rank over them.</p>',
-                     _html_table(["rank ↓", "encoding", "mean rank ↓", "tasks ranked", "tasks not learned"], body,
-                                 ["r", "l", "r", "r", "r"], "overall"), "</section>"]
+                     f'<p class="note">{_esc(OVERALL_NOTE)}</p>',
+                     _html_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"], "overall"),
+                     "</section>"]
         nav.append(("overall", "overall"))
     if figures:
         sections.append('<section id="figures"><h2>Figures</h2>')
@@ -254,9 +263,9 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
         nav.append(("cost", "cost"))
     footer = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in _provenance(df, cost))
     lede = ("How far past its training length does each positional encoding hold up, and what does it cost? "
-            "Every score is the mean over seeds ± the half-width of its 95 % hierarchical bootstrap interval; "
-            "rank = 1 + the number of entries better with statistical support (\"=2\" is a shared rank); "
-            "<em>n/l</em> = not learned at the training length, shown but not ranked; baselines are not ranked; "
+            "Every score is the mean over seeds ± the half-width of its 95 % t interval over the seeds; "
+            "rank = 1 + the number of entries better with statistical support (the paired test, Holm-corrected over "
+            f"the table); {_md_emphasis(RANK_MARKS)} "
             f"{_md_emphasis(HOLDS_TO)} Click a column header to sort, type above a task's tables to filter them.")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

@@ -6,12 +6,12 @@ Every task kind declares its secondary metric with the reason (`lenbench.metrics
 leaderboard (`lenbench.report.tables.leaderboard`) adds to each board's entries
 
 - ``secondary_metric`` and its ``secondary_in_dist`` / ``secondary_past_train_mean`` with their
-  95 % intervals (the same hierarchical bootstrap, `lenbench.report.stats.board_statistics`);
-- ``ranked_by``: the metric the board's ranks use. That is the primary, unless the primary is *at
-  its floor* past the training length: every learned trained model's 95 % interval of mean past
-  train reaches the metric's worst score (0 exact match), with at least two learned to rank. Then
-  the ranks (main and variant tables) are the secondary's, among the same entries — learned is
-  always the primary's verdict — and the board says so (`ranking_note`).
+  95 % intervals (the same seed-level statistics, `lenbench.report.stats.board_statistics`);
+- ``ranked_by``: the metric the board's ranks use. That is the primary, unless it *cannot rank*:
+  no learned model is above the board's floor on it (the best trivial baseline, or the metric's
+  worst score without baselines: `lenbench.report.stats`) while some are on the secondary. Then the ranks (main
+  and variant tables) and the floor columns are the secondary's, among the same entries —
+  learned is always the primary's verdict — and the board says so (`ranking_note`).
 """
 
 from __future__ import annotations
@@ -20,57 +20,55 @@ import math
 
 import pandas as pd
 
-from lenbench.metrics import METRICS, get_metric, secondary_metric, worst_value
+from lenbench.metrics import METRICS, get_metric, secondary_metric
 from lenbench.report import stats
 
 #: The secondary statistics each entry carries (each with ``_ci_low`` / ``_ci_high``).
 STATS = ("in_dist", "past_train_mean")
 COLUMNS = ("ranked_by", "secondary_metric",
            *(f"secondary_{s}{suffix}" for s in STATS for suffix in ("", "_ci_low", "_ci_high")))
+#: The columns that follow the metric the board ranks by.
+RANKED_BY_COLUMNS = ("rank", "variant_rank", "floor_baseline", "margin", "margin_ci_low", "margin_ci_high",
+                     "above_floor")
 
 
-def at_floor(entries: pd.DataFrame, metric: str, hib: bool) -> bool:
-    """Whether `metric` cannot separate a board's learned models past the training length: at
-    least two learned, a length past 1× measured, and each one's interval of mean past train
-    reaching the worst score (the point value where it has no interval)."""
-    floor = worst_value(metric, hib)
-    if not math.isfinite(floor):
-        return False
-    learned = entries[(entries["kind"] == "model") & ~entries["not_learned"].astype(bool)]
-    if len(learned) < 2 or learned["past_train_mean"].isna().all():
-        return False
-    edge = learned["past_train_mean_ci_low" if hib else "past_train_mean_ci_high"]
-    reach = edge.where(edge.notna(), learned["past_train_mean"])
-    return bool(((reach <= floor) if hib else (reach >= floor)).all())
+def n_above_floor(entries: pd.DataFrame) -> int:
+    """The trained models a board can rank: learned, complete and above its floor."""
+    models = entries[entries["kind"] == "model"]
+    return int(sum(stats.rankable(e) for e in models.to_dict("records")))
 
 
-def with_secondary(entries: pd.DataFrame, rows: pd.DataFrame, task: str, metric: str, hib: bool,
-                   n_boot: int) -> pd.DataFrame:
-    """`entries` (`board_statistics` of the primary `metric`) with the `COLUMNS` of its secondary,
-    computed from `rows` (the board's rows of every metric), and the ranks replaced by the
-    secondary's where the primary is `at_floor`."""
+def with_secondary(board: stats.Board, rows: pd.DataFrame, task: str, metric: str, hib: bool,
+                   n_boot: int) -> tuple[pd.DataFrame, stats.Board]:
+    """`board.entries` (`board_statistics` of the primary `metric`) with the `COLUMNS` of its
+    secondary, computed from `rows` (the board's rows of every metric), and the ranks and floor
+    replaced by the secondary's where the primary cannot rank; with the `Board` the ranks came from."""
+    entries = board.entries
     out = entries.assign(ranked_by=metric, secondary_metric="",
                          **{c: math.nan for c in COLUMNS if c.startswith("secondary_") and c != "secondary_metric"})
     second = secondary_metric(metric)
-    board = rows[rows["metric"] == second] if second else rows.iloc[:0]
-    if board.empty:
-        return out
-    flags = {(e, v): bool(n) for e, v, n in zip(out["encoding"], out["variant"], out["not_learned"], strict=True)}
+    rows2 = rows[rows["metric"] == second] if second else rows.iloc[:0]
+    if rows2.empty:
+        return out, board
+    given = {(e, v): w for e, v, w in zip(out["encoding"], out["variant"], out["learnability"], strict=True)}
     shib = bool(METRICS.get(second, True))
-    sec, _ = stats.board_statistics(board, task, second, shib, n_boot=n_boot, not_learned=flags)
-    sec = sec.set_index(["encoding", "variant"])
+    sboard = stats.board_statistics(rows2, task, second, shib, n_boot=n_boot, learnability=given)
+    sec = sboard.entries.set_index(["encoding", "variant"])
     keys = list(zip(out["encoding"], out["variant"], strict=True))
 
-    def pick(column: str) -> list[float]:
-        return [float(sec.at[k, column]) if k in sec.index else math.nan for k in keys]
+    def pick(column: str) -> list:
+        return [sec.at[k, column] if k in sec.index else math.nan for k in keys]
 
     out["secondary_metric"] = second
     for stat in STATS:
         for suffix in ("", "_ci_low", "_ci_high"):
-            out[f"secondary_{stat}{suffix}"] = pick(f"{stat}{suffix}")
-    if at_floor(out, metric, hib):
-        out["rank"], out["variant_rank"], out["ranked_by"] = pick("rank"), pick("variant_rank"), second
-    return out
+            out[f"secondary_{stat}{suffix}"] = [float(x) for x in pick(f"{stat}{suffix}")]
+    if n_above_floor(entries) == 0 and n_above_floor(sboard.entries) > 0:
+        for column in RANKED_BY_COLUMNS:
+            out[column] = pick(column)
+        out["ranked_by"] = second
+        return out, sboard
+    return out, board
 
 
 def ranking_note(rows: pd.DataFrame) -> str | None:
@@ -78,7 +76,6 @@ def ranking_note(rows: pd.DataFrame) -> str | None:
     metric, ranked_by = rows["metric"].iloc[0], rows["ranked_by"].iloc[0]
     if ranked_by == metric:
         return None
-    floor = worst_value(metric, bool(rows["higher_is_better"].iloc[0]))
-    return (f"Ranked by {ranked_by} past the training length: {metric} is at its floor ({floor:g}) there for every "
-            f"learned entry (each one's 95 % interval of mean past train reaches it), so it cannot separate them; "
-            f"{ranked_by}: {get_metric(ranked_by).why}. Learned or not is still {metric}'s verdict at 1×.")
+    return (f"Ranked by {ranked_by} past the training length: on {metric} no learned entry is above the floor "
+            f"with support, so it cannot rank them; {ranked_by}: "
+            f"{get_metric(ranked_by).why}. Learned or not is still {metric}'s verdict at 1×.")

@@ -6,16 +6,20 @@ read these tables, never the other way round.
 
 The leaderboard (`leaderboard`) aggregates per task (and training length) and per (encoding,
 variant) on the task's primary metric (`lenbench.metrics.PRIMARY_METRIC`: exact match for sequence
-tasks, perplexity for lm); the statistics themselves are `lenbench.report.stats` (hierarchical bootstrap
+tasks, perplexity for lm); the statistics themselves are `lenbench.report.stats` (seed-level t
 intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
 defines them:
 
 - ``in_dist``, ``past_train_mean`` (a failed length counts as the worst score: 0 for accuracies,
-  +inf for perplexity; ``n_failed`` counts them), ``max_ratio_within_10pct`` and ``retention``,
-  each with ``_ci_low`` / ``_ci_high``;
+  +inf for perplexity; ``n_failed`` counts them), ``retention`` and ``degradation``, each with
+  ``_ci_low`` / ``_ci_high``, and ``max_ratio_within_10pct`` (no interval);
+- ``learnability`` (learned / not learned / uncertain, with the interval it used), ``complete``,
+  the margin over the board's best trivial baseline (``floor_baseline``, ``margin`` and its
+  interval, ``above_floor``);
 - ``rank`` in the task's main table (trained models, variant "none"), ``variant_rank`` in the table
-  of one encoding's inference-time variants; baselines and not-learned entries are unranked;
-- overall: trained encodings by the number of tasks they learned, then their mean rank there.
+  of one encoding's inference-time variants; only learned, complete entries above the floor are
+  ranked, with Holm's correction over each table's pairs;
+- overall: each trained encoding's mean rank over the boards where it learned the task.
 
 The leaderboard CSVs carry ``schema_version`` (`LEADERBOARD_SCHEMA_VERSION`) and the provenance
 columns `PROVENANCE`.
@@ -51,10 +55,13 @@ from lenbench.report.rows import (
 )
 from lenbench.report.schema import COLUMNS, ResultsError
 
-SCORE_STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention")
-#: The leaderboard CSVs' schema: 2 adds intervals from the hierarchical bootstrap, retention,
-#: not_learned, kind, support ranks (rank, variant_rank), n_seeds, ci_method and provenance.
-LEADERBOARD_SCHEMA_VERSION = 2
+SCORE_STATS = stats.STATS
+#: The leaderboard CSVs' schema: 3 has seed-level t intervals, Holm-corrected ranks, learnability,
+#: completeness, the floor margin and degradation (2: bootstrap intervals, support ranks).
+LEADERBOARD_SCHEMA_VERSION = 3
+#: Per-entry columns beside the statistics (`lenbench.report.stats.board_statistics`).
+ENTRY_FLAGS = ("complete", "learnability", "learned_ci_low", "learned_ci_high", "floor_baseline", "margin",
+               "margin_ci_low", "margin_ci_high", "above_floor")
 #: Provenance columns of the leaderboard CSVs: the distinct values of the board's rows, joined by "; ".
 #: `settings`: the training and evaluation settings of the board's cells (a task's overrides show here).
 PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
@@ -79,12 +86,12 @@ class Leaderboard:
             higher_is_better (of the metric), encoding, variant, series, kind ("model": a trained
             encoding, variant "none"; "variant": an inference-time or fine-tuned variant;
             "baseline"), n_seeds, n_samples, ci_method, for each of `SCORE_STATS` the point value
-            and ``<stat>_ci_low`` / ``<stat>_ci_high``, n_failed, not_learned, rank (main table:
-            models only; NaN when unranked), variant_rank (the encoding's variant table), then
-            schema_version and `PROVENANCE`. Ordered by task, train_len, kind (models, baselines,
-            variants), rank, canonical series order.
+            and ``<stat>_ci_low`` / ``<stat>_ci_high``, n_failed, not_learned, `ENTRY_FLAGS`, rank
+            (main table: models only; NaN when unranked), variant_rank (the encoding's variant
+            table), the secondary columns, then schema_version and `PROVENANCE`. Ordered by task,
+            train_len, kind (models, baselines, variants), rank, score, canonical series order.
         overall: one row per trained encoding: encoding, variant, series, mean_rank, n_tasks,
-            n_not_learned, rank.
+            n_at_floor, n_uncertain, n_not_learned, rank.
         wide: the primary metric (mean over seeds) per (task, train_len, encoding, variant) and
             length ratio ("1x", "2x", …), then "<r>x_ci_low" / "<r>x_ci_high", with kind,
             not_learned, n_seeds, rank, schema_version and provenance.
@@ -93,6 +100,11 @@ class Leaderboard:
     per_task: pd.DataFrame
     overall: pd.DataFrame
     wide: pd.DataFrame
+    #: per seed, each trained entry's learnability (`lenbench.report.stats.seed_learnability`),
+    #: with task and train_len.
+    seeds: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    #: {(task, train_len): the `Board` its ranks came from} (paired tests the tables do not print).
+    boards: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def long(self) -> pd.DataFrame:
         """Tidy long form: one row per task × train_len × encoding × variant × statistic, with
@@ -104,12 +116,20 @@ class Leaderboard:
         for r in self.per_task.to_dict("records"):
             base = {"task": r["task"], "train_len": r["train_len"], "metric": r["metric"], "encoding": r["encoding"],
                     "variant": r["variant"], "series": r["series"], "kind": r["kind"], "not_learned": r["not_learned"],
+                    "learnability": r["learnability"], "complete": r["complete"], "above_floor": r["above_floor"],
                     "n": r["n_seeds"], "ci_method": r["ci_method"], "ranked_by": r["ranked_by"],
                     **{c: r[c] for c in prov_cols}}
             for stat in SCORE_STATS:
-                hib = True if stat in ("max_ratio_within_10pct", "retention") else r["higher_is_better"]
+                if stat == "degradation" and math.isnan(r[stat]):
+                    continue
+                hib = True if stat in ("max_ratio_within_10pct", "retention") else \
+                    False if stat == "degradation" else r["higher_is_better"]
                 rows.append({**base, "statistic": stat, "value": r[stat], "ci_low": r[f"{stat}_ci_low"],
                              "ci_high": r[f"{stat}_ci_high"], "higher_is_better": hib})
+            if r["floor_baseline"]:  # the margin over the best trivial baseline, of the ranked_by metric
+                rows.append({**base, "metric": r["ranked_by"], "statistic": f"margin over {r['floor_baseline']}",
+                             "value": r["margin"], "ci_low": r["margin_ci_low"], "ci_high": r["margin_ci_high"],
+                             "higher_is_better": True})
             for stat in ("n_failed", "rank", "variant_rank"):
                 rows.append({**base, "statistic": stat, "value": float(r[stat]), "ci_low": math.nan,
                              "ci_high": math.nan, "higher_is_better": False})
@@ -126,16 +146,19 @@ class Leaderboard:
         for r in self.overall.to_dict("records"):
             base = {"task": "overall", "train_len": 0, "metric": "rank", "encoding": r["encoding"],
                     "variant": r["variant"], "series": r["series"], "kind": "model",
-                    "not_learned": r["n_tasks"] == 0, "ci_low": math.nan, "ci_high": math.nan, "n": r["n_tasks"],
+                    "not_learned": r["n_tasks"] == 0, "learnability": "", "complete": True, "above_floor": True,
+                    "ci_low": math.nan, "ci_high": math.nan, "n": r["n_tasks"],
                     "ci_method": "", "ranked_by": "", "higher_is_better": False, **prov}
             rows.append({**base, "statistic": "mean_rank", "value": r["mean_rank"]})
+            rows.append({**base, "statistic": "n_at_floor", "value": float(r["n_at_floor"])})
             rows.append({**base, "statistic": "rank", "value": float(r["rank"])})
         columns = ["task", "train_len", "metric", "encoding", "variant", "series", "kind", "statistic", "value",
-                   "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "ci_method", "ranked_by", *prov_cols]
+                   "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "learnability", "complete",
+                   "above_floor", "ci_method", "ranked_by", *prov_cols]
         out = pd.DataFrame(rows, columns=columns)
         return out.astype({"train_len": "int64", "n": "int64", "value": "float64", "ci_low": "float64",
-                           "ci_high": "float64", "higher_is_better": bool, "not_learned": bool,
-                           "schema_version": "int64"})
+                           "ci_high": "float64", "higher_is_better": bool, "not_learned": bool, "complete": bool,
+                           "above_floor": bool, "schema_version": "int64"})
 
 
 def _series_key(encoding: str, variant: str) -> tuple:
@@ -147,7 +170,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     `lenbench.report.stats`). `n_boot` overrides the number of bootstrap resamples."""
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
     df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
-    per_task_parts, wide_rows = [], []
+    per_task_parts, wide_rows, seed_parts, boards = [], [], [], {}
     ratios_all: set[float] = set()
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
@@ -156,16 +179,21 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
         mdf = tdf[tdf["metric"] == metric]
         for train_len in sorted(mdf["train_len"].unique()):
             board = mdf[mdf["train_len"] == train_len]
-            entries, curves = stats.board_statistics(board, task, metric, hib, n_boot=n_boot or stats.N_BOOT)
-            entries = secondary.with_secondary(entries, tdf[tdf["train_len"] == train_len], task, metric, hib,
-                                               n_boot or stats.N_BOOT)
+            primary = stats.board_statistics(board, task, metric, hib, n_boot=n_boot or stats.N_BOOT)
+            curves = primary.curves
+            entries, boards[(task, int(train_len))] = secondary.with_secondary(
+                primary, tdf[tdf["train_len"] == train_len], task, metric, hib, n_boot or stats.N_BOOT)
+            seed_parts.append(stats.seed_learnability(board, task, metric, hib, n_boot=n_boot or stats.N_BOOT)
+                              .assign(task=task, train_len=int(train_len), metric=metric))
             prov = _provenance(tdf[tdf["train_len"] == train_len])
             entries = entries.assign(task=task, train_len=int(train_len), metric=metric, higher_is_better=hib,
                                      series=[series_label(e, v) for e, v in zip(entries["encoding"], entries["variant"],
                                                                                 strict=True)], **prov)
-            entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r, _series_key(e, v))
-                                 for k, r, e, v in zip(entries["kind"], entries["rank"], entries["encoding"],
-                                                       entries["variant"], strict=True)]
+            sign = -1.0 if hib else 1.0  # ties (a shared rank, unranked entries) ordered by score, best first
+            entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r,
+                                  math.inf if math.isnan(p) else sign * p, _series_key(e, v))
+                                 for k, r, p, e, v in zip(entries["kind"], entries["rank"], entries["past_train_mean"],
+                                                          entries["encoding"], entries["variant"], strict=True)]
             entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
             per_task_parts.append(entries.drop(columns="_order"))
             for e in sorted(entries.to_dict("records"), key=lambda e: _series_key(e["encoding"], e["variant"])):
@@ -187,20 +215,22 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     stat_cols = [c for s in SCORE_STATS for c in (s, f"{s}_ci_low", f"{s}_ci_high")]
     prov_cols = ["schema_version", *PROVENANCE]
     columns = ["task", "train_len", "metric", "higher_is_better", "encoding", "variant", "series", "kind", "n_seeds",
-               "n_samples", "ci_method", *stat_cols, "n_failed", "not_learned", "rank", "variant_rank",
+               "n_samples", "ci_method", *stat_cols, "n_failed", "not_learned", *ENTRY_FLAGS, "rank", "variant_rank",
                *secondary.COLUMNS, *prov_cols]
     per_task = pd.concat(per_task_parts, ignore_index=True)[columns] if per_task_parts else pd.DataFrame(columns=columns)
     per_task = per_task.astype({"train_len": "int64", "n_seeds": "int64", "n_samples": "int64", "higher_is_better": bool,
-                                "not_learned": bool, "schema_version": "int64",
-                                **{c: "float64" for c in (*stat_cols, "n_failed", "rank", "variant_rank",
-                                                          *secondary.COLUMNS[2:])}})
+                                "not_learned": bool, "complete": bool, "above_floor": bool, "schema_version": "int64",
+                                **{c: "float64" for c in (*stat_cols, "n_failed", "rank", "variant_rank", "margin",
+                                                          "margin_ci_low", "margin_ci_high", "learned_ci_low",
+                                                          "learned_ci_high", *secondary.COLUMNS[2:])}})
 
     overall = stats.overall_ranks(per_task)
     overall.insert(2, "series", overall["encoding"])
     overall["_o"] = [(math.inf if math.isnan(r) else r, encoding_sort_key(e)) for r, e in
                      zip(overall["rank"], overall["encoding"], strict=True)]
     overall = overall.iloc[sorted(range(len(overall)), key=lambda i: overall["_o"].iloc[i])].drop(columns="_o")
-    overall = overall.astype({"mean_rank": "float64", "n_tasks": "int64", "n_not_learned": "int64", "rank": "float64"})
+    overall = overall.astype({"mean_rank": "float64", "n_tasks": "int64", "n_at_floor": "int64", "n_uncertain": "int64",
+                              "n_not_learned": "int64", "rank": "float64"})
 
     ratio_cols = sorted(ratios_all)
     ci_cols = [(r, side) for r in ratio_cols for side in ("lo", "hi")]
@@ -213,7 +243,11 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     wide = wide.astype({"train_len": "int64", "higher_is_better": bool, "not_learned": bool, "n_seeds": "int64",
                         "rank": "float64", "variant_rank": "float64", "schema_version": "int64",
                         **{names[c]: "float64" for c in (*ratio_cols, *ci_cols)}})
-    return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True))
+    seed_cols = ["task", "train_len", "metric", "encoding", "variant", "seed", "in_dist", "ci_low", "ci_high",
+                 "threshold", "learnability"]
+    seeds = pd.concat(seed_parts, ignore_index=True)[seed_cols] if seed_parts else pd.DataFrame(columns=seed_cols)
+    return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True),
+                       seeds, boards)
 
 
 def ratio_label(ratio: float) -> str:
@@ -256,7 +290,8 @@ def _fmt(value: float, metric: str = "") -> str:
         return "fail" if value > 0 and metric in ("perplexity", "nll") else f"{value}"
     if metric in ("perplexity", "nll") and abs(value) >= 1000:
         return f"{value:.4g}"
-    return f"{value:.3f}"
+    text = f"{value:.3f}"
+    return "0.000" if text == "-0.000" else text
 
 
 def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
@@ -268,8 +303,14 @@ def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
 
 #: What "holds to" means, where a table shows it (leaderboard.md and the page quote this one sentence).
 HOLDS_TO = (f"*holds to*: the largest length ratio up to which every score stays within {stats.WITHIN * 100:g} % of the in-dist "
-            f"score (at least {(1 - stats.WITHIN) * 100:g} % of it; for perplexity at most {(1 + stats.WITHIN) * 100:g} %); n/a for an entry whose "
-            "in-dist score is 0, such as one at zero everywhere: it has nothing to hold.")
+            f"score (at least {(1 - stats.WITHIN) * 100:g} % of it; for perplexity at most {(1 + stats.WITHIN) * 100:g} %), of the "
+            "mean over seeds (a discrete statistic: no interval); n/a for an entry whose in-dist score is 0, such as "
+            "one at zero everywhere: it has nothing to hold.")
+#: The rank column's marks (leaderboard.md, summary.md and the page quote this one sentence).
+RANK_MARKS = ("\"=3\": a rank shared by entries the data do not separate; *?*: uncertain whether learned at 1× (the "
+              "interval of its in-dist score straddles the threshold); *n/l*: not learned at 1×; *inc*: a length or "
+              "seed missing; *floor*: not above the best trivial baseline past the training length with support. "
+              "Only learned, complete entries above the floor are ranked; baselines are not ranked.")
 
 
 def _holds_nothing(r: dict) -> bool:
@@ -277,15 +318,11 @@ def _holds_nothing(r: dict) -> bool:
     return bool(r["higher_is_better"]) and r["in_dist"] == 0
 
 
-def _fmt_ratio(mean: float, lo: float, hi: float, *, holds_nothing: bool = False) -> str:
+def _fmt_ratio(mean: float, *, holds_nothing: bool = False) -> str:
+    """"Holds to": a ratio, never with an interval (it is discrete)."""
     if holds_nothing:
         return "n/a"
-    if math.isnan(mean):
-        return "–"
-    text = f"{mean:g}×"
-    if math.isfinite(lo) and math.isfinite(hi):
-        text = f"{mean:.3g}× ± {(hi - lo) / 2:.2g}"
-    return text
+    return "–" if math.isnan(mean) else f"{mean:g}×"
 
 
 def wrap_prose(text: str, indent: str = "") -> str:
@@ -310,20 +347,45 @@ def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | 
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
 
-def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model") -> str:
-    """"3" for a rank of its own, "=3" for a rank shared with another entry of the table,
-    "n/l" for a not-learned entry, "–" for an unranked one (baselines)."""
+def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model", *,
+              learnability: str = "", complete: bool = True, above_floor: bool = True) -> str:
+    """"3" for a rank of its own, "=3" for a rank shared with another entry of the table; for an
+    unranked entry why (`RANK_MARKS`): "inc" incomplete, "?" uncertain, "n/l" not learned,
+    "floor" at the floor, "–" otherwise (baselines)."""
     if kind == "baseline":
         return "–"
+    if not complete:
+        return "inc"
+    if learnability == stats.UNCERTAIN:
+        return "?"
     if not_learned:
         return "n/l"
+    if not above_floor:
+        return "floor"
     if math.isnan(rank):
         return "–"
     shared = sum(1 for r in ranks if r == rank) > 1
     return f"{'=' if shared else ''}{int(rank)}"
 
 
-BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r"]
+def entry_rank(r: dict, rank_col: str, ranks: Iterable[float]) -> str:
+    """`_fmt_rank` of one `Leaderboard.per_task` record."""
+    return _fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"], learnability=r.get("learnability", ""),
+                     complete=bool(r.get("complete", True)), above_floor=bool(r.get("above_floor", True)))
+
+
+def entry_label(r: dict) -> str:
+    """An entry's series with why it is unranked, where that is its learnability or completeness."""
+    if r["kind"] == "baseline":
+        return r["series"]
+    if not r.get("complete", True):
+        return r["series"] + " (incomplete)"
+    if r.get("learnability") == stats.UNCERTAIN:
+        return r["series"] + " (uncertain)"
+    return r["series"] + (" (not learned)" if r["not_learned"] else "")
+
+
+BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r", "r"]
 
 
 def board_second(rows: pd.DataFrame) -> str:
@@ -331,44 +393,111 @@ def board_second(rows: pd.DataFrame) -> str:
     return str(rows["secondary_metric"].iloc[0]) if len(rows) and "secondary_metric" in rows else ""
 
 
-def board_header(metric: str, hib: bool, second: str = "") -> list[str]:
+def board_degrades(rows: pd.DataFrame) -> bool:
+    """Whether a board's tables show the degradation (metrics built from nll sums: lm)."""
+    return "degradation" in rows and bool(rows["degradation"].notna().any())
+
+
+def board_header(metric: str, hib: bool, second: str = "", degradation: bool = False) -> list[str]:
     """Column names of a task's main or variant table (markdown and web page alike); with the
-    secondary metric `second`, its mean past train after the primary's."""
+    secondary metric `second`, its mean past train after the primary's; with `degradation`, the
+    nll past the training length minus the nll at 1× after retention."""
     arrow = {True: "↑", False: "↓"}
     extra = [f"past train {second} {arrow[bool(METRICS.get(second, True))]}"] if second else []
     return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}", *extra,
-            "retention ↑", "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
+            "margin over floor ↑", "retention ↑", *(["degradation (nats) ↓"] if degradation else []),
+            "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
 
 
-def board_align(second: str = "") -> list[str]:
+def board_align(second: str = "", degradation: bool = False) -> list[str]:
     """Column alignment of `board_header`'s table."""
-    return [*BOARD_ALIGN[:4], *(["r"] if second else []), *BOARD_ALIGN[4:]]
+    return [*BOARD_ALIGN[:4], *(["r"] if second else []), *BOARD_ALIGN[4:], *(["r"] if degradation else [])]
 
 
 def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[list[str]]:
     """The formatted cells of a main (`rank_col` "rank") or variant ("variant_rank") table: rank
-    ("=2" shared, "n/l" not learned, "–" unranked), series, then ``mean ± half-width`` of each
-    statistic, failed lengths and seeds, one list per row of `table` (`Leaderboard.per_task` rows)."""
+    (`RANK_MARKS`), series, then ``mean ± half-width`` of each statistic, the margin over the floor
+    (of the metric the board ranks by), failed lengths and seeds, one list per row of `table`
+    (`Leaderboard.per_task` rows)."""
     ranks = list(table[rank_col])
     second = board_second(table)
-    return [[_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
-             r["series"] + (" (not learned)" if r["not_learned"] else ""),
+    degrades = board_degrades(table)
+    return [[entry_rank(r, rank_col, ranks), entry_label(r),
              _fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
              _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
              *([_fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
                         r["secondary_past_train_mean_ci_high"], second)] if second else []),
+             "–" if r["kind"] == "baseline" or math.isnan(r["margin"]) else
+             _fmt_ci(r["margin"], r["margin_ci_low"], r["margin_ci_high"], r["ranked_by"]).replace("fail", "–"),
              _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
-             _fmt_ratio(r["max_ratio_within_10pct"], r["max_ratio_within_10pct_ci_low"],
-                        r["max_ratio_within_10pct_ci_high"], holds_nothing=_holds_nothing(r)),
+             *([_fmt_ci(r["degradation"], r["degradation_ci_low"], r["degradation_ci_high"], "retention")]
+               if degrades else []),
+             _fmt_ratio(r["max_ratio_within_10pct"], holds_nothing=_holds_nothing(r)),
              f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
 
 
 def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
     """One encoding's trained model and its inference-time variants of a board, by variant rank."""
     table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
-    return table.iloc[sorted(range(len(table)), key=lambda i: (
-        math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
-        variant_sort_key(table["variant"].iloc[i])))]
+    sign = -1.0 if bool(table["higher_is_better"].iloc[0]) else 1.0
+
+    def key(i: int) -> tuple:
+        rank, past = table["variant_rank"].iloc[i], table["past_train_mean"].iloc[i]
+        return (math.inf if math.isnan(rank) else rank, math.inf if math.isnan(past) else sign * past,
+                variant_sort_key(table["variant"].iloc[i]))
+
+    return table.iloc[sorted(range(len(table)), key=key)]
+
+
+def floor_sentence(rows: pd.DataFrame) -> str | None:
+    """The board's sentence naming its floor (the best trivial baseline past the training length,
+    of the metric it ranks by) and how many learned models are above it; None without baselines."""
+    models = rows[rows["kind"] == "model"]
+    named = sorted(set(models["floor_baseline"]) - {""})
+    if not named:
+        return None
+    learned = models[models["learnability"] == stats.LEARNED]
+    above = int(learned["above_floor"].astype(bool).sum())
+    by = rows["ranked_by"].iloc[0]
+    base = rows[(rows["encoding"] == named[0]) & (rows["kind"] == "baseline")]
+    level = ""
+    if len(base) and by == rows["metric"].iloc[0]:
+        b = base.iloc[0]
+        level = f" ({_fmt_ci(b['past_train_mean'], b['past_train_mean_ci_low'], b['past_train_mean_ci_high'], by)})"
+    return (f"Floor: {named[0]}{level}, the best trivial baseline by {by} past the training length; "
+            f"{above} of {len(learned)} learned models are above it with support (the 95 % interval of the margin).")
+
+
+def learnability_lines(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[list[str]]:
+    """Rows of a board's learnability table: series, the pooled verdict with the interval it used,
+    and each seed's verdict with its 1× score."""
+    seeds = board.seeds[(board.seeds["task"] == task) & (board.seeds["train_len"] == train_len)] \
+        if len(board.seeds) else board.seeds
+    metric = rows["metric"].iloc[0]
+    out = []
+    for r in rows[rows["kind"] != "baseline"].to_dict("records"):
+        lo, hi = r["learned_ci_low"], r["learned_ci_high"]
+        against = "" if math.isnan(lo) else f" [{_fmt(lo)}, {_fmt(hi)}]"
+        own = seeds[(seeds["encoding"] == r["encoding"]) & (seeds["variant"] == r["variant"])] if len(seeds) else seeds
+        per_seed = ", ".join(f"{int(x['seed'])}: {_fmt(x['in_dist'], metric)} {_SHORT[x['learnability']]}"
+                             for x in own.to_dict("records"))
+        out.append([r["series"], r["learnability"] + against, per_seed or "–"])
+    return out
+
+
+_SHORT = {stats.LEARNED: "✓", stats.NOT_LEARNED: "✗", stats.UNCERTAIN: "?"}
+
+
+def _learnability_note(metric: str, hib: bool, task: str) -> str:
+    if hib and stats.learned_threshold(task, metric) is None:
+        return f"Learnability at 1×: {metric} states no learned threshold, so every entry counts as learned."
+    if hib:
+        return (f"Learnability at 1× (in-dist {metric} against {stats.learned_threshold(task, metric):g}): learned when "
+                "the 95 % interval lies at or above the threshold, not learned when below, uncertain otherwise; per "
+                "seed from that seed's evaluation samples (✓ learned, ✗ not, ? uncertain).")
+    return (f"Learnability at 1× ({metric} against {stats.LEARNED_BASELINE}): the 95 % interval of the paired "
+            "difference (model − baseline) below 0 is learned, above 0 not learned, otherwise uncertain; per seed "
+            "from that seed's evaluation samples (✓ learned, ✗ not, ? uncertain).")
 
 
 def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
@@ -380,15 +509,18 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     if methods:
         parts += [f"Intervals: {md_text('; '.join(methods))}.", ""]
     second = board_second(rows)
-    header = board_header(metric, hib, second)
+    header = board_header(metric, hib, second, board_degrades(rows))
 
     def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
         return board_table_rows(table, rank_col, metric)
 
-    align = board_align(second)
+    align = board_align(second, board_degrades(rows))
     note = secondary.ranking_note(rows)
     if note:
         parts += [f"**{md_text(note)}**", ""]
+    floor = floor_sentence(rows)
+    if floor:
+        parts += [md_text(floor), ""]
     main = rows[rows["kind"].isin(["model", "baseline"])]
     parts += [markdown_table(header, body(main, "rank"), align), ""]
     wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
@@ -396,10 +528,14 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
     if ratio_cols:
         parts += [f"{md_text(metric)} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
-        lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
-                  *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
-                 for r in wide.to_dict("records")]
+        lines = [[entry_label(r), *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                 for r in wide.assign(learnability=wide.set_index(["encoding", "variant"]).index.map(
+                     rows.set_index(["encoding", "variant"])["learnability"]).fillna("")).to_dict("records")]
         parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
+    parts += [_learnability_note(metric, hib, task), ""]
+    parts += [markdown_table(["entry", "learnability (95 % interval)", "per seed: in-dist"],
+                             learnability_lines(board, task, train_len, rows[rows["kind"] != "variant"]),
+                             ["l", "l", "l"]), ""]
     for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
         table = variant_table(rows, encoding)
         parts += [f"### {md_text(task)}: {md_text(encoding)} and its inference-time variants (ranked among themselves)", ""]
@@ -407,10 +543,21 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     return parts
 
 
+#: The sentence on the statistics every leaderboard.md opens with (docs/statistics.md says more).
+STATISTICS_NOTE = ("↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its "
+                   "95 % interval: a t interval over the seeds (the unit of replication), never narrower than the "
+                   "evaluation samples allow. *In-dist*: score at the training length; *mean past train*: mean over "
+                   "ratios > 1 (a failed length scores 0 accuracy / infinite perplexity); *margin over floor*: mean "
+                   "past train minus the best trivial baseline's (better positive); *retention*: (score − chance) / "
+                   "(in-dist − chance) averaged past 1× (ppl: in-dist / ppl); *degradation* (lm): nll past the training "
+                   "length minus nll at 1×, in nats, on the same scored bytes; ")
+
+
 def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
     """The leaderboard as markdown: per task (and training length) the main table (trained
-    models and baselines), the scores by length ratio and one table per encoding with variants;
-    then the overall ranking. Values are ``mean ± 95 % half-width``; shared ranks show as "=3"."""
+    models and baselines), the scores by length ratio, the learnability table and one table per
+    encoding with variants; then the overall ranking. Values are ``mean ± 95 % half-width``;
+    shared ranks show as "=3"."""
     parts = ["# lenbench leaderboard", ""]
     if df is not None and len(df):
         suites = md_text(", ".join(sorted(set(df["suite"]) - {""})) or "?")
@@ -420,24 +567,29 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
         one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
         parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
                   f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha']}.", ""]
-    parts += ["↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its 95 % "
-              "hierarchical bootstrap interval (seeds, then evaluation samples). *In-dist*: score at the training "
-              "length; *mean past train*: mean over ratios > 1 (a failed length scores 0 accuracy / infinite "
-              "perplexity); *retention*: (score − chance) / (in-dist − chance) averaged past 1× (ppl: in-dist / ppl); "
-              f"{HOLDS_TO} Rank = 1 + the number "
-              "of entries better with support (paired 95 % interval of the difference in mean past train excludes "
-              "0); \"=3\" is a shared rank. *n/l*: not learned at 1× (exact match < 0.9, or perplexity no better "
-              "than the unigram baseline), shown but not ranked. Baselines are not ranked.", ""]
+    parts += [STATISTICS_NOTE + f"{HOLDS_TO} Rank = 1 + the number of entries better with support: the paired t test "
+              "on the seeds' differences in mean past train, Holm-corrected over every pair of the table at a "
+              f"family-wise {stats.ALPHA:g}. {RANK_MARKS}", ""]
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
         parts += _board_sections(board, task, int(train_len), rows)
-    parts += ["## Overall ranking (trained models; mean rank over the tasks where each learned)", ""]
-    ranks = list(board.overall["rank"])
-    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
-             "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_not_learned)]
-            for r in board.overall.itertuples(index=False)]
-    parts += [markdown_table(["rank ↓", "encoding", "mean rank ↓", "tasks ranked", "tasks not learned"], body,
-                             ["r", "l", "r", "r", "r"]), ""]
+    parts += ["## Overall ranking (trained models; mean rank over the boards where each learned the task)", "",
+              OVERALL_NOTE, ""]
+    parts += [markdown_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"]), ""]
     return "\n".join(parts)
+
+
+#: The overall table's header and note (leaderboard.md, summary.md and the page).
+OVERALL_HEADER = ["rank ↓", "encoding", "mean rank ↓", "boards counted", "at floor", "uncertain", "not learned"]
+OVERALL_NOTE = ("Mean rank over the boards where the encoding learned the task (and the board ranked anything); on a "
+                "board where it is at the floor it counts as that board's last place. Boards counted says on how "
+                "many; uncertain and not learned boards are not counted.")
+
+
+def overall_lines(board: Leaderboard) -> list[list[str]]:
+    ranks = list(board.overall["rank"])
+    return [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
+             "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_at_floor),
+             str(r.n_uncertain), str(r.n_not_learned)] for r in board.overall.itertuples(index=False)]
 
 
 SUMMARY_RATIOS = (1.0, 2.0, 4.0, 16.0)
@@ -449,8 +601,7 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
     lines = []
     for r in table.to_dict("records"):
         w = wide.loc[(r["encoding"], r["variant"])]
-        lines.append([_fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"]),
-                      r["series"] + (" (not learned)" if r["not_learned"] else ""),
+        lines.append([entry_rank(r, rank_col, ranks), entry_label(r),
                       *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
                       _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
     return lines
@@ -458,9 +609,9 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
 
 def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
     """The short tables docs/board.md quotes: per task (and training length) the trained models and
-    baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank ("=2" shared,
-    "n/l" not learned, "–" baseline); then the overall ranking. `write_report` writes it as
-    ``summary.md``; a test keeps docs/board.md's copy equal to the published one."""
+    baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank
+    (`RANK_MARKS`); then the overall ranking. `write_report` writes it as ``summary.md``; a test
+    keeps docs/board.md's copy equal to the published one."""
     arrow = {True: "↑", False: "↓"}
     parts = []
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
@@ -471,19 +622,17 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIO
         cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
         header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
         align = ["r", "l", *["r"] * (len(cols) + 1)]
-        parts += [f"**{md_text(task)}** (train length {train_len}, {md_text(metric)} {arrow[hib]})", "",
-                  markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
+        parts += [f"**{md_text(task)}** (train length {train_len}, {md_text(metric)} {arrow[hib]})", ""]
+        note = secondary.ranking_note(rows)
+        if note:
+            parts += [f"Ranked by {md_text(rows['ranked_by'].iloc[0])} past the training length (see leaderboard.md).",
+                      ""]
+        parts += [markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
                                                        metric), align), ""]
         for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
-            table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
-            table = table.iloc[sorted(range(len(table)), key=lambda i: (
-                math.inf if math.isnan(table["variant_rank"].iloc[i]) else table["variant_rank"].iloc[i],
-                variant_sort_key(table["variant"].iloc[i])))]
+            table = variant_table(rows, encoding)
             parts += [f"**{md_text(task)}**: {md_text(encoding)} and its inference-time variants, ranked among themselves", "",
                       markdown_table(header, _summary_body(table, "variant_rank", wide, cols, metric), align), ""]
-    ranks = list(board.overall["rank"])
-    body = [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series, "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}",
-             str(r.n_tasks)] for r in board.overall.itertuples(index=False)]
-    parts += ["**overall** (trained models: more tasks learned first, then mean rank over them)", "",
-              markdown_table(["rank", "encoding", "mean rank", "tasks learned"], body, ["r", "l", "r", "r"]), ""]
+    parts += ["**overall** (trained models)", "", wrap_prose(OVERALL_NOTE), "",
+              markdown_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"]), ""]
     return "\n".join(parts)

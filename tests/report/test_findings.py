@@ -73,7 +73,7 @@ def test_a_board_ranked_by_its_secondary_quotes_the_secondary():
         entry("alibi", past=0.0, lo=0.0, hi=0.0, rank=1, secondary=("token_accuracy", 0.66, 0.64, 0.68), **kw),
         entry("nope", past=0.0, lo=0.0, hi=0.0, rank=2, secondary=("token_accuracy", 0.43, 0.40, 0.46), **kw)))
     copy = " ".join(section(text, "copy").split())
-    assert "ranked past the training length by token_accuracy ↑: exact_match is at its floor there" in copy
+    assert "ranked past the training length by token_accuracy ↑: on exact_match no learned entry is above the floor" in copy
     assert "- rank 1: alibi 0.660 ± 0.020" in copy and "nope (rank 2, 0.430 ± 0.030)" in copy
     assert "ahead by 0.230" in copy
 
@@ -84,7 +84,7 @@ def test_nothing_learned_and_a_single_learned_entry_rank_nothing():
         entry("alibi", past=0.2, lo=0.1, hi=0.3, rank=1, **kw),
         entry("nope", past=0.0, lo=0.0, hi=0.0, not_learned=True, **kw)))
     copy = " ".join(section(text, "copy").split())
-    assert "only alibi learned: nothing to rank it against (mean past train 0.200 ± 0.100)" in copy
+    assert "only alibi is ranked: nothing to rank it against (mean past train 0.200 ± 0.100)" in copy
     assert "- rank 1" not in copy
     none = findings_markdown(board(entry("nope", past=0.0, lo=0.0, hi=0.0, not_learned=True, **kw)))
     assert "learned at 1×: 0 of 1 trained encodings; not learned, not ranked: nope" in none

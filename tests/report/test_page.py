@@ -214,8 +214,8 @@ def test_holds_to_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp_path):
             for r, v in zip((1, 2, 4), vals, strict=True)]
     board = leaderboard(pd.DataFrame(rows))
     table = board.per_task.set_index("encoding")
-    cells = {r[1].split(" ")[0]: r[5] for r in board_table_rows(board.per_task, "rank", "exact_match")}
-    assert cells["rope"] == "2× ± 0"
+    cells = {r[1].split(" ")[0]: r[6] for r in board_table_rows(board.per_task, "rank", "exact_match")}
+    assert cells["rope"] == "2×"  # discrete: never with an interval
     assert cells["nope"] == "n/a" and table.loc["nope", "max_ratio_within_10pct"] == 4  # 0 within 10 % of 0, vacuously
     assert cells["alibi"] == "n/a"  # in-dist 0: nothing to hold, whatever follows
     write_report(pd.DataFrame(rows), tmp_path, plots=False)

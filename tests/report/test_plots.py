@@ -42,7 +42,7 @@ def tiny():
             for ratio in (1, 2, 4):
                 failed = enc == "learned" and ratio > 2
                 rows.append(row("copy", enc, var, ratio, "token_accuracy",
-                                None if failed else 0.9 / ratio ** (0.2 * (i + 1)) + 0.01 * seed, seed))
+                                None if failed else 0.97 / ratio ** (0.2 * (i + 1)) + 0.01 * seed, seed))
                 rows.append(row("lm", enc, var, ratio, "perplexity",
                                 None if failed else 5.0 * ratio ** (0.3 * (i + 1)) + seed, seed, train_len=16))
             rows.append(row("mystery", enc, var, 1, "token_accuracy", 0.5, seed))  # a task the registry lacks

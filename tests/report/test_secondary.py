@@ -1,5 +1,5 @@
 """The secondary metric of a board (lenbench.report.secondary): shown beside the primary; ranking
-past the training length when the primary is at its floor there for every learned entry."""
+past the training length when no learned entry is above the floor on the primary."""
 
 import math
 
@@ -38,9 +38,9 @@ def rows_of(encoding: str, exact: dict, tokens: dict, seeds=(0, 1, 2), rng_seed=
 
 
 LEARNED_AT_FLOOR = {  # every one learned at 1x, exact match 0 past it; token accuracy apart past it
-    "alibi": ({1: 0.97, 2: 0.0, 4: 0.0}, {1: 0.99, 2: 0.80, 4: 0.70}),
-    "t5": ({1: 0.97, 2: 0.0, 4: 0.0}, {1: 0.99, 2: 0.50, 4: 0.40}),
-    "rope": ({1: 0.97, 2: 0.0, 4: 0.0}, {1: 0.99, 2: 0.20, 4: 0.10}),
+    "alibi": ({1: 1.0, 2: 0.0, 4: 0.0}, {1: 0.99, 2: 0.80, 4: 0.70}),
+    "t5": ({1: 1.0, 2: 0.0, 4: 0.0}, {1: 0.99, 2: 0.50, 4: 0.40}),
+    "rope": ({1: 1.0, 2: 0.0, 4: 0.0}, {1: 0.99, 2: 0.20, 4: 0.10}),
     "nope": ({1: 0.30, 2: 0.0, 4: 0.0}, {1: 0.60, 2: 0.90, 4: 0.90}),  # not learned: unranked whatever its tokens
 }
 
@@ -64,40 +64,36 @@ def test_exact_match_at_its_floor_ranks_by_token_accuracy():
     assert pt.at["alibi", "secondary_past_train_mean_ci_low"] < pt.at["alibi", "secondary_past_train_mean"] \
         < pt.at["alibi", "secondary_past_train_mean_ci_high"]
     md = leaderboard_markdown(lb)
-    assert "**Ranked by token_accuracy past the training length: exact_match is at its floor (0)" in md
+    assert "**Ranked by token_accuracy past the training length: on exact_match no learned entry is above the floor" in md
+    assert (pt.loc[["alibi", "t5", "rope"], "floor_baseline"] == "worst score").all()  # no baselines: the worst score
     assert metrics.get_metric("token_accuracy").why in md
     assert "past train token_accuracy ↑" in md
 
 
 def test_a_primary_off_its_floor_keeps_its_own_ranks():
     spec = dict(LEARNED_AT_FLOOR)
-    spec["rope"] = ({1: 0.97, 2: 0.5, 4: 0.4}, {1: 0.99, 2: 0.2, 4: 0.1})  # exact match past 1x, low token accuracy
+    spec["rope"] = ({1: 1.0, 2: 0.5, 4: 0.4}, {1: 0.99, 2: 0.2, 4: 0.1})  # exact match past 1x, low token accuracy
     lb, pt = board(spec)
     assert set(pt["ranked_by"]) == {"exact_match"}
     assert pt.at["rope", "rank"] == 1.0  # exact match's order, not token accuracy's
+    assert not pt.at["alibi", "above_floor"] and math.isnan(pt.at["alibi", "rank"])  # at exact match's floor
     assert "Ranked by token_accuracy" not in leaderboard_markdown(lb)
     assert "past train token_accuracy ↑" in leaderboard_markdown(lb)  # shown all the same
 
 
-def entries(learned: list[bool], low: list[float], hib=True) -> pd.DataFrame:
-    return pd.DataFrame({"kind": "model", "not_learned": [not x for x in learned], "past_train_mean": [max(x, 0) for x in low],
-                         "past_train_mean_ci_low": low, "past_train_mean_ci_high": [x + 0.1 for x in low]})
+def entries(verdicts: list[str], complete: list[bool], above: list[bool]) -> pd.DataFrame:
+    return pd.DataFrame({"kind": "model", "learnability": verdicts, "complete": complete, "above_floor": above})
 
 
-@pytest.mark.parametrize(("learned", "low", "floor"), [
-    ([True, True], [0.0, 0.0], True),
-    ([True, True, False], [0.0, 0.0, 0.5], True),   # a not-learned entry off the floor does not count
-    ([True, True], [0.0, 0.01], False),             # one learned entry's interval is off the floor
-    ([True, False], [0.0, 0.0], False),             # one learned entry: nothing to rank
+@pytest.mark.parametrize(("verdicts", "complete", "above", "n"), [
+    (["learned", "learned"], [True, True], [True, True], 2),
+    (["learned", "not learned"], [True, True], [True, True], 1),   # a not-learned entry is never ranked
+    (["learned", "uncertain"], [True, True], [True, True], 1),     # nor an uncertain one
+    (["learned", "learned"], [True, False], [True, True], 1),      # nor an incomplete one
+    (["learned", "learned"], [True, True], [False, True], 1),      # nor one at the floor
 ])
-def test_at_floor(learned, low, floor):
-    assert secondary.at_floor(entries(learned, low), "exact_match", True) is floor
-
-
-def test_no_length_past_one_and_a_floor_at_infinity_are_never_at_floor():
-    e = entries([True, True], [0.0, 0.0]).assign(past_train_mean=math.nan)
-    assert not secondary.at_floor(e, "exact_match", True)
-    assert not secondary.at_floor(entries([True, True], [0.0, 0.0]), "perplexity", False)
+def test_only_learned_complete_entries_above_the_floor_are_ranked(verdicts, complete, above, n):
+    assert secondary.n_above_floor(entries(verdicts, complete, above)) == n
 
 
 def test_the_csv_holds_the_secondary_rows_and_ranked_by(tmp_path):
@@ -107,7 +103,7 @@ def test_the_csv_holds_the_secondary_rows_and_ranked_by(tmp_path):
     board_rows = long[long["task"] == "copy"]
     assert set(board_rows["ranked_by"]) == {"token_accuracy"}
     sec = board_rows[(board_rows["metric"] == "token_accuracy") & (board_rows["encoding"] == "alibi")]
-    assert sorted(sec["statistic"]) == ["in_dist", "past_train_mean"]
+    assert sorted(sec["statistic"]) == ["in_dist", "margin over worst score", "past_train_mean"]
     html = (tmp_path / "index.html").read_text()
     assert "Ranked by token_accuracy past the training length" in html
 

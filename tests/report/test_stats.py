@@ -62,39 +62,82 @@ def test_clear_separation_gives_distinct_ranks():
     assert (pt.loc["alibi", "rank"], pt.loc["t5", "rank"], pt.loc["rope", "rank"]) == (1, 2, 3)
 
 
-def test_an_entry_with_a_missing_seed_is_still_beaten_where_the_data_say_so():
-    """A partial run (one seed of rope's three missing) ranks rope behind alibi as the complete run
-    does: bootstrap replicates that drew only the missing seed say nothing about the difference (before,
-    they counted as no difference, and the entry with a missing seed shared rank 1)."""
-    a = rows_of("alibi", bernoulli({1: 0.97, 2: 0.9, 4: 0.8}, rng_seed=1))
-    full = rows_of("rope", bernoulli({1: 0.97, 2: 0.2, 4: 0.1}, rng_seed=2))
-    partial = [r for r in full if r["seed"] != 2]
-    for rope in (full, partial):
-        _, pt = board_of(a + rope)
-        assert (pt.loc["alibi", "rank"], pt.loc["rope", "rank"]) == (1, 2)
-    ranks = stats.support_ranks({"x": np.array([0.9, 0.8, np.nan, 0.85]), "y": np.array([0.1, 0.2, 0.1, np.nan])},
-                                ["x", "y"], level=0.5)
-    assert ranks == {"x": 1, "y": 2}
-    assert stats.support_ranks({"x": np.array([np.nan] * 4), "y": np.array([0.1] * 4)}, ["x", "y"]) == {"x": 1, "y": 1}
+def test_an_entry_missing_a_seed_or_a_length_is_incomplete_and_never_ranked():
+    """A partial run (one seed of rope's three missing, or its 4× rows absent) is shown as incomplete
+    and never ranked: a missing length must not make an entry's mean NaN and so rank 1."""
+    a = rows_of("alibi", bernoulli({1: 0.97, 2: 0.3, 4: 0.2}, rng_seed=1))
+    full = rows_of("rope", bernoulli({1: 0.97, 2: 0.9, 4: 0.8}, rng_seed=2))
+    _, pt = board_of(a + full)
+    assert (pt.loc["rope", "rank"], pt.loc["alibi", "rank"]) == (1, 2)
+    for partial in ([r for r in full if r["seed"] != 2], [r for r in full if r["ratio"] != 4]):
+        board, pt = board_of(a + partial)
+        assert not pt.loc["rope", "complete"] and math.isnan(pt.loc["rope", "rank"])
+        assert pt.loc["alibi", "rank"] == 1 and pt.loc["alibi", "complete"]
+        line = next(x for x in leaderboard_markdown(board).splitlines() if "| rope (incomplete)" in x)
+        assert line.split("|")[1].strip() == "inc"
+
+
+def seed_values(theta, boot=None):
+    theta = np.asarray(theta, dtype=float)
+    return stats.SeedValues(theta, np.zeros((10, len(theta))) + theta if boot is None else boot)
+
+
+def test_support_ranks_test_the_seed_differences_with_holm():
+    # x beats y on every seed by 0.5 ± 0.01: separated; z is y plus noise of the size of the gap: tied with both
+    x, y = seed_values([0.9, 0.8, 0.85]), seed_values([0.4, 0.31, 0.34])
+    z = seed_values([0.9, 0.1, 0.5])
+    assert stats.support_ranks({"x": x, "y": y}, ["x", "y"]) == {"x": 1, "y": 2}
+    assert stats.support_ranks({"x": x, "y": y, "z": z}, ["x", "y", "z"]) == {"x": 1, "y": 2, "z": 1}
+    # Holm: p-values of a family of three, one at 0.02 (≤ 0.05/3 fails, so nothing is rejected)
+    assert stats.holm([0.02, 0.5, 0.9]) == [False, False, False]
+    assert stats.holm([0.01, 0.02, 0.9]) == [True, True, False]  # 0.01 ≤ 0.05/3, then 0.02 ≤ 0.05/2
+    assert stats.holm([0.04, 0.001]) == [True, True]
 
 
 def test_entries_failed_everywhere_tie_with_each_other():
-    worst = np.full(8, -np.inf)  # goodness of two entries whose every length failed (perplexity inf)
-    assert stats.support_ranks({"x": worst, "y": worst.copy(), "z": np.zeros(8)}, ["x", "y", "z"]) == {"x": 2, "y": 2, "z": 1}
+    worst = seed_values([-np.inf] * 3)  # goodness of two entries whose every length failed (perplexity inf)
+    ranks = stats.support_ranks({"x": worst, "y": seed_values([-np.inf] * 3), "z": seed_values([0.0, 0.1, 0.05])},
+                                ["x", "y", "z"])
+    assert ranks == {"x": 2, "y": 2, "z": 1}
 
 
 def test_comparisons_are_paired_on_the_same_samples():
-    # kerple = alibi plus 4 more right answers out of 128 per length: the unpaired intervals overlap,
+    # kerple = alibi plus 8 more right answers out of 128 per length: the unpaired intervals overlap,
     # but on the same samples kerple is never worse, so the paired difference supports it
     base = bernoulli({1: 0.97, 2: 0.5, 4: 0.5}, n=128, rng_seed=4)
     better = {s: {r: v.copy() for r, v in by_r.items()} for s, by_r in base.items()}
     for by_r in better.values():
         for r in (2, 4):
-            wrong = np.flatnonzero(by_r[r] == 0)[:2]
+            wrong = np.flatnonzero(by_r[r] == 0)[:8]
             by_r[r][wrong] = 1.0
     _, pt = board_of(rows_of("alibi", base) + rows_of("kerple", better))
     assert pt.loc["kerple", "past_train_mean_ci_low"] < pt.loc["alibi", "past_train_mean_ci_high"]  # overlap
     assert (pt.loc["kerple", "rank"], pt.loc["alibi", "rank"]) == (1, 2)
+
+
+def test_samples_scored_at_every_ratio_are_resampled_as_one_draw():
+    """lm scores the same windows at every ratio: with per-window losses identical at every ratio, the
+    bootstrap of each seed's retention and degradation has no spread (one draw of windows serves every
+    ratio), and the paired difference of two encodings is exact."""
+    rng = np.random.default_rng(3)
+    nll = {s: rng.uniform(1.0, 3.0, 16) for s in (0, 1, 2)}  # per-window mean nll of each seed
+
+    def lm(encoding, shift):
+        return [{"task": "lm", "encoding": encoding, "variant": "none", "train_len": 32, "eval_len": 32 * r,
+                 "ratio": float(r), "metric": "perplexity", "value": float(np.exp((nll[s] + shift).mean())),
+                 "seed": s, "n_samples": 16, "sample_scores": encode_samples(list((nll[s] + shift) * 8), [8.0] * 16)}
+                for s in (0, 1, 2) for r in (1, 2, 4)]
+
+    board = stats.board_statistics(load_results(lm("alibi", 0.0) + lm("rope", 0.25)), "lm", "perplexity", False)
+    for key in (("alibi", "none"), ("rope", "none")):
+        for stat in ("retention", "degradation"):
+            assert np.nanstd(board.seed_stats[key][stat].boot, axis=0).max() == 0.0
+        e = board.entries.set_index("encoding").loc[key[0]]
+        assert (e.retention, e.retention_ci_low, e.retention_ci_high) == (1.0, 1.0, 1.0)
+        assert (e.degradation, e.degradation_ci_low, e.degradation_ci_high) == (0.0, 0.0, 0.0)
+    diff = stats.estimate(board.seed_stats[("rope", "none")]["in_dist"] - board.seed_stats[("alibi", "none")]["in_dist"])
+    ppl = {s: (np.exp(nll[s].mean() + 0.25) - np.exp(nll[s].mean())) for s in (0, 1, 2)}
+    assert diff.mean == pytest.approx(np.mean(list(ppl.values())))
 
 
 def test_one_seed_gives_intervals_from_sampling_alone_matching_the_binomial():
@@ -105,7 +148,7 @@ def test_one_seed_gives_intervals_from_sampling_alone_matching_the_binomial():
     rows = rows_of("alibi", {0: {1: hits, 2: hits, 4: hits}})
     _, pt = board_of(rows)
     e = pt.loc["alibi"]
-    assert e.n_seeds == 1 and e.ci_method == "bootstrap: samples only (1 seed)"
+    assert e.n_seeds == 1 and e.ci_method == "sampling only (1 seed)"
     p = k / n
     z = 1.959963984540054
     center = (p + z * z / (2 * n)) / (1 + z * z / n)  # Wilson score interval
@@ -266,5 +309,5 @@ def test_seed_to_seed_variation_widens_the_interval():
     _, pt = board_of(rows_of("alibi", disagree) + rows_of("rope", agree))
     width = {e: pt.loc[e, "in_dist_ci_high"] - pt.loc[e, "in_dist_ci_low"] for e in ("alibi", "rope")}
     assert pt.loc["alibi", "in_dist"] == pytest.approx(0.7) == pt.loc["rope", "in_dist"]
-    assert pt.loc["alibi", "ci_method"] == "bootstrap: seeds × samples"
+    assert pt.loc["alibi", "ci_method"] == "t over seeds, sampling-variance floor"
     assert width["alibi"] > 2 * width["rope"] > 0

@@ -71,7 +71,7 @@ def _cells(path):
 
 def test_every_csv_quotes_formula_cells_and_keeps_numbers(report):
     csvs = sorted(report.glob("*.csv"))
-    assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "results.csv"]
+    assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "learnability.csv", "results.csv"]
     for path in csvs:
         table = _cells(path)
         header, body = table[0], table[1:]
@@ -109,7 +109,7 @@ def _unescaped_pipes(line: str) -> int:
 
 def test_markdown_has_no_raw_html_and_no_cell_split_by_a_label(report):
     mds = sorted(report.glob("*.md"))
-    assert [p.name for p in mds] == ["cost.md", "findings.md", "leaderboard.md", "summary.md"]
+    assert [p.name for p in mds] == ["claims.md", "cost.md", "findings.md", "leaderboard.md", "summary.md"]
     for path in mds:
         text = path.read_text()
         assert "<script>" not in text and "<b>" not in text, path.name
@@ -121,7 +121,7 @@ def test_markdown_has_no_raw_html_and_no_cell_split_by_a_label(report):
                 while j < len(lines) and lines[j].startswith("| "):
                     assert _unescaped_pipes(lines[j]) == width, f"{path.name} line {j + 1}: {lines[j]!r}"
                     j += 1
-        if path.name != "findings.md":  # prose naming only the leaders: it holds no table to split
+        if path.name not in ("findings.md", "claims.md"):  # prose naming only leaders / papers' entries
             assert "a\\|b" in text, path.name
     board = (report / "leaderboard.md").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in board and "Suite: =SUM(A1:A9)" in board

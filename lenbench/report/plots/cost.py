@@ -35,7 +35,7 @@ COST_CAPTION = ("Forward-kernel time per call against sequence length (log-log),
 QUALITY_COST_CAPTION = ("Retention past the training length against the training step's time relative to nope's, "
                         "with 95 % intervals, one panel per task: retention averages (score − chance) / (in-dist − "
                         "chance) over ratios > 1 (perplexity: in-dist / ppl). Ringed and joined: the Pareto front of "
-                        "the learned models (none cheaper and better); hollow and faded: not learned at 1×.")
+                        "the learned models (none cheaper and better); hollow and faded: not learned at 1× (or uncertain).")
 
 
 def cost_plot(cost: pd.DataFrame, path: str | Path) -> Path:

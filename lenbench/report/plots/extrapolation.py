@@ -34,10 +34,10 @@ from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
 
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against evaluation length on a log2 axis: "
-           "the mean over seeds with its 95 % hierarchical bootstrap band, the training length dashed. "
+           "the mean over seeds with its 95 % interval band (a t interval over seeds), the training length dashed. "
            "Top row: the trained encodings, each in the colour and marker it has in every figure; below, one row "
            "per encoding with inference-time variants: its plain model beside them (colour by rope_type, "
-           "▲ fine-tuned, ■ pinned factor). Faded: not learned at 1×; ×: every seed failed at that length; "
+           "▲ fine-tuned, ■ pinned factor). Faded: not learned at 1× (or uncertain); ×: every seed failed at that length; "
            "grey: baselines.")
 
 #: Panels per row of a band (one band: the trained encodings, or one encoding and its variants).
@@ -97,7 +97,7 @@ def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
     encodings, then one row per encoding with inference-time variants (its plain model and its
     variants). log2 x axis at the evaluated lengths, a dashed vertical line at the training length,
     one line per (encoding, variant) in the shared style (`lenbench.report.plots._style`): the mean
-    over seeds with its 95 % hierarchical bootstrap band (`lenbench.report.stats`); a model that
+    over seeds with its 95 % interval band (`lenbench.report.stats`); a model that
     did not learn the task at 1× (`not_learned`) is drawn faded. Baselines (``baseline:<name>``
     rows: chance, repeat-previous, unigram) are grey lines without markers in every row; results
     without baseline rows get a dotted chance line for token accuracy. × marks at the bottom where
@@ -148,7 +148,7 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
         if any_failed:
             extra.append(Line2D([], [], color="0.3", marker="x", linestyle="none", label="failed (all seeds)"))
         if any_not_learned:
-            extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned"))
+            extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned or uncertain"))
         outside_legend(band, legend_handles(pairs) + extra)
         band.suptitle("trained encodings" if family is None else f"{family} and its inference-time variants",
                       fontsize=PAPER_FONT_SIZE, x=0.02, ha="left")

@@ -30,7 +30,7 @@ CAPTION = ("Passkey retrieval by needle depth (rows, shallow at the top) and eva
            "brighter is better.")
 
 COLUMNS = 4
-NOT_LEARNED_PANEL = "not learned at 1×"
+NOT_LEARNED_PANEL = "not learned at 1× (or uncertain)"
 
 
 def _panels(df: pd.DataFrame, board: Leaderboard) -> tuple[list[tuple], dict[str, str]]:

@@ -115,7 +115,7 @@ def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str,
             ax.grid(True, which="major", alpha=0.3)
         extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
         if faded:
-            extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned"))
+            extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned or uncertain"))
         handles = legend_handles(pairs) + extra
         for handle in handles:  # the lines carry no markers here
             handle.set_marker("")

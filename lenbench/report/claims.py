@@ -1,0 +1,221 @@
+"""Each encoding's paper claim, judged on the board by the board's own paired test: ``claims.md``.
+
+A claim is one comparison on one or more boards: entry A against entries B… (`CLAIMS`). Every
+comparison is the leaderboard's paired t test over seeds (`lenbench.report.stats.estimate` of
+the per-seed differences, the same seeds and evaluation samples) on mean past train of the metric
+the board ranks by, and on boards whose metric is built from nll sums (lm) also on the
+*degradation* (nll past the training length − nll at 1×, in nats): the claims are about holding
+up past the training length, which the level alone confounds with in-distribution fit. All
+comparisons of all claims form one family, Holm-corrected at `lenbench.report.stats.ALPHA`.
+
+Per (claim, board, statistic) the verdict is "agrees" when A is better than every B with
+support, "disagrees" when worse than every B, "not separated" when no comparison is supported,
+"mixed" otherwise, and "cannot tell" when an entry is not learned (or uncertain) at 1×. Each
+claim states in one clause where the method ran outside its designed regime at this scale, so a
+reader knows what the verdict is worth (`tests/report/test_claims.py` holds those numbers to the
+catalog suite and the encodings' defaults).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+
+from lenbench.escape import md_text
+from lenbench.metrics import METRICS
+from lenbench.report import stats
+from lenbench.report.tables import Leaderboard, _fmt, _fmt_ci, wrap_prose
+
+ROPE_REGIME = "RoPE at head_dim 16 has 8 frequency pairs"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One paper's claim as a comparison: on each of `tasks`, entry `a` (a series label) against
+    each of `bs`, in the main table (`table` "rank") or an encoding's variant table ("variant_rank")."""
+
+    label: str
+    paper: str
+    claim: str
+    tasks: tuple[str, ...]
+    a: str
+    bs: tuple[str, ...]
+    table: str = "rank"
+    regime: str = ""
+
+
+_ALGORITHMIC = ("copy", "reverse", "sort", "addition")
+
+CLAIMS = (
+    Claim("ALiBi", "Press et al. 2022",
+          "trained short, its perplexity holds past the training length where sinusoidal and rotary ones do not",
+          ("lm",), "alibi", ("sinusoidal", "rope"), regime=ROPE_REGIME),
+    Claim("KERPLE", "Chi et al. 2022", "its logarithmic kernel extrapolates better than ALiBi",
+          ("lm",), "kerple", ("alibi",)),
+    Claim("Sandwich", "Chi et al. 2023", "parameter-free, it extrapolates better than sinusoidal embeddings",
+          ("lm",), "sandwich", ("sinusoidal",)),
+    Claim("FIRE", "Li et al. 2023", "it generalises past the training length better than ALiBi, KERPLE and T5's bias",
+          ("lm",), "fire", ("alibi", "kerple", "t5"),
+          regime="FIRE's threshold is 512 positions against a 64-byte training length"),
+    Claim("xPos", "Sun et al. 2022",
+          "its decay makes RoPE extrapolate: lower perplexity than RoPE past the training length",
+          ("lm",), "xpos", ("rope",), regime=f"xPos's scale base is 512 positions against 64; {ROPE_REGIME}"),
+    Claim("CoPE", "Golovneva et al. 2024", "counting positions extrapolates better than RoPE on language modelling",
+          ("lm",), "cope", ("rope",), regime=ROPE_REGIME),
+    Claim("NoPE", "Kazemnejad et al. 2023",
+          "on algorithmic tasks a decoder without positional encoding generalises to longer inputs better than "
+          "ALiBi, RoPE and T5's bias", _ALGORITHMIC, "nope", ("alibi", "rope", "t5"), regime=ROPE_REGIME),
+    Claim("Randomized PE", "Ruoss et al. 2023",
+          "training on randomized positions from a larger range improves length generalisation on algorithmic tasks",
+          _ALGORITHMIC, "randomized-rope", ("rope",),
+          regime=f"positions are drawn from L = 2048 for training lengths of 3–8 items; {ROPE_REGIME}"),
+    Claim("PI", "Chen et al. 2023",
+          "interpolated positions plus a short fine-tune beat interpolation alone and plain extrapolation",
+          ("lm",), "rope+finetune-linear-x4", ("rope+linear", "rope"), "variant_rank", ROPE_REGIME),
+    Claim("NTK-aware scaling", "bloc97 2023", "raising the base beats position interpolation without fine-tuning",
+          ("lm",), "rope+ntk", ("rope+linear",), "variant_rank", ROPE_REGIME),
+    Claim("YaRN", "Peng et al. 2023", "without fine-tuning it beats PI and NTK-aware scaling",
+          ("lm",), "rope+yarn", ("rope+linear", "rope+ntk"), "variant_rank",
+          f"{ROPE_REGIME}, so its ramp between them is barely exercised"),
+    Claim("YaRN fine-tuned", "Peng et al. 2023", "fine-tuned, it beats PI fine-tuned for the same steps",
+          ("lm",), "rope+finetune-yarn-x4", ("rope+finetune-linear-x4",), "variant_rank", ROPE_REGIME),
+    Claim("FoX", "Lin et al. 2025", "the forget gate extrapolates where a RoPE Transformer does not",
+          ("lm",), "fox", ("rope",), regime=ROPE_REGIME),
+    Claim("Stick-breaking", "Tan et al. 2025", "without positions it extrapolates better than softmax with RoPE",
+          ("lm",), "stickbreaking", ("rope",), regime=ROPE_REGIME),
+    Claim("p-RoPE", "Barbero et al. 2025", "removing RoPE's lowest frequencies makes it more robust",
+          ("lm",), "prope", ("rope",),
+          regime=f"{ROPE_REGIME}; its two dropped pairs turn at most 0.064 rad over 64 positions"),
+    Claim("DAPE", "Zheng et al. 2024", "adapting its base bias to the attention extrapolates better than the bias alone",
+          ("lm",), "dape", ("kerple",)),
+    Claim("SSMax", "Nakanishi 2025", "scaling the logits by s·log n improves length generalisation",
+          ("lm",), "ssmax+rope", ("rope",), regime=ROPE_REGIME),
+    Claim("SSMax over NoPE", "Nakanishi 2025", "the same over a decoder without positions",
+          ("lm",), "ssmax", ("nope",)),
+)
+
+
+@dataclasses.dataclass
+class _Test:
+    """One comparison of a claim: A − B on one statistic of one board (oriented: > 0 favours A)."""
+
+    claim: int
+    task: str
+    train_len: int
+    statistic: str
+    b: str
+    est: stats.Estimate
+    reject: bool = False
+
+
+def _statistics(board: stats.Board, key) -> list[str]:
+    """The statistics a claim is judged on: mean past train, and degradation where it is defined."""
+    out = ["past_train_mean"]
+    if not math.isnan(float(pd.Series(board.seed_stats[key]["degradation"].theta).mean())):
+        out.append("degradation")
+    return out
+
+
+def judge(board: Leaderboard, claims=CLAIMS) -> list[tuple[Claim, list[str]]]:
+    """Each claim with its sentences, one per board it applies to (claims with none are left out)."""
+    rows = board.per_task
+    tests: list[_Test] = []
+    where: dict[tuple[int, str, int], dict] = {}
+    for i, c in enumerate(claims):
+        for task in c.tasks:
+            for train_len in sorted(rows.loc[rows["task"] == task, "train_len"].unique()):
+                t = rows[(rows["task"] == task) & (rows["train_len"] == train_len)].set_index("series")
+                if not {c.a, *c.bs} <= set(t.index) or (task, int(train_len)) not in board.boards:
+                    continue
+                b = board.boards[(task, int(train_len))]
+                key = {s: (t.at[s, "encoding"], t.at[s, "variant"]) for s in (c.a, *c.bs)}
+                ranked_by = str(t["ranked_by"].iloc[0])
+                hib = bool(METRICS.get(ranked_by, True))
+                learned = all(t.at[s, "learnability"] == stats.LEARNED for s in (c.a, *c.bs))
+                where[(i, task, int(train_len))] = {"table": t, "learned": learned, "metric": ranked_by,
+                                                    "statistics": _statistics(b, key[c.a])}
+                if not learned:
+                    continue
+                for stat in _statistics(b, key[c.a]):
+                    better_high = hib if stat == "past_train_mean" else False
+                    for s in c.bs:
+                        diff = b.seed_stats[key[c.a]][stat] - b.seed_stats[key[s]][stat]
+                        tests.append(_Test(i, task, int(train_len), stat, s,
+                                           stats.estimate(diff if better_high else -diff)))
+    for t, rej in zip(tests, stats.holm([t.est.p_two_sided() for t in tests]), strict=True):
+        t.reject = rej
+    out = []
+    for i, c in enumerate(claims):
+        parts = [_sentence(c, task, tl, w, [t for t in tests if (t.claim, t.task, t.train_len) == (i, task, tl)])
+                 for (j, task, tl), w in where.items() if j == i]
+        if parts:
+            out.append((c, parts))
+    return out
+
+
+def _verdict(sides: list[int]) -> str:
+    if all(x == 1 for x in sides):
+        return "agrees"
+    if all(x == -1 for x in sides):
+        return "disagrees"
+    if all(x == 0 for x in sides):
+        return "not separated"
+    return "mixed"
+
+
+def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) -> str:
+    t, metric = w["table"], w["metric"]
+    where = f"{task}'s RoPE variant table" if c.table == "variant_rank" else task
+
+    def show(s: str) -> str:
+        r = t.loc[s]
+        score = (_fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)
+                 if metric == r["metric"] else
+                 _fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
+                         r["secondary_past_train_mean_ci_high"], metric))
+        if r["learnability"] != stats.LEARNED:
+            return f"{s} {score} ({r['learnability']})"
+        rank = r[c.table]
+        return f"{s} {score}" + (f" (rank {int(rank)})" if rank == rank else "")
+
+    text = f"On {where}, {metric} past the training length: {show(c.a)} against {', '.join(show(s) for s in c.bs)}"
+    if not w["learned"]:
+        return text + ": **cannot tell** (an entry did not learn the task at 1× with support)."
+    parts = []
+    for stat in w["statistics"]:
+        own = [x for x in tests if x.statistic == stat]
+        sides = [(1 if x.est.mean > 0 else -1) if x.reject else 0 for x in own]
+        if stat == "past_train_mean":
+            parts.append(f"{text}: **{_verdict(sides)}**")
+        else:
+            r = t.loc[c.a]
+            diffs = ", ".join(f"{x.b} {_fmt(-x.est.mean)}" for x in own)  # oriented back: A − B in nats
+            parts.append(f"degradation (nll past training − nll at 1×, nats): {md_text(c.a)} "
+                         f"{_fmt_ci(r['degradation'], r['degradation_ci_low'], r['degradation_ci_high'], 'retention')}, "
+                         f"A − B {diffs}: **{_verdict(sides)}**")
+    return "; ".join(parts) + "."
+
+
+INTRO = ("Each claim is judged by the board's own paired test: the t test over seeds of A − B (same seeds, same "
+         "evaluation samples) on mean past train of the metric the board ranks by and, for lm, on the degradation "
+         "(nll past the training length minus nll at 1×, the same scored bytes), every comparison of every claim "
+         f"Holm-corrected together at a family-wise {stats.ALPHA:g}. *agrees*: A better than every B with support; "
+         "*disagrees*: worse than every B; *not separated*: no comparison supported; *mixed*: otherwise; *cannot "
+         "tell*: an entry is not learned (or uncertain) at 1×. Each claim says where the method ran outside its "
+         "designed regime at this scale.")
+
+
+def claims_markdown(board: Leaderboard, claims=CLAIMS) -> str:
+    """``claims.md``: the intro, then one bullet per claim the board can judge (markdown, wrapped
+    at 110); a line saying so when it can judge none."""
+    judged = judge(board, claims)
+    parts = ["# The papers' claims on this board", "", wrap_prose(INTRO), ""]
+    if not judged:
+        return "\n".join([*parts, "No claim's entries are on this board.", ""])
+    for c, sentences in judged:
+        regime = f" Regime: {c.regime}." if c.regime else ""
+        parts.append(wrap_prose(f"- **{c.label}** ({c.paper}): {c.claim}.{regime} " + " ".join(sentences),
+                                indent="  "))
+    return "\n".join(parts) + "\n"

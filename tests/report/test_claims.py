@@ -1,0 +1,116 @@
+"""The papers' claims (lenbench.report.claims): judged by the board's paired test over seeds with one
+Holm family, on the level and (lm) the degradation; the regime each claim states matches the
+catalog's geometry and the encodings' defaults."""
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+from lenbench.config import load_suite
+from lenbench.evaluate import encode_samples
+from lenbench.report import claims
+from lenbench.report.rows import load_results
+from lenbench.report.tables import leaderboard
+
+SEEDS = (0, 1, 2)
+
+
+def lm_rows(encoding: str, slope: float, level: float, noise: float, rng_seed: int) -> list[dict]:
+    """Perplexity rows of one encoding: window nll = base + level + (slope + ε_s) · log2(ratio) + δ_s, with
+    per-seed ε_s, δ_s ~ N(0, noise): training noise in the level and in the degradation."""
+    rng = np.random.default_rng(rng_seed)
+    base = np.random.default_rng(99).uniform(1.5, 2.5, 16)  # the windows, shared by every encoding and ratio
+    rows = []
+    for seed in SEEDS:
+        shift, tilt = rng.normal(0, noise, 2)
+        for ratio in (1, 2, 4):
+            nll = base + level + (slope + tilt) * math.log2(ratio) + shift
+            rows.append({"task": "lm", "encoding": encoding, "variant": "none", "train_len": 64,
+                         "eval_len": 64 * ratio, "ratio": float(ratio), "metric": "perplexity",
+                         "value": float(np.exp(nll.mean())), "seed": seed, "n_samples": 16,
+                         "sample_scores": encode_samples(list(nll * 64), [64.0] * 16)})
+    return rows
+
+
+def unigram() -> list[dict]:
+    return lm_rows("baseline:unigram", 0.0, 1.5, 0.0, 0)
+
+
+CLAIM = claims.Claim("X", "Someone 2026", "x holds up", ("lm",), "alibi", ("rope",))
+
+
+def verdicts(rows) -> str:
+    (_, [sentence]), = claims.judge(leaderboard(load_results(rows + unigram())), [CLAIM])
+    return sentence
+
+
+def test_a_claim_the_data_support_agrees_on_level_and_degradation():
+    text = verdicts(lm_rows("alibi", 0.0, 0.0, 0.01, 1) + lm_rows("rope", 0.5, 0.0, 0.01, 2))
+    assert text.count("**agrees**") == 2 and "degradation" in text
+
+
+def test_the_reverse_claim_disagrees():
+    text = verdicts(lm_rows("alibi", 0.5, 0.0, 0.01, 1) + lm_rows("rope", 0.0, 0.0, 0.01, 2))
+    assert text.count("**disagrees**") == 2
+
+
+def test_a_difference_inside_the_seed_noise_is_not_separated():
+    text = verdicts(lm_rows("alibi", 0.0, 0.0, 0.3, 1) + lm_rows("rope", 0.05, 0.05, 0.3, 2))
+    assert text.count("**not separated**") == 2
+
+
+def test_a_claim_on_an_entry_that_did_not_learn_cannot_tell():
+    text = verdicts(lm_rows("alibi", 0.0, 2.0, 0.01, 1) + lm_rows("rope", 0.5, 0.0, 0.01, 2))  # alibi worse than unigram
+    assert "**cannot tell**" in text and "not learned" in text
+
+
+def test_every_comparison_of_every_claim_is_one_holm_family():
+    """A degradation supported at p ≈ 0.02 agrees in a family of two (its claim's level and degradation:
+    Holm's first step is 0.05 / 2), and is not separated once four more claims share the family (0.05 / 10)."""
+    rows = lm_rows("alibi", 0.0, 0.0, 0.05, 4) + lm_rows("rope", 0.15, 0.0, 0.05, 5)
+    board = leaderboard(load_results(rows + unigram()))
+    diff = board.boards[("lm", 64)].seed_stats[("rope", "none")]["degradation"] - \
+        board.boards[("lm", 64)].seed_stats[("alibi", "none")]["degradation"]
+    p = claims.stats.estimate(diff).p_two_sided()
+    assert 0.05 / 10 < p < 0.05 / 2
+    alone = claims.judge(board, [claims.Claim("X", "", "", ("lm",), "alibi", ("rope",))])
+    many = claims.judge(board, [claims.Claim("X", "", "", ("lm",), "alibi", ("rope",))] * 5)
+    assert "degradation" in alone[0][1][0] and alone[0][1][0].endswith("**agrees**.")
+    assert all(s[1][0].endswith("**not separated**.") for s in many)
+
+
+def test_the_regime_clauses_state_the_catalogs_numbers():
+    from lenbench.encodings import fire, xpos
+    from lenbench.encodings.randomized import Randomized
+
+    suite = load_suite("catalog")
+    head_dim = suite.model.d_model // suite.model.n_heads
+    assert claims.ROPE_REGIME == f"RoPE at head_dim {head_dim} has {head_dim // 2} frequency pairs"
+    lengths = {t.key: max(t.train_len) for t in suite.tasks}
+    assert f"threshold is {fire.PAPER_THRESHOLD:g} positions against a {lengths['lm']}-byte training length" in \
+        next(c.regime for c in claims.CLAIMS if c.label == "FIRE")
+    scale_base = inspect.signature(xpos.XPos.__init__).parameters["scale_base"].default
+    assert f"scale base is {scale_base:g} positions against {lengths['lm']}" in \
+        next(c.regime for c in claims.CLAIMS if c.label == "xPos")
+    algorithmic = [lengths[t] for t in ("copy", "reverse", "sort", "addition")]
+    longest = max(lengths[t] * max(suite.eval.ratios) for t in ("copy", "reverse", "sort", "addition"))
+    assert "max(2048, dims.max_len)" in inspect.getsource(Randomized.__init__) and longest < 2048
+    assert f"L = 2048 for training lengths of {min(algorithmic)}–{max(algorithmic)} items" in \
+        next(c.regime for c in claims.CLAIMS if c.label == "Randomized PE")
+    # p-RoPE keeps 0.75 of 8 pairs: the two lowest frequencies turn at most this much over the lm length
+    pairs = head_dim // 2
+    dropped = [10000.0 ** (-2 * i / head_dim) for i in range(pairs - 2, pairs)]
+    assert f"{max(dropped) * lengths['lm']:.3f} rad over {lengths['lm']} positions" in \
+        next(c.regime for c in claims.CLAIMS if c.label == "p-RoPE")
+
+
+@pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.label)
+def test_every_claim_names_entries_of_the_catalog(claim):
+    suite = load_suite("catalog")
+    labels = {e.label or e.name for e in suite.encodings}
+    tasks = {t.key for t in suite.tasks}
+    assert set(claim.tasks) <= tasks
+    if claim.table == "rank":
+        assert {claim.a, *claim.bs} <= labels
