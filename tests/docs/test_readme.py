@@ -118,7 +118,7 @@ def _ci(row) -> str:
 
 def expected_headline(board) -> list[dict[str, str]]:
     """Rows of the headline, computed from a leaderboard.csv frame: the overall ranking, with each
-    encoding's mean past train on lm and passkey (n/l where not learned)."""
+    encoding's mean past train on lm and passkey (n/l where not learned, ? where uncertain)."""
     overall = board[(board["task"] == "overall") & (board["statistic"] == "rank")]
     ranks = list(overall["value"])
     past = board[(board["kind"] == "model") & (board["variant"] == "none") & (board["statistic"] == "past_train_mean")]
@@ -131,8 +131,9 @@ def expected_headline(board) -> list[dict[str, str]]:
             cell = past[(past["task"] == task) & (past["metric"] == metric) & (past["encoding"] == r["encoding"])]
             assert len(cell) == 1, (task, r["encoding"])
             cell = cell.iloc[0]
-            row[column] = "n/l" if cell["not_learned"] else _ci(cell)
-        row["tasks learned"] = str(int(r["n"]))
+            verdict = str(cell.get("learnability", "learned" if not cell["not_learned"] else "not learned"))
+            row[column] = {"not learned": "n/l", "uncertain": "?"}.get(verdict, _ci(cell))
+        row["boards counted"] = str(int(r["n"]))
         rows.append(row)
     return rows
 
@@ -159,12 +160,13 @@ def test_the_headline_reader_reads_the_csv():
         {**row, "task": "lm", "metric": "bits_per_byte", "encoding": "a", "value": 1.0},  # a secondary's row
         {**row, "task": "lm", "metric": "perplexity", "encoding": "b", "value": 3.0},
         {**row, "task": "passkey", "metric": "exact_match", "encoding": "a", "value": 0.25},
-        {**row, "task": "passkey", "metric": "exact_match", "encoding": "b", "value": 0.0, "not_learned": True},
+        {**row, "task": "passkey", "metric": "exact_match", "encoding": "b", "value": 0.0, "not_learned": True,
+         "learnability": "uncertain"},
     ])
     rows = expected_headline(frame)
     assert [r["rank"] for r in rows] == ["=1", "=1"]
-    assert rows[0]["lm perplexity past train ↓"] == "2.000 ± 0.600" and rows[1]["passkey exact match past train ↑"] == "n/l"
-    assert [r["tasks learned"] for r in rows] == ["2", "1"]
+    assert rows[0]["lm perplexity past train ↓"] == "2.000 ± 0.600" and rows[1]["passkey exact match past train ↑"] == "?"
+    assert [r["boards counted"] for r in rows] == ["2", "1"]
 
 
 def published_config() -> dict:
