@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -87,6 +88,14 @@ def test_wheel_install_outside_the_checkout_lists_the_presets_and_runs_smoke(tmp
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path, env=env)
     python = _bin(venv, "python")
+    if sys.prefix != sys.base_prefix:
+        # Run from a virtual environment (the README's install): `--system-site-packages` exposes the base
+        # interpreter's site, not this environment's, where torch and pandas are. A path in a .pth file adds
+        # this environment's packages after the new venv's own; it is not scanned for .pth files itself, so
+        # the checkout's editable install stays out and the wheel's copy is the one imported.
+        inner = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     cwd=tmp_path, env=env).stdout.strip()
+        (Path(inner) / "_outer_environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)], cwd=tmp_path, env=env)
 
     away = tmp_path / "elsewhere"  # outside the checkout: no lenbench/ beside the cwd
