@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -592,7 +593,18 @@ def overall_lines(board: Leaderboard) -> list[list[str]]:
              str(r.n_uncertain), str(r.n_not_learned)] for r in board.overall.itertuples(index=False)]
 
 
-SUMMARY_RATIOS = (1.0, 2.0, 4.0, 16.0)
+#: The ratios the summary shows where a board has them, with the board's longest ratio always added.
+SUMMARY_RATIOS = (1.0, 2.0, 4.0)
+
+
+def summary_ratios(wide: pd.DataFrame, ratios: Iterable[float] | None = None) -> list[str]:
+    """The ratio columns of a board's summary: `ratios` (default `SUMMARY_RATIOS` plus the board's
+    longest evaluated ratio, so a suite evaluated to 8× or 32× shows its own end) among those measured."""
+    measured = [c for c in wide.columns if re.fullmatch(r"[0-9.]+x", c) and wide[c].notna().any()]
+    if ratios is None:
+        longest = max((float(c[:-1]) for c in measured), default=None)
+        ratios = [*SUMMARY_RATIOS, *([longest] if longest is not None else [])]
+    return list(dict.fromkeys(c for c in (ratio_label(r) for r in ratios) if c in measured))
 
 
 def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
@@ -607,9 +619,10 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
     return lines
 
 
-def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIOS) -> str:
+def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None) -> str:
     """The short tables docs/board.md quotes: per task (and training length) the trained models and
-    baselines, primary metric at `ratios` (mean ± 95 % half-width), main-table rank
+    baselines, primary metric at `ratios` (default: `summary_ratios`, 1×, 2×, 4× and the board's
+    longest; mean ± 95 % half-width), main-table rank
     (`RANK_MARKS`); then the overall ranking. `write_report` writes it as ``summary.md``; a test
     keeps docs/board.md's copy equal to the published one."""
     arrow = {True: "↑", False: "↓"}
@@ -619,7 +632,7 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] = SUMMARY_RATIO
         hib = bool(rows["higher_is_better"].iloc[0])
         wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
             ["encoding", "variant"])
-        cols = [ratio_label(r) for r in ratios if ratio_label(r) in wide.columns and wide[ratio_label(r)].notna().any()]
+        cols = summary_ratios(wide, ratios)
         header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
         align = ["r", "l", *["r"] * (len(cols) + 1)]
         parts += [f"**{md_text(task)}** (train length {train_len}, {md_text(metric)} {arrow[hib]})", ""]

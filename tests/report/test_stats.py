@@ -311,3 +311,13 @@ def test_seed_to_seed_variation_widens_the_interval():
     assert pt.loc["alibi", "in_dist"] == pytest.approx(0.7) == pt.loc["rope", "in_dist"]
     assert pt.loc["alibi", "ci_method"] == "t over seeds, sampling-variance floor"
     assert width["alibi"] > 2 * width["rope"] > 0
+
+
+def test_the_summary_shows_the_boards_own_longest_ratio():
+    """summary.md shows 1×, 2×, 4× and the board's longest ratio, whatever the suite evaluated to."""
+    for ratios, want in (((1, 2, 4, 8), ["1×", "2×", "4×", "8×"]), ((1, 2, 4, 8, 32), ["1×", "2×", "4×", "32×"]),
+                         ((1, 3), ["1×", "3×"])):
+        p = {r: 0.97 if r == 1 else 0.5 for r in ratios}
+        board, _ = board_of(rows_of("alibi", bernoulli(p), ratios=ratios))
+        header = next(line for line in summary_markdown(board).splitlines() if line.startswith("| rank"))
+        assert [c.split()[-1] for c in header.split("|")[3:-2]] == want
