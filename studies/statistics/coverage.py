@@ -10,9 +10,9 @@ Bernoulli(p_s) evaluation samples. The estimand is μ. Three intervals of the se
 - ``lenbench``: `lenbench.report.stats.estimate`, the t interval with the sampling-variance floor
   se² = max(s²/K, Σ V_s / K²), V_s from a bootstrap of seed s's samples (what the board uses).
 
-``difference`` rows: two entries scored on the same samples (the second gets `delta` more right
-answers on a shared random subset of samples), the paired difference's interval by `estimate`, truth
-`delta`: the test the ranks and claims use.
+``difference`` rows: two entries scored on the same samples (each of the second's wrong answers is
+made right with probability `delta`), the paired difference's interval by `estimate`, truth
+(1 − μ)·delta: the test the ranks and claims use.
 
 Usage: python studies/statistics/coverage.py [--reps 1000] [--boot 1000] [--out studies/statistics]
 """
@@ -69,9 +69,10 @@ def simulate(k: int, mean: float, sd: float, reps: int, boot: int, rng: np.rando
             elif m == "t over seeds":
                 half = sps.t.ppf(0.975, k - 1) * theta.std(ddof=1) / np.sqrt(k)
                 lo, hi = theta.mean() - half, theta.mean() + half
-            else:
+            else:  # every drawn slot resamples its seed's samples afresh, as the board's bootstrap did
                 pick = rng.integers(0, k, (boot, k))  # (B, K) seeds drawn
-                reps_ = np.take_along_axis(within, pick, 1).mean(1)
+                fresh = rng.integers(0, N, (boot, k, N))
+                reps_ = np.take_along_axis(samples[pick], fresh, 2).mean(-1).mean(1)
                 lo, hi = np.quantile(reps_, 0.025, method="lower"), np.quantile(reps_, 0.975, method="higher")
             lo, hi = max(lo, 0.0), min(hi, 1.0)
             hits[m] += lo <= mean <= hi
@@ -126,7 +127,7 @@ def main(argv=None) -> None:
         for sd in (0.05, 0.2):
             cov, width = simulate_difference(3, 0.5, sd, delta, args.reps, args.boot, rng)
             rows.append({"k": 3, "seed_sd": sd, "mean": 0.5, "shape": shape(0.5, sd),
-                         "method": f"lenbench (difference, truth {delta:g})",
+                         "method": f"lenbench (difference, truth {(1 - 0.5) * delta:g})",
                          "coverage": cov, "mean_width": width, "reps": args.reps})
     df = pd.DataFrame(rows)
     out = Path(args.out)
