@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.publication import recover
+    from lenbench.publication import recover, report_foreign_entries
     from lenbench.report.build import write_report
 
     source = Path(args.results)
@@ -195,6 +195,11 @@ def _report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
     if args.out:
         _note(recover(out))
+        foreign = report_foreign_entries(out)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise ValueError(f"--out {out} holds files a report does not write ({shown}); the report would "
+                             "overwrite or mix with them: give a new or empty directory, or one a report wrote")
     check_writable(out, "report directory")  # before reading or plotting anything
     written = write_report(source, out, plots=not args.no_plots)
     print(f"wrote {len(written)} file(s) to {out}:")

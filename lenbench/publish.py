@@ -33,6 +33,8 @@ A publication may hold other publications as direct subdirectories (the catalog'
 ``"state": "complete"``. Publishing into it replaces it alone; publishing the outer one copies each
 of them into the stage unchanged, so replacing ``results/`` never loses ``results/catalog/``.
 
+A publication holding anything a publication does not write (a user's ``NOTES.md``, a symlink, a
+stray file in ``cells/``) is refused in one line naming it: replacing it would delete them.
 Anything else (a user's directory with a ``thesis.txt`` in it, say) is refused in one line, as is
 a target that is the working directory or one of its parents (``--to .``), that equals or contains
 the run directory, or that is a file.
@@ -64,6 +66,7 @@ from pathlib import Path
 from lenbench.atomic import DiskFullError, check_writable, format_bytes, free_bytes, is_disk_full
 from lenbench.publication import (
     check_target_path,
+    foreign_entries,
     nested_publications,
     recover,
     remove_publication,
@@ -125,6 +128,11 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     if note:
         log(note)
     kind = target_kind(to, shown)
+    foreign = foreign_entries(to) if kind == "publication" else []
+    if foreign:  # a user's notes, links or files inside the publication: replacing it would delete them
+        listed = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ValueError(f"--to {shown} holds entries a publication does not write ({listed}); publishing "
+                         "replaces the directory as a whole and would delete them: move them out first")
     needed = _space_needed([*files, *([benchmark_json] if benchmark_json is not None else [])], to)
     _check_space(parent, needed, run_dir, shown)
     stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{to.name}.publish-{os.getpid()}-"))

@@ -67,10 +67,10 @@ def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run,
     target = tmp_path / "published"
     target.mkdir()
     (target / MARKER).write_text('{"lenbench_publication": 1, "state": "complete"}')  # an earlier publication
-    (target / "stale.png").write_text("from an older publication")
+    (target / "extrapolation.png").write_text("from an older publication, with plots")  # a file it writes
     assert main(["publish", str(run / "tiny"), "--benchmark-json", str(run / "bench.json"),
                  "--to", str(target), "--no-plots"]) == 0
-    assert not (target / "stale.png").exists()  # the target is replaced as a whole
+    assert not (target / "extrapolation.png").exists()  # the target is replaced as a whole
     assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "tiny" / "cells").glob("*.json"))
     assert json.loads((target / "bench.json").read_text()) == json.loads((run / "bench.json").read_text())
     # what tests/report/test_published.py checks of results/ holds for the publication

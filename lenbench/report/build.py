@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.atomic import atomic_write_text
+from lenbench.escape import is_file_stem
 from lenbench.report.claims import claims_markdown
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
 from lenbench.report.findings import findings_markdown
@@ -222,6 +223,9 @@ def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: d
             figures[title] = Figure((out / f"{name}.png",), caption + left_out_note(left_out(df, board)))
     drawn, skipped = [], {}
     for encoding, pattern in geometry.encoding_patterns(df, src.run_dir).items():
+        if not is_file_stem(encoding):  # never a path outside encodings/ (a plugin may register any name)
+            skipped[encoding] = "its name is not a plain file name (letters, digits and ._+@- only)"
+            continue
         reason = geometry_plot.pattern_left_out(pattern)
         if reason is not None:
             skipped[encoding] = reason
