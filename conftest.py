@@ -150,6 +150,13 @@ def pytest_configure(config: pytest.Config) -> None:
             load_plugins(config.getoption("--lenbench-plugin"))  # before collection reads the registries
         except PluginError as err:
             raise pytest.UsageError(str(err)) from None
+    if config.getoption("--suite", "quick") != "quick":  # a bad --suite: one line, not an error per bench module
+        from lenbench.config import SuiteError, load_suite
+
+        try:
+            load_suite(config.getoption("--suite"))
+        except SuiteError as err:
+            raise pytest.UsageError(f"--suite: {err}") from None
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:

@@ -163,7 +163,7 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=True) + "\n")
 
 
-def check_writable(directory: str | Path, what: str = "results directory") -> Path:
+def check_writable(directory: str | Path, what: str = "results directory", option: str = "--out") -> Path:
     """Create `directory` if needed and prove a file can be written in it (a real write of one
     byte, so it also holds for root, read-only file systems and a full disk).
 
@@ -172,6 +172,7 @@ def check_writable(directory: str | Path, what: str = "results directory") -> Pa
     Args:
         directory: the directory to check (created with its parents when missing).
         what: what it is, for the messages (e.g. "report directory").
+        option: the command-line option that chooses it, for the fix the messages name.
 
     Raises:
         ValueError: one line naming the directory and the fix: a file where the directory should
@@ -182,10 +183,10 @@ def check_writable(directory: str | Path, what: str = "results directory") -> Pa
     blocker = _file_in_the_way(directory)
     if blocker == directory:
         raise ValueError(f"{what} {str(directory)!r} is a file, not a directory; "
-                         "give a directory (--out DIR), new or existing")
+                         f"give a directory ({option} DIR), new or existing")
     if blocker is not None:
         raise ValueError(f"{what} {str(directory)!r} is not writable ({str(blocker)!r} is a file, not a directory); "
-                         "choose another output directory (--out)")
+                         f"choose another output directory ({option})")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory, prefix=".write-check-") as f:
@@ -197,7 +198,7 @@ def check_writable(directory: str | Path, what: str = "results directory") -> Pa
             raise disk_full_error(directory / ".write-check", what=f"a first byte into the {what}") from None
         reason = err.strerror or type(err).__name__
         raise ValueError(f"{what} {str(directory)!r} is not writable ({reason}); "
-                         "fix its permissions or choose another output directory (--out)") from None
+                         f"fix its permissions or choose another output directory ({option})") from None
     return directory
 
 

@@ -267,14 +267,25 @@ def markdown(table: pd.DataFrame, suite: Suite) -> str:
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A calibration.csv as `calibrate` returned it (the types `markdown` reads)."""
-    table = pd.read_csv(path, keep_default_na=False, dtype=str)
+    """A calibration.csv as `calibrate` returned it (the types `markdown` reads).
+
+    Raises:
+        ValueError: one line naming the file: unreadable, empty, not a CSV, other columns, or a value
+            of the wrong type.
+    """
+    what = f"not a calibration table (columns {', '.join(COLUMNS)} as `lenbench calibrate` writes them)"
+    try:
+        table = pd.read_csv(path, keep_default_na=False, dtype=str)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ValueError(f"{path}: {what}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     if list(table.columns) != list(COLUMNS):
-        raise ValueError(f"{path}: not a calibration table (columns {', '.join(COLUMNS)} as `lenbench calibrate` "
-                         "writes them)")
-    return table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
-                         "n_failed": int,
-                         "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
+        raise ValueError(f"{path}: {what}")
+    try:
+        return table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
+                             "n_failed": int,
+                             "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
+    except ValueError as err:
+        raise ValueError(f"{path}: {what}: {str(err).splitlines()[0]}") from None
 
 
 def write_table(table: pd.DataFrame, out: Path, suite: Suite) -> list[Path]:

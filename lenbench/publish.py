@@ -123,7 +123,7 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     files = cell_files(run_dir)  # finished cells only: no locks, checkpoints, *.corrupt
     if benchmark_json is not None:
         files, benchmark_json = _run_cells(run_dir, files, Path(benchmark_json), log)
-    parent = check_writable(to.parent, "publish target's parent directory")
+    parent = check_writable(to.parent, "publish target's parent directory", option="--to")
     note = recover(to)
     if note:
         log(note)

@@ -78,3 +78,12 @@ def test_unavailable_device_skips_with_reason(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "4 skipped" in proc.stdout and "device 'cuda' is not available" in proc.stdout
+
+
+def test_an_unknown_suite_is_one_usage_line_not_a_collection_error_per_module():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "bench", "--suite", "nosuch", "-q", "-p", "no:cacheprovider"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
+    assert lines == ["ERROR: --suite: unknown suite 'nosuch' (presets: calibration, catalog, paper, quick, smoke, "
+                     "standard; or give a path to a .yaml file)"]

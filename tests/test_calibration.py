@@ -237,3 +237,17 @@ def test_from_a_missing_file_is_one_line(tmp_path, capsys):
     assert main(["calibrate", "--from", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--from" in err[0] and "no such file" in err[0]
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (b"", "No columns to parse"),
+    (bytes(range(128, 256)) * 3, "codec can't decode"),
+    (b"a,b\n1,2\n", "not a calibration table"),
+    (",".join(COLUMNS).encode() + b"\n" + b",".join([b"x"] * len(COLUMNS)) + b"\n", "invalid literal"),
+])
+def test_from_an_empty_binary_or_malformed_table_is_one_line_naming_it(tmp_path, capsys, content, why):
+    table = tmp_path / "calibration.csv"
+    table.write_bytes(content)
+    assert main(["calibrate", "--from", str(table), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"lenbench: error: {table}: not a calibration table") and why in err[0]

@@ -441,3 +441,11 @@ def test_a_plugin_encodings_name_never_becomes_a_path_outside_the_report(run, tm
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "its name is not a plain file name" in page and "../../evil" in page and "a/b" in page
     assert (out / "encodings" / "alibi.png").is_file()  # the others are drawn
+
+
+def test_an_unwritable_parent_names_publishs_own_option(run, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a directory should be")
+    assert main(["publish", str(run), "--to", str(blocker / "results"), "--no-plots"]) == 2
+    line = one_error_line(capsys)
+    assert "(--to DIR)" in line and "--out" not in line
