@@ -321,7 +321,7 @@ def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, source: str) -> list[TaskS
         if lens is None and set(t) == {"name"}:  # `tasks: [copy]`: every task needs its training length
             raise SuiteError(f"{source}: {where} is the bare task name {name!r}, which has no training length; "
                              f"write {{name: {name}, train_len: N}} (N in {TASKS.get(name).length_unit})")
-        lens = (lens,) if isinstance(lens, int) else tuple(lens or ())
+        lens = tuple(lens) if isinstance(lens, (list, tuple)) else (lens,) if lens is not None else ()
         if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
         params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))

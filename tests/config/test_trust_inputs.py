@@ -309,3 +309,10 @@ def test_the_cli_module_imports_nothing_heavy():
     code = "import sys, lenbench.cli; print(sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("train_len", [4.5, "8", True, 0, [8, 4.5], None])
+def test_a_train_len_that_is_not_a_positive_integer_is_one_load_error(tmp_path, train_len):
+    data = {**TINY_SUITE, "tasks": [{"name": "copy", "train_len": train_len, "params": {"vocab": 8}}]}
+    message = load_error(write(tmp_path, data))
+    assert "tasks[0].train_len must be a positive integer or a list of them" in message and "\n" not in message
