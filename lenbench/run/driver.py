@@ -42,6 +42,7 @@ from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerp
 from lenbench.run.memory import available_bytes
 from lenbench.run.store import (
     Log,
+    cell_path,
     checkpoint_path,
     claim_cell,
     error_line,
@@ -233,6 +234,16 @@ def check_eval_lengths(suite: Suite) -> None:
                                      f"needs length {length} ({ratio:g}x) and {err}") from None
 
 
+def check_paths_free(out: Path, cells: list) -> None:
+    """Refuse, in one line, a directory where a cell's result or base checkpoint file will be
+    written (the write would fail after training)."""
+    for cell in cells:
+        for path, what in ((cell_path(out, cell), "cell result"), (checkpoint_path(out, cell.train_id), "checkpoint")):
+            if path.is_dir():
+                raise ValueError(f"{path} is a directory where lenbench writes the {what} file of cell "
+                                 f"{cell.cell_id}; move it aside and rerun")
+
+
 def run_suite(
     suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int | None = None,
     threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
@@ -274,6 +285,7 @@ def run_suite(
         only = set(only)
         todo = [cell for cell in todo if cell.cell_id in only]
         total = len(only)
+    check_paths_free(out, todo)  # before anything trains: a directory in a result file's place is one line
     plan = plan_execution(executor, workers, device_type, pending=len(todo), available_memory=available_bytes(
         torch.device(device_type)))
     executor, workers = plan.executor, plan.workers

@@ -316,3 +316,14 @@ def test_a_train_len_that_is_not_a_positive_integer_is_one_load_error(tmp_path, 
     data = {**TINY_SUITE, "tasks": [{"name": "copy", "train_len": train_len, "params": {"vocab": 8}}]}
     message = load_error(write(tmp_path, data))
     assert "tasks[0].train_len must be a positive integer or a list of them" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("where", ["cell", "checkpoint"])
+def test_a_directory_where_a_result_file_goes_is_one_line_before_training(tmp_path, where):
+    suite = parse_suite({**TINY_SUITE, "encodings": ["nope"], "seeds": [0]})
+    cell = suite.cells()[0]
+    path = store.cell_path(tmp_path, cell) if where == "cell" else store.checkpoint_path(tmp_path, cell.train_id)
+    path.mkdir(parents=True)
+    with pytest.raises(ValueError, match=rf"{path} is a directory where lenbench writes the .* file of cell"):
+        run_suite(suite, tmp_path, device="cpu", executor="serial", progress=False, log=lambda _: None)
+    assert path.is_dir() and not [p for p in (tmp_path / "checkpoints").glob("*.pt") if p.is_file()]  # none trained
