@@ -449,3 +449,16 @@ def test_an_unwritable_parent_names_publishs_own_option(run, tmp_path, capsys):
     assert main(["publish", str(run), "--to", str(blocker / "results"), "--no-plots"]) == 2
     line = one_error_line(capsys)
     assert "(--to DIR)" in line and "--out" not in line
+
+
+def test_a_cell_file_with_garbage_rows_is_named_by_the_report(run, tmp_path, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(run / "cells", copy / "cells")
+    bad = sorted((copy / "cells").glob("*.json"))[-1]
+    data = json.loads(bad.read_text())
+    for row in data["rows"]:
+        row["train_len"] = None  # a valid envelope, rows that do not validate
+    bad.write_text(json.dumps(data))
+    assert main(["report", str(copy), "--out", str(tmp_path / "r"), "--no-plots"]) == 2
+    assert one_error_line(capsys) == (f"lenbench: error: {bad}: column 'train_len': missing value; move the cell "
+                                      "file aside (its cell is computed again) or fix it")

@@ -238,6 +238,21 @@ def _rows_from_cells(directory: Path, cell_ids: Iterable[str] | None = None) -> 
     return [row for rows in by_cell.values() for row in rows]
 
 
+def _bad_cell_file(directory: Path, cell_ids: Iterable[str] | None) -> ResultsError:
+    """The error of the first cell file of `directory` whose rows do not validate, naming it (a
+    directory's rows are validated together; this runs only once they failed)."""
+    wanted = None if cell_ids is None else set(cell_ids)
+    for path in cell_files(directory):
+        if wanted is not None and path.stem not in wanted:
+            continue
+        rows = [row for rows in cell_rows([path]).values() for row in rows]
+        try:
+            normalize(pd.DataFrame(rows), str(path))
+        except ResultsError as err:
+            return ResultsError(f"{err}; move the cell file aside (its cell is computed again) or fix it")
+    return ResultsError(f"{directory}: the cells' rows do not validate together")
+
+
 def is_benchmark_json(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("benchmarks"), list)
 
@@ -330,7 +345,10 @@ def load_results(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] |
     path = resolve_source(source)
     if path.is_dir():
         rows = _rows_from_cells(path, cell_ids)
-        return normalize(pd.DataFrame(rows), str(path)) if rows else empty_frame()
+        try:
+            return normalize(pd.DataFrame(rows), str(path)) if rows else empty_frame()
+        except ResultsError:
+            raise _bad_cell_file(path, cell_ids) from None
     if path.suffix.lower() == ".csv":
         return _load_csv(path)
     if path.suffix.lower() == ".json":
