@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lenbench")
     group.addoption("--device", default="cpu", choices=DEVICES,
                     help="device for cells and kernels (default cpu); auto picks CUDA / XPU / MPS when present")
-    group.addoption("--suite", default="quick", help="suite preset (smoke, quick, standard, paper) or YAML path")
+    group.addoption("--suite", default="quick", help="suite preset (`lenbench list suites` lists them) or YAML path")
     group.addoption("--results-dir", default=None, help="results directory (default: runs/<suite name>)")
     group.addoption("--threads", type=int, default=None,
                     help="intra-op CPU threads per cell (default: 1); recorded in every row")

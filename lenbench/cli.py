@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_list.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH", help=PLUGIN_HELP)
 
     p_run = sub.add_parser("run", help="train and evaluate every cell of a suite (resumable)", formatter_class=HelpFormatter)
-    p_run.add_argument("--suite", default="quick", help="preset name (smoke, quick, standard, paper, calibration, catalog) or a YAML path")
+    p_run.add_argument("--suite", default="quick", help="a preset name (`lenbench list suites` lists them) or a YAML path")
     p_run.add_argument("--device", default="auto", choices=DEVICES, help="auto picks CUDA / XPU / MPS if present, else CPU")
     p_run.add_argument("--executor", default="auto", help="where cells run: auto, serial, process or ray (auto: CPU "
                        "cells in one process per core, others serial; --workers N > 1 with serial means process)")

@@ -110,6 +110,11 @@ class Metric:
         margin: the default practical margin of ``lenbench compare --statistical``.
         learned_min: the minimum in-distribution score of a learned model (higher-is-better
             metrics), None: none (lower-is-better metrics use the unigram baseline instead).
+        bounds: the metric's whole range where it has one (accuracies: ``(0.0, 1.0)``): figures
+            show all of it, heatmap cells print two decimals; None: unbounded (tables print a
+            value of 1000 or more in four significant digits).
+        log_scale: figures and heatmap colours use a log scale (a ratio of two values reads as a
+            distance: perplexity).
     """
 
     name: str
@@ -124,6 +129,8 @@ class Metric:
     transform: Callable[..., Any] = identity
     margin: Margin = FALLBACK_MARGIN
     learned_min: float | None = None
+    bounds: tuple[float, float] | None = None
+    log_scale: bool = False
 
     @property
     def worst_value(self) -> float:
@@ -151,7 +158,8 @@ _REGISTRY: dict[str, Metric] = {}
 def register_metric(name: str, *, higher_is_better: bool, description: str = "", sums: str | None = None,
                     recorded_for: Iterable[str] = (), primary_for: Iterable[str] = (), worst: float | None = None,
                     transform: Callable[..., Any] = identity, margin: Margin = FALLBACK_MARGIN,
-                    learned_min: float | None = None, secondary_for: Iterable[str] = (), why: str = "") -> Metric:
+                    learned_min: float | None = None, secondary_for: Iterable[str] = (), why: str = "",
+                    bounds: tuple[float, float] | None = None, log_scale: bool = False) -> Metric:
     """Register a metric: every fact of it in one call (see `Metric` for each argument).
 
     Returns:
@@ -177,8 +185,11 @@ def register_metric(name: str, *, higher_is_better: bool, description: str = "",
                              f"{SECONDARY_METRIC[kind]!r}")
     if secondary_for and not why:
         raise ValueError(f"metric {name!r}: a secondary metric states why the board shows it (why=...)")
+    if bounds is not None and not (len(bounds) == 2 and bounds[0] < bounds[1]):
+        raise ValueError(f"metric {name!r}: bounds {bounds!r} is not a (low, high) pair with low < high")
     metric = Metric(name, bool(higher_is_better), description, sums, tuple(recorded_for), primary_for,
-                    secondary_for, why, worst, transform, margin, learned_min)
+                    secondary_for, why, worst, transform, margin, learned_min,
+                    None if bounds is None else (float(bounds[0]), float(bounds[1])), bool(log_scale))
     _REGISTRY[name] = metric
     return metric
 
@@ -196,6 +207,11 @@ def get_metric(name: str) -> Metric:
     except KeyError:
         known = list(_REGISTRY)
         raise UnknownNameError(f"unknown metric {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})") from None
+
+
+def find_metric(name: str) -> Metric | None:
+    """The registered metric `name`, None for a column that is not one (``retention``, ``""``)."""
+    return _REGISTRY.get(name)
 
 
 def registered() -> list[Metric]:
@@ -354,18 +370,18 @@ def _per_ln2(ratio, xp=SCALAR):
 
 # Registration order is the order of METRICS (and of compare's "known:" list).
 register_metric("token_accuracy", higher_is_better=True, sums="tokens", recorded_for=("sequence",), worst=0.0,
-                margin=Margin(0.02, False), learned_min=0.9, secondary_for=("sequence",),
+                margin=Margin(0.02, False), learned_min=0.9, secondary_for=("sequence",), bounds=(0.0, 1.0),
                 description="fraction of scored tokens predicted exactly (argmax)",
                 why="exact match needs every token of the answer right, so past the training length it falls to 0 "
                     "for every encoding while the share of right tokens still tells them apart")
 register_metric("exact_match", higher_is_better=True, sums="examples", recorded_for=("sequence",),
-                primary_for=("sequence",), worst=0.0, margin=Margin(0.02, False), learned_min=0.9,
+                primary_for=("sequence",), worst=0.0, margin=Margin(0.02, False), learned_min=0.9, bounds=(0.0, 1.0),
                 description="fraction of examples whose scored tokens are all correct (the whole answer right; "
                             "under teacher forcing this equals greedy decoding being entirely right)")
 register_metric("nll", higher_is_better=False, sums="nll", recorded_for=("lm",), margin=Margin(0.01, False),
                 description="mean negative log-likelihood (nats) of scored tokens")
 register_metric("perplexity", higher_is_better=False, sums="nll", recorded_for=("lm",), primary_for=("lm",),
-                transform=_exp, margin=Margin(0.01, True), description="exp(nll)")
+                transform=_exp, margin=Margin(0.01, True), log_scale=True, description="exp(nll)")
 register_metric("bits_per_byte", higher_is_better=False, sums="nll", recorded_for=("lm",), transform=_per_ln2,
                 margin=Margin(0.01 / math.log(2), False),  # the same 1 % of perplexity on its log scale
                 secondary_for=("lm",),

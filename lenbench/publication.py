@@ -12,13 +12,12 @@ from pathlib import Path
 
 from lenbench.atomic import atomic_write_json
 from lenbench.numerics import cpu_isa, cpu_model
+from lenbench.report.figures import FORMATS
 from lenbench.run.store import CELLS, CHECKPOINTS, LOCKS, cell_files, pid_alive
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
 MARKER = ".lenbench-publication"
 MARKER_FORMAT = 1
-#: The figures `lenbench.report.build.write_report` writes at the top of a report (each as .png and .svg).
-PLOT_STEMS = ("extrapolation", "leaderboard_heatmap", "position_loss", "needle_depth", "cost", "quality_cost")
 
 
 # --- the target: what publishing may replace ----------------------------------------------------
@@ -97,9 +96,9 @@ def write_marker(directory: Path, state: str) -> None:
 def published_names() -> frozenset[str]:
     """The names of the top-level files a report (and so a publication) may hold."""
     from lenbench.report.build import COST_FILES, REPORT_FILES
+    from lenbench.report.figures import figure_files
 
-    figures = {f"{stem}.{ext}" for stem in PLOT_STEMS for ext in ("png", "svg")}
-    return frozenset({"bench.json", "index.html", *REPORT_FILES, *COST_FILES, *figures})
+    return frozenset({"bench.json", "index.html", *REPORT_FILES, *COST_FILES, *figure_files()})
 
 
 def foreign_entries(directory: Path) -> list[str]:
@@ -113,7 +112,7 @@ def foreign_entries(directory: Path) -> list[str]:
         if entry.is_symlink() or entry.name.startswith("."):
             foreign.append(entry.name)
         elif entry.name in (CELLS, "encodings") and entry.is_dir():
-            suffixes = (".json",) if entry.name == CELLS else (".png", ".svg")
+            suffixes = (".json",) if entry.name == CELLS else tuple(f".{fmt}" for fmt in FORMATS)
             foreign += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
                         if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
                         or (entry.name == CELLS and not _is_cell_file(p))]
@@ -142,7 +141,7 @@ def report_foreign_entries(directory: Path) -> list[str]:
             continue
         elif entry.name == "encodings" and entry.is_dir():
             foreign += [f"encodings/{p.name}" for p in sorted(entry.iterdir())
-                        if p.is_symlink() or not p.is_file() or p.suffix not in (".png", ".svg")]
+                        if p.is_symlink() or not p.is_file() or p.suffix not in tuple(f".{fmt}" for fmt in FORMATS)]
         elif entry.is_dir() and is_nested_publication(entry):
             continue
         elif entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():

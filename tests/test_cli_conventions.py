@@ -2,6 +2,8 @@
 and the bare task-name shorthand's error."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +73,18 @@ def test_bare_task_name_is_a_one_line_error():
     with pytest.raises(SuiteError, match=r"^x.yaml: tasks\[0\] is the bare task name 'copy', which has no training "
                                          r"length; write \{name: copy, train_len: N\} \(N in items\)$"):
         parse_suite({"tasks": ["copy"], "encodings": ["nope"]}, source="x.yaml")
+
+
+def test_the_presets_are_listed_in_one_place():
+    """The presets are the YAML files of `lenbench/config/suites/`; help texts and docstrings point at
+    `lenbench list suites` instead of copying the names (copies drift: one said four presets, the CLI six)."""
+    root = Path(__file__).resolve().parents[1]
+    presets = list(list_suites())
+    assert {"smoke", "quick", "catalog"} <= set(presets)
+    sources = [*sorted((root / "lenbench").rglob("*.py")), root / "conftest.py", *sorted((root / "bench").glob("*.py"))]
+    for path in sources:
+        if not path.is_file():
+            continue
+        names = "|".join(map(re.escape, presets))
+        copy = re.search(rf"\b(?:{names})(?:, (?:{names})\b){{2,}}", path.read_text())
+        assert copy is None, f"{path.relative_to(root)} copies the preset list: {copy.group()!r}"

@@ -66,7 +66,7 @@ def list_suites() -> dict[str, Path]:
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
-    """Load a preset by name (smoke, quick, standard, paper, calibration, catalog) or any YAML file by path."""
+    """Load a preset by name (a YAML file of `SUITES_DIR`: `list_suites`) or any YAML file by path."""
     path = Path(name_or_path)
     presets = list_suites()
     if not path.suffix and str(name_or_path) in presets:

@@ -24,6 +24,7 @@ from lenbench.atomic import atomic_write_text
 from lenbench.escape import is_file_stem
 from lenbench.report.claims import claims_markdown
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
+from lenbench.report.figures import FIGURES, FORMATS, FigureInputs
 from lenbench.report.findings import findings_markdown
 from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import is_benchmark_json, load_results
@@ -171,25 +172,24 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
         written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
                     atomic_write_text(out / "cost.md", cost_markdown(cost))]
         if plots:
-            from lenbench.report.plots._style import left_out_note
-            from lenbench.report.plots.cost import (
-                COST_CAPTION,
-                QUALITY_COST_CAPTION,
-                cost_plot,
-                quality_cost_left_out,
-                quality_cost_plot,
-            )
-
-            for suffix in ("png", "svg"):
-                written.append(cost_plot(cost, out / f"cost.{suffix}"))
-            figures["kernel time against sequence length"] = Figure((out / "cost.png",), COST_CAPTION)
-            if points is not None and len(points):
-                for suffix in ("png", "svg"):
-                    written.append(quality_cost_plot(points, out / f"quality_cost.{suffix}"))
-                figures["quality against training cost"] = Figure(
-                    (out / "quality_cost.png",), QUALITY_COST_CAPTION + left_out_note(quality_cost_left_out(points)))
+            written += _draw_figures("cost", FigureInputs(df, board, cost, points), out, figures)
     if page:
         written.append(atomic_write_text(out / "index.html", render_page(board, df, cost, figures)))
+    return written
+
+
+def _draw_figures(source: str, inputs: FigureInputs, out: Path, figures: dict[str, Figure]) -> list[Path]:
+    """Every figure of `lenbench.report.figures.FIGURES` drawn from `source` that `inputs` can
+    draw, in each format; adds each to `figures` (title → its PNG and caption, with what it left out)."""
+    from lenbench.report.plots._style import left_out_note
+
+    written: list[Path] = []
+    for spec in FIGURES:
+        if spec.source != source or not spec.available(inputs):
+            continue
+        written += [spec.render(inputs, out / f"{spec.stem}.{fmt}") for fmt in FORMATS]
+        figures[spec.title] = Figure((out / f"{spec.stem}.{FORMATS[0]}",),
+                                     spec.caption_text() + left_out_note(spec.panels_left_out(inputs)))
     return written
 
 
@@ -199,28 +199,11 @@ def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: d
     Position patterns are drawn only for encodings with something to show
     (`lenbench.report.plots.geometry.pattern_left_out`): not a trainable one without its checkpoint."""
     from lenbench.report import geometry
-    from lenbench.report.plots import extrapolation, heatmap, needle, position
     from lenbench.report.plots import geometry as geometry_plot
-    from lenbench.report.plots._buckets import has_bucket_rows
     from lenbench.report.plots._style import left_out_note
 
     df = src.rows
-    written = [extrapolation.extrapolation_plot(df, out / f"extrapolation.{suffix}", board=board)
-               for suffix in ("png", "svg")]
-    figures["metric against evaluation length"] = Figure(
-        (out / "extrapolation.png",), extrapolation.CAPTION + left_out_note(extrapolation.extrapolation_left_out(df, board)))
-    written += [heatmap.leaderboard_heatmap(df, out / f"leaderboard_heatmap.{suffix}", board=board)
-                for suffix in ("png", "svg")]
-    figures["leaderboard heatmap"] = Figure((out / "leaderboard_heatmap.png",),
-                                            heatmap.CAPTION + left_out_note(heatmap.heatmap_left_out(board)))
-    for kind, name, plot, left_out, caption, title in (
-            ("pos", "position_loss", position.position_loss_plot, position.position_left_out, position.CAPTION,
-             "lm loss by position"),
-            ("depth", "needle_depth", needle.needle_heatmap, needle.needle_left_out, needle.CAPTION,
-             "passkey: needle depth × length")):
-        if has_bucket_rows(df, kind):  # bucketed rows (issue 11): loss by position, needle depth × length
-            written += [plot(df, out / f"{name}.{suffix}", board=board) for suffix in ("png", "svg")]
-            figures[title] = Figure((out / f"{name}.png",), caption + left_out_note(left_out(df, board)))
+    written = _draw_figures("rows", FigureInputs(df, board), out, figures)
     drawn, skipped = [], {}
     for encoding, pattern in geometry.encoding_patterns(df, src.run_dir).items():
         if not is_file_stem(encoding):  # never a path outside encodings/ (a plugin may register any name)
@@ -230,12 +213,12 @@ def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: d
         if reason is not None:
             skipped[encoding] = reason
             continue
-        for suffix in ("png", "svg"):
+        for suffix in FORMATS:
             path = geometry_plot.safe_encoding_heatmap(pattern.matrix, out / "encodings" / f"{encoding}.{suffix}",
                                                        title=pattern.title, note=pattern.note)
             if path is not None:
                 written.append(path)
-                if suffix == "png":
+                if suffix == FORMATS[0]:
                     drawn.append(path)
     if drawn or skipped:
         figures["position patterns"] = Figure(tuple(drawn), geometry_plot.CAPTION + left_out_note(skipped))

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from lenbench.escape import csv_text, md_cell, md_text
-from lenbench.metrics import METRICS
+from lenbench.metrics import METRICS, find_metric
 from lenbench.report import secondary, stats
 from lenbench.report.rows import (
     _read_csv_strings,
@@ -287,9 +287,11 @@ def to_csv_text(df: pd.DataFrame) -> str:
 def _fmt(value: float, metric: str = "") -> str:
     if math.isnan(value):
         return "fail" if metric and metric != "retention" else "–"
+    facts = find_metric(metric)
     if math.isinf(value):
-        return "fail" if value > 0 and metric in ("perplexity", "nll") else f"{value}"
-    if metric in ("perplexity", "nll") and abs(value) >= 1000:
+        worst = facts is not None and (value < 0) == facts.higher_is_better
+        return "fail" if worst else f"{value}"
+    if facts is not None and facts.bounds is None and abs(value) >= 1000:
         return f"{value:.4g}"
     text = f"{value:.3f}"
     return "0.000" if text == "-0.000" else text

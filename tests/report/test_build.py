@@ -47,3 +47,34 @@ def test_a_source_without_rows_or_timings_is_a_one_line_error(tmp_path):
     with pytest.raises(ResultsError, match=r"^nothing: no extrapolation rows to report and no kernel timings; "):
         build_report(ReportSource("nothing", empty_frame()), tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_the_figures_written_are_the_declared_list(tmp_path, monkeypatch):
+    """`lenbench.report.figures.FIGURES` is the one figure list: the build draws exactly the
+    declared figures the source can draw, in that order, the page shows each under its title, and a
+    publication may hold exactly their files. A figure added to the list is drawn with no other edit."""
+    import importlib
+
+    from lenbench import publication
+    from lenbench.report import figures
+    from lenbench.report.figures import FIGURES, FigureSpec
+
+    for spec in FIGURES:  # every declared name resolves in its plot module
+        module = importlib.import_module(f"lenbench.report.plots.{spec.module}")
+        for name in (spec.draw, spec.caption, spec.left_out, spec.needs):
+            assert not name or callable(getattr(module, name)) or isinstance(getattr(module, name), str), (spec, name)
+    source = bench_json(tmp_path / "bench.json", tiny_rows(seeds=(0, 1)), KERNELS)
+    out = tmp_path / "out"
+    written = [p.relative_to(out).as_posix() for p in write_report(source, out, page=False)]
+    figure_files = [n for n in written if n.rsplit(".", 1)[-1] in figures.FORMATS and "/" not in n]
+    drawn = list(dict.fromkeys(n.rsplit(".", 1)[0] for n in figure_files))
+    assert drawn == ["extrapolation", "leaderboard_heatmap", "cost", "quality_cost"]  # no bucketed rows here
+    assert set(figure_files) <= publication.published_names()
+    assert figures.figure_files() <= publication.published_names()
+
+    toy = FigureSpec("toy_figure", "a toy figure", "cost", "cost", "cost_figure", caption="COST_CAPTION")
+    monkeypatch.setattr(figures, "FIGURES", (*FIGURES, toy))
+    monkeypatch.setattr(build, "FIGURES", figures.FIGURES)
+    written = [p.name for p in write_report(source, tmp_path / "toy")]
+    assert written.index("toy_figure.png") > written.index("quality_cost.svg")
+    assert "a toy figure" in (tmp_path / "toy" / "index.html").read_text()

@@ -26,7 +26,7 @@ PACKAGE = ROOT / "lenbench"
 REPORT_PATH = ("lenbench.report.schema", "lenbench.report.cells", "lenbench.report.rows",
                "lenbench.report.timings", "lenbench.report.stats", "lenbench.report.secondary",
                "lenbench.report.tables", "lenbench.report.findings", "lenbench.report.claims", "lenbench.report.cost",
-               "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
+               "lenbench.report.figures", "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
 GEOMETRY = "lenbench.report.geometry"
 #: Modules the report path must never reach.
 HEAVY = ("lenbench.model", "lenbench.train", "lenbench.run")

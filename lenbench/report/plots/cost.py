@@ -151,3 +151,22 @@ def quality_cost_plot(points: pd.DataFrame, path: str | Path) -> Path:
         legend = outside_legend(fig, handles, where="below")
         legend.set_ncols(min(len(handles), 6))
     return save_figure(fig, path)
+
+
+def cost_figure(inputs, path: str | Path) -> Path:
+    """The cost figure of `lenbench.report.figures`: `cost_plot` of the cost table."""
+    return cost_plot(inputs.cost, path)
+
+
+def quality_cost_figure(inputs, path: str | Path) -> Path:
+    """The quality-against-cost figure of `lenbench.report.figures`: `quality_cost_plot` of the points."""
+    return quality_cost_plot(inputs.points, path)
+
+
+def quality_cost_figure_left_out(inputs) -> dict[str, str]:
+    return quality_cost_left_out(inputs.points)
+
+
+def quality_cost_figure_needs(inputs) -> bool:
+    """Drawn where the source has both a leaderboard and kernel timings."""
+    return inputs.points is not None and len(inputs.points) > 0

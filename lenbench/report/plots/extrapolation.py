@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
+from lenbench.metrics import find_metric
 from lenbench.report.plots._style import (
     BASELINE_STYLES,
     NOT_LEARNED_ALPHA,
@@ -139,7 +140,7 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
             any_failed |= failed
             any_not_learned |= not_learned
         extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
-        if not baselines and any(m == "token_accuracy" for _, _, m, _ in boards):
+        if not baselines and any(_chance_applies(m) for _, _, m, _ in boards):
             extra.append(Line2D([], [], color="0.45", linestyle=":", linewidth=1.2, label="chance"))
         for encoding in baselines:
             handle = Line2D([], [], color=baseline_style(encoding)["color"], linewidth=1.2, label=encoding)
@@ -153,6 +154,12 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
         band.suptitle("trained encodings" if family is None else f"{family} and its inference-time variants",
                       fontsize=PAPER_FONT_SIZE, x=0.02, ha="left")
     return save_figure(fig, path)
+
+
+def _chance_applies(metric: str) -> bool:
+    """A task's per-token chance is a floor of `metric`: the metric is a per-token rate."""
+    facts = find_metric(metric)
+    return facts is not None and facts.sums == "tokens"
 
 
 def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, board: Leaderboard,
@@ -193,9 +200,12 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
     ax.xaxis.set_minor_locator(NullLocator())
     ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
     ax.set_xlim(lengths[0] / 2**0.25, lengths[-1] * 2**0.25)
-    if metric in ("exact_match", "token_accuracy"):
-        ax.set_ylim(-0.03, 1.03)  # accuracies on their whole range
-    if metric == "token_accuracy" and not (wide["kind"] == "baseline").any():
+    facts = find_metric(metric)
+    if facts is not None and facts.bounds is not None:  # a bounded metric on its whole range
+        low, high = facts.bounds
+        pad = 0.03 * (high - low)
+        ax.set_ylim(low - pad, high + pad)
+    if _chance_applies(metric) and not (wide["kind"] == "baseline").any():
         chance = task_chance(task)
         if chance is not None:
             ax.axhline(chance, color=BASELINE_STYLES["chance"]["color"], linestyle=":", linewidth=1.2, zorder=0)
@@ -204,12 +214,21 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
                 pad = 0.05 * (max(high, chance) - min(low, chance))
                 ax.set_ylim(min(low, chance - pad), max(high, chance + pad))
     values = bdf.loc[bdf["value"].notna() & ~bdf["encoding"].map(is_baseline), "value"].to_numpy(dtype=float)
-    if metric in ("perplexity",) and len(values) and (values > 0).all():  # always log: ratios read as distances
+    if facts is not None and facts.log_scale and len(values) and (values > 0).all():  # ratios read as distances
         ax.set_yscale("log")
         plain_log_labels(ax.yaxis)
-    arrow = "↑" if metric in ("token_accuracy", "exact_match") else "↓"
+    arrow = "" if facts is None else " ↑" if facts.higher_is_better else " ↓"
     ax.set_title(board_label(task, train_len), fontsize=PAPER_FONT_SIZE)
-    ax.set(xlabel="evaluation length (log2)", ylabel=f"{metric} {arrow}")
+    ax.set(xlabel="evaluation length (log2)", ylabel=f"{metric}{arrow}")
     ax.tick_params(labelsize=PAPER_FONT_SIZE - 1)
     ax.grid(True, which="major", alpha=0.3)
     return any_failed, any_not_learned
+
+
+def draw_figure(inputs, path: str | Path) -> Path:
+    """The figure of `lenbench.report.figures`: `extrapolation_plot` of the rows and their board."""
+    return extrapolation_plot(inputs.rows, path, board=inputs.board)
+
+
+def figure_left_out(inputs) -> dict[str, str]:
+    return extrapolation_left_out(inputs.rows, inputs.board)

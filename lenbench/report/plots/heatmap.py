@@ -13,6 +13,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from lenbench.metrics import find_metric
 from lenbench.report.plots._style import (
     PAPER_FONT_SIZE,
     board_label,
@@ -34,7 +35,8 @@ CAPTION = ("The leaderboard as heatmaps: each task's primary metric (mean over s
 def _cell_text(value: float, metric: str) -> str:
     if not math.isfinite(value):
         return ""
-    if metric in ("token_accuracy", "exact_match"):
+    facts = find_metric(metric)
+    if facts is not None and facts.bounds is not None:
         return f"{value:.2f}"
     return f"{value:.1f}" if abs(value) < 100 else f"{value:.3g}"
 
@@ -90,9 +92,10 @@ def _heatmap_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, 
         if not len(finite):
             finite = values[np.isfinite(values)]
         norm = None
-        if metric in ("exact_match", "token_accuracy"):
-            norm = Normalize(vmin=0.0, vmax=1.0)
-        elif metric == "perplexity" and len(finite) and (finite > 0).all() and finite.max() > finite.min():
+        facts = find_metric(metric)
+        if facts is not None and facts.bounds is not None:
+            norm = Normalize(vmin=facts.bounds[0], vmax=facts.bounds[1])
+        elif facts is not None and facts.log_scale and len(finite) and (finite > 0).all() and finite.max() > finite.min():
             norm = LogNorm(vmin=float(finite.min()), vmax=float(finite.max()))
         elif len(finite):
             norm = Normalize(vmin=float(finite.min()), vmax=float(finite.max()))
@@ -118,3 +121,12 @@ def _heatmap_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, 
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
     return save_figure(fig, path)
+
+
+def draw_figure(inputs, path: str | Path) -> Path:
+    """The figure of `lenbench.report.figures`: `leaderboard_heatmap` of the rows and their board."""
+    return leaderboard_heatmap(inputs.rows, path, board=inputs.board)
+
+
+def figure_left_out(inputs) -> dict[str, str]:
+    return heatmap_left_out(inputs.board)

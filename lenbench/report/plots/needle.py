@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
-from lenbench.report.plots._buckets import bucketed
+from lenbench.report.plots._buckets import bucketed, has_bucket_rows
 from lenbench.report.plots._style import (
     ALL_ZERO,
     PAPER_FONT_SIZE,
@@ -137,3 +137,17 @@ def _luminance(rgba: tuple[float, ...]) -> float:
     """Relative luminance of an sRGB colour (WCAG 2.0), 0 (black) … 1 (white)."""
     linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def draw_figure(inputs, path: str | Path) -> Path:
+    """The figure of `lenbench.report.figures`: `needle_heatmap` of the rows and their board."""
+    return needle_heatmap(inputs.rows, path, board=inputs.board)
+
+
+def figure_left_out(inputs) -> dict[str, str]:
+    return needle_left_out(inputs.rows, inputs.board)
+
+
+def figure_needs(inputs) -> bool:
+    """Drawn where the rows hold needle-depth buckets."""
+    return has_bucket_rows(inputs.rows, "depth")

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lenbench.report.plots._buckets import bucketed
+from lenbench.report.plots._buckets import bucketed, has_bucket_rows
 from lenbench.report.plots._style import (
     NOT_LEARNED_ALPHA,
     PAPER_FONT_SIZE,
@@ -123,3 +123,17 @@ def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str,
         band.suptitle("trained encodings" if family is None else f"{family} and its inference-time variants",
                       fontsize=PAPER_FONT_SIZE, x=0.02, ha="left")
     return save_figure(fig, path)
+
+
+def draw_figure(inputs, path: str | Path) -> Path:
+    """The figure of `lenbench.report.figures`: `position_loss_plot` of the rows and their board."""
+    return position_loss_plot(inputs.rows, path, board=inputs.board)
+
+
+def figure_left_out(inputs) -> dict[str, str]:
+    return position_left_out(inputs.rows, inputs.board)
+
+
+def figure_needs(inputs) -> bool:
+    """Drawn where the rows hold loss-by-position buckets."""
+    return has_bucket_rows(inputs.rows, "pos")
