@@ -6,7 +6,7 @@ encoding) and reported as tidy rows of its own, with encoding ``baseline:<name>`
 ``none``, the task's metrics and per-sample scores. The leaderboard shows them next to the models
 and never ranks them; the not-learned rule of `lenbench.report.stats` compares an lm against ``unigram``.
 
-Baselines (`BASELINES`):
+Baselines (each a `register_baseline` call below, for the task kinds it declares):
 
 - ``chance`` (every task with a chance level, and lm): a uniform guess over the answer vocabulary,
   analytic. Sequence tasks: token accuracy = ``task.chance`` (1 / answer vocabulary), exact match
@@ -20,8 +20,11 @@ Baselines (`BASELINES`):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -37,8 +40,44 @@ from lenbench.labels import BASELINE_PREFIX as PREFIX
 from lenbench.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
 
-#: Baseline names by task kind.
-BASELINES = {"sequence": ("chance", "repeat-previous"), "lm": ("chance", "unigram")}
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """One baseline: a predictor that needs no training, for the task kinds it declares.
+
+    Attributes:
+        name: its rows' encoding is ``baseline:<name>``.
+        kinds: the task kinds (`Task.kind`) it is scored for.
+        scores: ``scores(task, batch)`` → {metric: (per-sample numerators, denominators)} for every
+            metric of the task, or None where the task gives it nothing to predict.
+    """
+
+    name: str
+    kinds: tuple[str, ...]
+    scores: Callable[[Task, Any], dict[str, tuple[list, list]] | None]
+
+
+_REGISTRY: list[Baseline] = []
+
+
+def register_baseline(name: str, *, kinds: tuple[str, ...]):
+    """Register the decorated ``scores(task, batch)`` as baseline `name` for the task `kinds`; a task
+    is scored by its kind's baselines in registration order."""
+    def register(scores):
+        for kind in kinds:
+            if name in baseline_names(kind):
+                raise ValueError(f"baseline {name!r} is registered twice for task kind {kind!r}")
+        _REGISTRY.append(Baseline(name, tuple(kinds), scores))
+        return scores
+    return register
+
+
+def baselines_for(kind: str) -> list[Baseline]:
+    """The baselines of task kind `kind`, in registration order."""
+    return [b for b in _REGISTRY if kind in b.kinds]
+
+
+def baseline_names(kind: str) -> tuple[str, ...]:
+    return tuple(b.name for b in baselines_for(kind))
 
 
 @functools.lru_cache(maxsize=4)
@@ -47,25 +86,40 @@ def _unigram_logp(data_id: int, data: torch.Tensor, train_size: int) -> torch.Te
     return (counts / counts.sum()).log()  # (256,)
 
 
-def _scores(task: Task, name: str, batch) -> dict[str, tuple[list, list]] | None:
-    """Per-sample (numerators, denominators) of each metric of baseline `name` on one batch."""
-    mask = batch.loss_mask  # (B, T)
-    if task.kind == "lm":
-        if name == "chance":
-            nll = torch.full(mask.shape, math.log(256.0), dtype=torch.float64)  # (B, T)
-        else:
-            corpus = task.corpus
-            logp = _unigram_logp(id(corpus), corpus.data, corpus.train_size)  # (256,)
-            nll = -logp[batch.targets]  # (B, T)
-        return sample_sums(torch.zeros_like(mask), nll, mask)
-    if name == "repeat-previous":
-        return sample_sums(batch.inputs == batch.targets, None, mask)
+@register_baseline("chance", kinds=("sequence",))
+def _chance(task: Task, batch) -> dict[str, tuple[list, list]] | None:
+    """A uniform guess over the answer vocabulary: token accuracy ``task.chance``, exact match
+    chance ** (answer tokens) per sample; nothing for a task without a chance level."""
     if task.chance is None:
         return None
-    scored = mask.sum(1).double()  # (B,)
+    scored = batch.loss_mask.sum(1).double()  # (B,)
     exact = torch.tensor(float(task.chance), dtype=torch.float64) ** scored  # (B,): P(all answer tokens guessed)
     return {"token_accuracy": ((scored * task.chance).tolist(), scored.tolist()),
             "exact_match": (exact.tolist(), [1.0] * len(exact))}
+
+
+@register_baseline("chance", kinds=("lm",))
+def _uniform_bytes(task: Task, batch) -> dict[str, tuple[list, list]]:
+    """Uniform over the 256 byte values: nll ln 256 per byte."""
+    mask = batch.loss_mask  # (B, T)
+    nll = torch.full(mask.shape, math.log(256.0), dtype=torch.float64)  # (B, T)
+    return sample_sums(torch.zeros_like(mask), nll, mask)
+
+
+@register_baseline("repeat-previous", kinds=("sequence",))
+def _repeat_previous(task: Task, batch) -> dict[str, tuple[list, list]]:
+    """At each answer position, the token just read."""
+    return sample_sums(batch.inputs == batch.targets, None, batch.loss_mask)
+
+
+@register_baseline("unigram", kinds=("lm",))
+def _unigram(task: Task, batch) -> dict[str, tuple[list, list]]:
+    """The byte frequencies of the training split, add-one smoothed."""
+    mask = batch.loss_mask  # (B, T)
+    corpus = task.corpus
+    logp = _unigram_logp(id(corpus), corpus.data, corpus.train_size)  # (256,)
+    nll = -logp[batch.targets]  # (B, T)
+    return sample_sums(torch.zeros_like(mask), nll, mask)
 
 
 def baseline_rows(task: Task, train_len: int, ratios, *, samples: int, tokens_per_batch: int, seed: int,
@@ -81,15 +135,15 @@ def baseline_rows(task: Task, train_len: int, ratios, *, samples: int, tokens_pe
     """
     rows: list[dict] = []
     metrics = task_metrics(task)
-    for name in BASELINES[task.kind]:
+    for baseline in baselines_for(task.kind):
         for ratio in ratios:
             eval_len = max(1, round(ratio * train_len))
-            row_base = {**base, "encoding": PREFIX + name, "variant": "none", "eval_len": eval_len, "ratio": float(ratio)}
+            row_base = {**base, "encoding": PREFIX + baseline.name, "variant": "none", "eval_len": eval_len, "ratio": float(ratio)}
             num: dict[str, list] = {m: [] for m in metrics}
             den: dict[str, list] = {m: [] for m in metrics}
             try:
                 for batch in eval_batches(task, eval_len, samples=samples, tokens_per_batch=tokens_per_batch, seed=seed):
-                    scores = _scores(task, name, batch)
+                    scores = baseline.scores(task, batch)
                     if scores is None:
                         break
                     for m in metrics:

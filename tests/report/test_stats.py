@@ -272,6 +272,26 @@ def test_baselines_are_scored_on_the_evaluation_samples():
     assert ppl["baseline:chance"] == pytest.approx(256.0) and 1.0 < ppl["baseline:unigram"] < 256.0
 
 
+def test_a_new_baseline_is_one_registration(monkeypatch):
+    """A baseline is a `register_baseline` call naming its task kinds: its rows follow on every task
+    of those kinds, after the kind's earlier baselines, and on no other kind."""
+    from lenbench import baselines
+
+    monkeypatch.setattr(baselines, "_REGISTRY", list(baselines._REGISTRY))
+
+    @baselines.register_baseline("always-first", kinds=("sequence",))
+    def _first(task, batch):
+        return baselines.sample_sums(batch.targets == batch.targets[:, :1], None, batch.loss_mask)
+
+    with pytest.raises(ValueError, match="baseline 'always-first' is registered twice for task kind 'sequence'"):
+        baselines.register_baseline("always-first", kinds=("sequence",))(_first)
+    assert baselines.baseline_names("sequence") == ("chance", "repeat-previous", "always-first")
+    assert baselines.baseline_names("lm") == ("chance", "unigram")
+    rows = baseline_rows(build_task("copy"), 4, [1], samples=4, tokens_per_batch=64, seed=0, base={"task": "copy"})
+    assert [r["encoding"] for r in rows if r["metric"] == "exact_match"] == [
+        "baseline:chance", "baseline:repeat-previous", "baseline:always-first"]
+
+
 def test_leaderboard_suites_run_at_least_three_seeds():
     from lenbench.config import load_suite
 
