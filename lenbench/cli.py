@@ -172,8 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="two sides without a measurement or kernel in common do not fail the comparison")
     p_cmp.add_argument("--force-speed", action="store_true",
                        help="compare kernel timings measured on different machines (refused otherwise)")
-    p_cmp.add_argument("--fail-missing", action="store_true",
-                       help="no-op, kept for old scripts: anything missing in HEAD fails unless --allow-missing")
     p_cmp.add_argument("--statistical", action="store_true",
                        help="for results from different machines: a regression is a paired-bootstrap difference over "
                        "seeds x samples whose 95%% interval excludes 0 and that is worse than a practical margin")
@@ -225,7 +223,7 @@ def _compare(args: argparse.Namespace) -> int:
     from lenbench.compare import compare
 
     result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
-                     fail_missing=args.fail_missing, allow_missing=args.allow_missing,
+                     allow_missing=args.allow_missing,
                      allow_no_overlap=args.allow_no_overlap, force_speed=args.force_speed, top=args.top,
                      statistical=args.statistical, margins=args.margin)
     for warning in result.warnings:

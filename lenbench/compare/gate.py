@@ -54,7 +54,6 @@ class Comparison:
     speed: pd.DataFrame | None
     tolerance: float
     speed_threshold: float
-    fail_missing: bool = False  # kept for callers of the old API: missing now fails unless allow_missing
     notes: list[str] = dataclasses.field(default_factory=list)
     cells: pd.DataFrame | None = None  # CELL_KEY, base_status, head_status, error, status
     allow_missing: bool = False
@@ -262,7 +261,7 @@ def _change(b: float, h: float) -> str:
 
 
 def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed_threshold: float = 0.10,
-            fail_missing: bool = False, allow_missing: bool = False, allow_no_overlap: bool = False,
+            allow_missing: bool = False, allow_no_overlap: bool = False,
             force_speed: bool = False, top: int = 10, statistical: bool = False,
             margins: list[str] | None = None) -> Comparison:
     """Compare two runs (see `lenbench.compare` and the docstrings of its modules).
@@ -271,7 +270,6 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
         base, head: a results directory, tidy or leaderboard CSV, or pytest-benchmark JSON each.
         tolerance: relative worsening of a metric tolerated (0: any worse value is a regression).
         speed_threshold: relative growth of a kernel's copy ratio tolerated (0.10 = 10 %).
-        fail_missing: accepted for compatibility; missing rows and kernels fail unless `allow_missing`.
         allow_missing: cells, rows and kernels ok in base but absent from head do not fail.
         allow_no_overlap: two sides without a measurement or kernel in common do not fail.
         force_speed: compare kernel timings from two different machines (otherwise refused).
@@ -304,7 +302,7 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
     if level == "none" and speed is None:
         raise ResultsError(f"nothing to compare: neither {base} nor {head} holds extrapolation rows, and they do not "
                            "both hold kernel timings")
-    return Comparison(str(base), str(head), level, q.frame, speed, tolerance, speed_threshold, fail_missing,
+    return Comparison(str(base), str(head), level, q.frame, speed, tolerance, speed_threshold,
                       q.notes + speed_notes, cells=q.cells, allow_missing=allow_missing,
                       allow_no_overlap=allow_no_overlap, warnings=setup.warnings + q.warnings + speed_warnings,
                       top=top, margins=margin_of if statistical else None, machines=setup.machines)

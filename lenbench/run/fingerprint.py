@@ -153,11 +153,6 @@ def encoding_roots(name: str, params: dict, plugin_files: dict[str, bytes] | Non
     return roots
 
 
-def task_files(name: str) -> list[str]:
-    plugin_files: dict[str, bytes] = {}
-    return sorted([*closure(task_roots(name, plugin_files)), *plugin_files])
-
-
 def task_roots(name: str, plugin_files: dict[str, bytes] | None = None) -> list[str]:
     from lenbench.tasks import TASKS
 

@@ -149,12 +149,6 @@ def checkpoint_path(out: str | Path, name: str) -> Path:
     return Path(out) / CHECKPOINTS / f"{name}.pt"
 
 
-def read_checkpoint(out: str | Path, name: str) -> bytes | None:
-    """The bytes of checkpoint `name`, or None when there is none."""
-    path = checkpoint_path(out, name)
-    return path.read_bytes() if path.is_file() else None
-
-
 def write_checkpoint(out: str | Path, name: str, data: bytes) -> Path:
     """Write checkpoint `name` atomically; returns the path."""
     path = checkpoint_path(out, name)

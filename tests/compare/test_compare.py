@@ -144,7 +144,6 @@ def test_missing_and_new_rows_are_reported(tmp_path, capsys):
     assert "12 missing in head" in out and MISSING in out
     assert "12 measurement(s) ok in base missing in head (2 whole cell(s); --allow-missing accepts)" in out
     assert run_cli(base, write_cells(tmp_path / "fewer2", fewer), "--allow-missing") == 0
-    assert run_cli(base, write_cells(tmp_path / "fewer3", fewer), "--fail-missing") == 1  # the old flag: a no-op
     assert run_cli(base, write_cells(tmp_path / "more", more)) == 0
     assert NEW in capsys.readouterr().out
 

@@ -96,10 +96,6 @@ def get_executor(name: str) -> type[Executor]:
     return EXECUTORS.get(name)
 
 
-def executor_names() -> list[str]:
-    return sorted({"auto", *EXECUTORS.names(), *LAZY_EXECUTORS})
-
-
 #: Peak resident memory of one process-executor worker on the quick suite (measured: 8.2 GB for
 #: two workers and the driver); `plan_execution` starts no more workers than fit in memory.
 WORKER_MEMORY_BYTES = 4 * 2**30
