@@ -1,7 +1,7 @@
 """`lenbench compare --statistical`: quality compared by paired bootstrap, for results from two machines.
 
 Two machines with a different vector ISA (or BLAS) round floats differently, so an exact comparison
-of their rows flags thousands of tiny differences (issue 19: 774 "regressions" in the 5th
+of their rows flags thousands of tiny differences (774 "regressions" between two machines in the 5th
 significant digit of a perplexity, exact-match flips of single samples). The statistical
 comparison asks instead whether head is worse than base by more than chance and by more than a
 stated practical margin.

@@ -214,6 +214,6 @@ def encoding_patterns(df: pd.DataFrame, results_dir: str | Path | None = None, *
     for encoding in [e for e in ENCODINGS.names() if e in geometries]:
         try:
             out[encoding] = encoding_pattern(encoding, **geometries[encoding])
-        except Exception:  # noqa: BLE001 - not drawable: no figure, as before the split
+        except Exception:  # noqa: BLE001 - not drawable: no figure
             continue
     return out

@@ -174,7 +174,7 @@ def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto"
 
 
 class SuiteRun(list):
-    """The results of the cells `run_suite` computed now (a list, as before), plus what it skipped.
+    """The results of the cells `run_suite` computed now (a list), plus what it skipped.
 
     Attributes:
         done: cells whose valid, current results were reused.

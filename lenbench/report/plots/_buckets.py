@@ -1,4 +1,4 @@
-"""The bucketed rows of a results frame (issue 11: loss by position, needle depth), which
+"""The bucketed rows of a results frame (loss by position, needle depth), which
 `lenbench.report.plots.position` and `lenbench.report.plots.needle` draw; the leaderboard ignores them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Needle-in-a-haystack heatmaps: accuracy by needle depth × evaluation length (bucketed passkey rows, issue 11)."""
+"""Needle-in-a-haystack heatmaps: accuracy by needle depth × evaluation length (bucketed passkey rows)."""
 
 from __future__ import annotations
 

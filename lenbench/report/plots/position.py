@@ -1,4 +1,4 @@
-"""Loss by position within the evaluation window (bucketed lm rows, issue 11)."""
+"""Loss by position within the evaluation window (bucketed lm rows)."""
 
 from __future__ import annotations
 

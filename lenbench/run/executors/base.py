@@ -131,7 +131,7 @@ def plan_execution(executor: str = "auto", workers: int | None = None, device_ty
     processes sharing it (the quick suite's models leave a GPU mostly idle; see the GPU check
     in docs/kernels.md).
 
-    Explicit choices are kept: `workers` > 1 means "process" with auto or "serial" (as before), and
+    Explicit choices are kept: `workers` > 1 means "process" with auto or "serial", and
     the process executor without `workers` gets the same per-core default as auto.
 
     Args:

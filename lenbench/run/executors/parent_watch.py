@@ -1,4 +1,4 @@
-"""Worker processes that die with their driver (issue 19, defect 3).
+"""Worker processes that die with their driver.
 
 A SIGKILLed driver runs no cleanup, and a `concurrent.futures` worker waits on its job pipe
 forever: every worker holds the write end of that pipe too (a `multiprocessing.Queue` pickles
