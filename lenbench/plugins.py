@@ -88,6 +88,7 @@ class Plugin:
 
 
 #: Every registry made in this process (`track`): a reloaded plugin's names go from all of them.
+#: Which plugin registered which name is each registry's own record (`Registry.origin`).
 _REGISTRIES: list[Any] = []
 #: Plugins loaded in this process, in load order: module name → Plugin.
 _LOADED: dict[str, Plugin] = {}
@@ -96,7 +97,8 @@ _CURRENT: contextvars.ContextVar[Plugin | None] = contextvars.ContextVar("lenben
 
 
 def track(registry: Any) -> None:
-    """Called by each `lenbench.registry.Registry` when it is made (this module imports none)."""
+    """Called by each `lenbench.registry.Registry` when it is made (registry imports this module,
+    never the other way)."""
     _REGISTRIES.append(registry)
 
 
@@ -324,20 +326,20 @@ def load_entry_point(group: str, name: str) -> bool:
     if ep is None:
         return False
     registry = next(r for r in _REGISTRIES if r.entry_point_group == group)
-    if name in registry.loaded_names():
+    if name in registry.names():
         return True
     plugin = Plugin(spec=f"{group}:{name}", kind="entry point", module=ep.module)
     try:
         with _loading(plugin):
             obj = ep.load()
-            if name not in registry.loaded_names() and isinstance(obj, type):
-                registry.register(name, set_name=True)(obj)
+            if name not in registry.names() and isinstance(obj, type):
+                registry.register(name, set_name=True, origin=plugin)(obj)
     except PluginError:
         raise
     except Exception as err:  # noqa: BLE001
         raise PluginError(f"entry point {group}:{name} = {ep.value}{_distribution(ep)} failed to load: "
                           f"{_one_line(err)}") from err
-    if name not in registry.loaded_names():
+    if name not in registry.names():
         raise PluginError(f"entry point {group}:{name} = {ep.value}{_distribution(ep)} registers no "
                           f"{registry.kind} named {name!r}; point it at the class (module:Class)")
     _LOADED.setdefault(f"{group}:{name}", plugin)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable, Iterator
-from typing import ClassVar, Generic, TypeVar
+from typing import Generic, TypeVar
+
+from lenbench import plugins
 
 T = TypeVar("T")
 
@@ -53,32 +55,28 @@ class Registry(Generic[T]):
 
     With `entry_point_group` (the encoding and task registries), names also come from plugins
     (`lenbench.plugins`): a name not registered yet is looked up among installed entry points of
-    that group, loaded on demand; each entry remembers its origin (None: lenbench itself), and a
-    plugin may not take a name already registered.
+    that group, loaded on demand. Each entry remembers its origin (None: lenbench itself, else the
+    `lenbench.plugins.Plugin`); this is the one record of who registered what, which `lenbench
+    list` shows and a plugin's reload clears. A plugin may not take a name already registered.
     """
-
-    _instances: ClassVar[list[Registry]] = []
 
     def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
         self._items: dict[str, T] = {}
         self._origins: dict[str, object] = {}
-        Registry._instances.append(self)
-        from lenbench import plugins
-
         plugins.track(self)
 
-    @classmethod
-    def instances(cls) -> list[Registry]:
-        """Every registry made in this process (plugins are dropped from all of them on reload)."""
-        return list(cls._instances)
+    def register(self, name: str, *, set_name: bool = False, origin: object = None) -> Callable[[T], T]:
+        """Decorator registering an object under `name`; `set_name` also sets its `name` attribute.
 
-    def register(self, name: str, *, set_name: bool = False) -> Callable[[T], T]:
-        """Decorator registering an object under `name`; `set_name` also sets its `name` attribute."""
+        `origin` names the plugin on whose behalf lenbench's own code registers an object (an
+        entry point naming a bare class); left out, the origin follows from the object (`_origin_of`).
+        """
 
         def decorator(obj: T) -> T:
-            origin = self._origin_of(obj)
+            nonlocal origin
+            origin = origin if origin is not None else self._origin_of(obj)
             if name in self._items:
                 self._refuse(name, origin)
             if set_name:
@@ -90,25 +88,25 @@ class Registry(Generic[T]):
         return decorator
 
     def _origin_of(self, obj: object):
-        """The plugin registering `obj` (None for lenbench's own code). An object of a module
-        outside lenbench registered by plain import (a user's script or package) counts as a module
-        plugin of that module, so jobs carry it to workers."""
-        from lenbench import plugins
-
-        plugin = plugins.current()
+        """The plugin registering `obj`: None for an object defined in lenbench's own modules,
+        whoever's import ran them (a plugin imported first imports the built-ins, which stay
+        lenbench's); else the plugin being loaded; else, for an object of a module outside
+        lenbench registered by plain import (a user's script or package), a module plugin of that
+        module, so jobs carry it to workers."""
         module = getattr(obj, "__module__", "") or ""
-        if plugin is None and self.entry_point_group and module.split(".")[0] != "lenbench":
+        if module.split(".")[0] == "lenbench":
+            return None
+        plugin = plugins.current()
+        if plugin is None and self.entry_point_group:
             plugin = plugins.adopt_module(module)
         return plugin
 
     def _refuse(self, name: str, origin) -> None:
         if origin is None:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
-        from lenbench.plugins import PluginError
-
         taken = self._origins.get(name)
         by = f"the built-in lenbench {self.kind}" if taken is None else f"{self.kind} {name!r} of plugin {taken.label}"
-        raise PluginError(f"plugin {origin.label} registers {self.kind} {name!r}, which is already {by}; "
+        raise plugins.PluginError(f"plugin {origin.label} registers {self.kind} {name!r}, which is already {by}; "
                           f"give yours another name (e.g. '{origin.module.rsplit('.', 1)[-1].removeprefix('lenbench_plugin_')}-{name}')")
 
     def forget(self, origin: object) -> None:
@@ -122,9 +120,7 @@ class Registry(Generic[T]):
         self._items.pop(name, None)
         origin = self._origins.pop(name, None)
         if origin is not None:
-            from lenbench.plugins import release
-
-            release(origin)
+            plugins.release(origin)
 
     def names_of(self, origin: object) -> list[str]:
         """The names `origin` (a plugin) registered here."""
@@ -135,30 +131,22 @@ class Registry(Generic[T]):
         if name in self._items:
             return True
         if self.entry_point_group and isinstance(name, str):
-            from lenbench.plugins import load_entry_point
-
-            return load_entry_point(self.entry_point_group, name) and name in self._items
+            return plugins.load_entry_point(self.entry_point_group, name) and name in self._items
         return False
 
     def get(self, name: str) -> T:
         if self._on_demand(name):
             return self._items[name]
         known = sorted({*self._items, *self._entry_point_names()})
-        plugins = ""
-        if self.entry_point_group:
-            from lenbench.plugins import hint
-
-            plugins = f"; {hint()}"
+        loaded = f"; {plugins.hint()}" if self.entry_point_group else ""
         raise UnknownNameError(
-            f"unknown {self.kind} {name!r}{did_you_mean(str(name), known)} (known: {', '.join(known)}{plugins})"
+            f"unknown {self.kind} {name!r}{did_you_mean(str(name), known)} (known: {', '.join(known)}{loaded})"
         )
 
     def _entry_point_names(self) -> list[str]:
         if not self.entry_point_group:
             return []
-        from lenbench.plugins import entry_points
-
-        return list(entry_points(self.entry_point_group))
+        return list(plugins.entry_points(self.entry_point_group))
 
     def origin(self, name: str):
         """The plugin that registered `name` (`lenbench.plugins.Plugin`), None for a built-in."""
@@ -166,22 +154,17 @@ class Registry(Generic[T]):
         return self._origins.get(name)
 
     def builtin_names(self) -> list[str]:
-        """Names registered by lenbench itself, in registration order (fixed colours and order)."""
+        """Names registered by lenbench itself, in registration order."""
         return [n for n in self._items if self._origins.get(n) is None]
-
-    def loaded_names(self) -> list[str]:
-        """Names registered in this process (built-ins, then plugins), without loading entry points."""
-        return list(self._items)
 
     def load_all(self) -> list[str]:
         """Load every installed entry point of this registry's group; one line per broken one."""
         if not self.entry_point_group:
             return []
-        from lenbench.plugins import load_all_entry_points
-
-        return load_all_entry_points(self.entry_point_group)
+        return plugins.load_all_entry_points(self.entry_point_group)
 
     def names(self) -> list[str]:
+        """Names registered in this process, in registration order, without loading entry points."""
         return list(self._items)
 
     def __contains__(self, name: object) -> bool:

@@ -9,6 +9,7 @@ ones in tests/run/test_ray.py.
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 import textwrap
@@ -88,6 +89,65 @@ def test_two_plugins_cannot_take_one_name(tmp_path, sandbox):
         load_plugins([write(tmp_path / "two.py", ENCODING_PLUGIN.format(name="steep", scale=3.0))])
 
 
+#: Loads a plugin before anything imported the built-ins (the plugin's own import brings them in),
+#: then edits and reloads it; prints what each registry says about who registered what.
+FIRST_IMPORT = """
+import json, sys
+from pathlib import Path
+from lenbench import plugins
+path = Path(sys.argv[1])
+plugins.load_plugins([path])
+from lenbench.encodings import ENCODINGS
+from lenbench.tasks import TASKS
+def origins():
+    return {r.kind: {n: (o.label if (o := r.origin(n)) else None) for n in r.names()} for r in (ENCODINGS, TASKS)}
+before = origins()
+path.write_text(path.read_text().replace('"eco-steep"', '"eco-steeper"'))
+plugins.refresh()
+print(json.dumps({"before": before, "after": origins()}))
+"""
+
+
+def test_built_ins_imported_by_a_plugin_stay_built_in_and_a_reload_replaces_only_the_plugins_names(tmp_path):
+    path = write(tmp_path / "p.py", ENCODING_PLUGIN.format(name="eco-steep", scale=2.0))
+    out = subprocess.run([sys.executable, "-c", FIRST_IMPORT, str(path)], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    before, after = seen["before"], seen["after"]
+    assert {n: o for n, o in before["encoding"].items() if o} == {"eco-steep": "p.py"}
+    assert {"alibi", "rope", "fox"} <= set(before["encoding"]) and not any(before["task"].values())
+    assert {n: o for n, o in after["encoding"].items() if o} == {"eco-steeper": "p.py"}
+    assert {n for n, o in after["encoding"].items() if o is None} == {n for n, o in before["encoding"].items() if o is None}
+    assert after["task"] == before["task"]
+
+
+def test_a_reload_replaces_only_that_plugins_names(tmp_path, sandbox):
+    one = write(tmp_path / "one.py", ENCODING_PLUGIN.format(name="one-steep", scale=2.0))
+    [two] = load_plugins([write(tmp_path / "two.py", ENCODING_PLUGIN.format(name="two-steep", scale=3.0))])
+    load_plugins([one])
+    builtins = ENCODINGS.builtin_names()
+    write(one, ENCODING_PLUGIN.format(name="one-steeper", scale=4.0))
+    [one_again] = load_plugins([one])
+    assert ENCODINGS.builtin_names() == builtins and "rope" in ENCODINGS
+    assert ENCODINGS.origin("two-steep") == two and ENCODINGS.origin("one-steeper") == one_again
+    assert "one-steep" not in ENCODINGS
+    assert [p.label for p in plugins.loaded()] == ["two.py", "one.py"]
+
+
+def test_list_marks_exactly_the_plugins_entries(tmp_path):
+    """`lenbench list` loads the plugin before it imports the built-ins: only the plugin's entry is marked."""
+    path = write(tmp_path / "p.py", ENCODING_PLUGIN.format(name="eco-alibi-learn", scale=2.0))
+    out = subprocess.run([sys.executable, "-m", "lenbench.cli", "list", "encodings", "--plugin", str(path)],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    marked = [lines[i - 1].split()[0] for i, line in enumerate(lines) if line.strip().startswith("plugin:")]
+    assert marked == ["eco-alibi-learn"]
+    names = [line.split()[0] for line in lines if line and not line.startswith(" ")]
+    assert {"alibi", "rope", "dape", "eco-alibi-learn"} <= set(names)
+
+
 @pytest.mark.parametrize("spec, message", [
     ("missing.py", r"^plugin 'missing.py' not found: no file .*missing.py; give a path to a .py file"),
     ("no_such_module_xyz.enc", r"^plugin 'no_such_module_xyz.enc': no module named 'no_such_module_xyz'; install it"),
@@ -145,7 +205,7 @@ def dist(site: Path, *, broken: bool = False) -> Path:
 
 def test_entry_points_load_on_demand(tmp_path, monkeypatch, sandbox):
     monkeypatch.syspath_prepend(str(dist(tmp_path / "site")))
-    assert "ep-steep" not in ENCODINGS.loaded_names()
+    assert "ep-steep" not in ENCODINGS.names()
     cls = ENCODINGS.get("ep-steep")  # loaded now, registered under the entry point's name
     assert cls.name == "ep-steep" and ENCODINGS.origin("ep-steep").label == "entry point lenbench.encodings:ep-steep"
     assert "ep-running-max" in TASKS and TASKS.get("ep-running-max").name == "ep-running-max"
