@@ -37,6 +37,6 @@ __all__ = [
 ]
 
 
-# The 2024–2025 frontier (issue 22), registered after the catalog above so that every earlier
-# encoding keeps its registry index (the report's colours and order).
+# The 2024–2025 frontier, listed after the catalog above (`lenbench list encodings` shows them
+# last); the report's order and colours are declared by name in `lenbench.encoding_display`.
 from lenbench.encodings import fox, stickbreaking, prope, ssmax, dape  # noqa: E402, F401, I001  (registers)

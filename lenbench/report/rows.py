@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lenbench.encoding_display import ROPE_TYPES, encoding_rank
 from lenbench.escape import uncsv_frame
 from lenbench.labels import BASE_VARIANT
 from lenbench.metrics import METRICS, leaderboard_metric
@@ -56,43 +57,34 @@ from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (
 # --- canonical order of encodings and variants (shared by tables and plots) --------------------
 
 
-def _registry_names() -> tuple[list[str], list[str]]:
-    from lenbench.encodings import ENCODINGS
-    from lenbench.encodings.rope_scaling import ROPE_TYPES
-
-    return ENCODINGS.names(), ROPE_TYPES.names()
-
-
 def encoding_sort_key(encoding: str) -> tuple:
-    """Registered encodings in registry order, then any other label alphabetically."""
-    names, _ = _registry_names()
-    return (0, names.index(encoding), "") if encoding in names else (1, 0, encoding)
+    """lenbench's own encodings in their declared order, then any other label alphabetically
+    (`lenbench.encoding_display`: no torch, no registry, the same in every process)."""
+    return encoding_rank(encoding)
 
 
 def variant_rope_type(variant: str) -> str | None:
     """The rope_type behind a variant key ("yarn", "yarn@4", "finetune-linear-x4" → "linear"), else None.
 
     A key's "@<factor>" suffix marks a pinned factor (see `lenbench.config.schema.VariantSpec`)."""
-    _, rope_types = _registry_names()
     variant = variant.split("@", 1)[0] if not variant.startswith("finetune-") else variant
-    if variant in rope_types:
+    if variant in ROPE_TYPES:
         return variant
     if variant.startswith("finetune-"):
         head = variant[len("finetune-"):].rsplit("-x", 1)[0].split("@", 1)[0]
-        return head if head in rope_types else None
+        return head if head in ROPE_TYPES else None
     return None
 
 
 def variant_sort_key(variant: str) -> tuple:
-    """"none" first, then rope types in registry order (each followed by its fine-tuned forms),
-    then other names alphabetically."""
+    """"none" first, then rope types in their declared order (each followed by its fine-tuned
+    forms), then other names alphabetically."""
     if variant == BASE_VARIANT:
         return (0, 0, 0, "")
-    _, rope_types = _registry_names()
     rope_type = variant_rope_type(variant)
     if rope_type is None:
         return (2, 0, 0, variant)
-    return (1, rope_types.index(rope_type), int(variant != rope_type), variant)
+    return (1, ROPE_TYPES.index(rope_type), int(variant != rope_type), variant)
 
 
 def series_label(encoding: str, variant: str) -> str:

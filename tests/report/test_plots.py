@@ -5,10 +5,11 @@ import random
 import zlib
 
 import pytest
+from matplotlib.colors import to_rgb
 
 from lenbench.encodings import ENCODINGS
 from lenbench.report.geometry import encoding_pattern, has_fixed_pattern
-from lenbench.report.plots._style import ENCODING_COLORS, encoding_color, series_style, variant_dashes
+from lenbench.report.plots._style import encoding_color, series_style, variant_dashes
 from lenbench.report.plots.extrapolation import extrapolation_plot, task_chance
 from lenbench.report.plots.geometry import encoding_heatmap
 from lenbench.report.plots.heatmap import leaderboard_heatmap
@@ -90,8 +91,8 @@ def test_svg_is_reproducible(tmp_path):
 
 def test_fixed_palette_and_order():
     names = ENCODINGS.names()
-    # colour from the registry index, never from what else is in the figure
-    assert encoding_color("rope") == ENCODING_COLORS[names.index("rope")]
+    # the declared colour, never one from what else is in the figure
+    assert encoding_color("rope") == (127 / 255, 127 / 255, 127 / 255)
     # variants: a colour each (not the family's grey told apart by dashes alone), the same hue for the
     # same rope_type in every family
     rope_family = [series_style("rope", v)["color"] for v in ("none", "linear", "ntk", "yarn", "dynamic", "llama3")]
@@ -103,9 +104,8 @@ def test_fixed_palette_and_order():
     assert variant_dashes("finetune-linear-x4") == variant_dashes("linear")
     # a label outside the registry: a stable colour no registered encoding uses
     assert encoding_color("my-label") == encoding_color("my-label")
-    if len(names) < len(ENCODING_COLORS):
-        assert encoding_color("my-label") not in [encoding_color(n) for n in names]
-    # one canonical order: registry order of encodings, then "none" before the rope types in registry order
+    assert encoding_color("my-label") not in [encoding_color(n) for n in names]
+    # one canonical order: declared order of encodings, then "none" before the rope types in registry order
     pairs = [("rope", "yarn"), ("my-label", "none"), ("alibi", "none"), ("rope", "none"), ("rope", "linear")]
     assert series_order(pairs) == [("alibi", "none"), ("rope", "none"), ("rope", "linear"), ("rope", "yarn"),
                                    ("my-label", "none")]
@@ -382,15 +382,14 @@ def test_an_encoding_has_one_colour_in_every_figure(tmp_path, capture, published
         assert {encoding_color("alibi"), encoding_color("rope")} <= line_colours(fig)
 
 
-def test_plugin_colours_depend_on_builtin_names_only():
+def test_plugin_colours_depend_on_their_name_only():
     from lenbench_testing import plugin_sandbox
 
+    from lenbench.encoding_display import BUILTIN, OTHER_COLORS
     from lenbench.encodings.base import PositionalEncoding
-    from lenbench.report.plots._style import builtin_encodings, encoding_marker
+    from lenbench.report.plots._style import encoding_marker
 
-    builtins = builtin_encodings()
-    assert builtins[:3] == ("alibi", "cope", "fire") and "fox" in builtins
-    before = {n: (encoding_color(n), encoding_marker(n)) for n in (*builtins, "zz-plugin", "aa-plugin")}
+    before = {n: (encoding_color(n), encoding_marker(n)) for n in (*BUILTIN, "zz-plugin", "aa-plugin")}
 
     class Plugin(PositionalEncoding):  # defined here: its module is not lenbench's
         pass
@@ -398,12 +397,10 @@ def test_plugin_colours_depend_on_builtin_names_only():
     with plugin_sandbox():  # registering from this module adopts it as a plugin: no trace for later tests
         ENCODINGS.register("aa-plugin")(Plugin)  # loaded first, it must not take a colour from any other
         ENCODINGS.register("zz-plugin")(Plugin)
-        assert builtin_encodings() == builtins
         assert {n: (encoding_color(n), encoding_marker(n)) for n in before} == before
-    assert encoding_color("zz-plugin") not in {encoding_color(n) for n in builtins}
-    # the colour is the hash's, into the slots no built-in has
-    free = ENCODING_COLORS[len(builtins):]
-    assert encoding_color("zz-plugin") == free[zlib.crc32(b"zz-plugin") % len(free)]
+    assert encoding_color("zz-plugin") not in {encoding_color(n) for n in BUILTIN}
+    # the colour is the hash's, into the shades no built-in has
+    assert encoding_color("zz-plugin") == to_rgb(OTHER_COLORS[zlib.crc32(b"zz-plugin") % len(OTHER_COLORS)])
 
 
 def test_every_variant_has_a_style_of_its_own():

@@ -6,14 +6,12 @@ file + os.replace) and reproducibly (no date in SVGs, fixed SVG ids): `save_figu
 is laid out by matplotlib's constrained layout (`grid`, `figure`), so titles, labels, colour bars
 and legends outside the axes never overlap.
 
-Every figure shares one style per series. A trained encoding's colour and marker come from its
-index among the *built-in* encodings (`builtin_encodings`: those registered by lenbench's own
-modules, in registry order; `ENCODING_COLORS`, 20 fixed colours of a qualitative palette); any
-other label (a plug-in encoding, a test label) gets a colour and marker from a CRC-32 of its name,
-a colour no built-in encoding has while the palette has one left, so neither loading a plug-in nor
-adding results ever shifts a colour. An inference-time variant (`rope+yarn`) takes its colour and
-dash pattern from its rope_type's index in the rope_type registry (`VARIANT_COLORS`,
-`VARIANT_DASHES`), darker with a ▲ marker when fine-tuned, lighter with a ■ marker when its factor
+Every figure shares one style per series. A trained encoding's colour and marker are declared
+facts of `lenbench.encoding_display` (lenbench's own encodings: fixed; any other label, a plug-in
+encoding or a test label: from a CRC-32 of its name into strong shades no built-in has, never
+grey), so neither the order of imports, nor loading a plug-in, nor adding results ever shifts a
+colour. An inference-time variant (`rope+yarn`) takes its colour and dash pattern from its
+rope_type's place in the declared rope_type order (`VARIANT_COLORS`, `VARIANT_DASHES`), darker with a ▲ marker when fine-tuned, lighter with a ■ marker when its factor
 is pinned; figures draw variants in panels of their own, beside the plain model
 (`lenbench.report.plots.extrapolation`, `lenbench.report.plots.position`). Lines and legends follow
 `lenbench.report.rows.series_order`.
@@ -28,18 +26,18 @@ import contextlib
 import math
 import warnings
 import zlib
-from functools import lru_cache
 from pathlib import Path
 
 import matplotlib.pyplot as plt  # the Agg backend: chosen by the package's __init__, which runs first
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from lenbench import encoding_display
 from lenbench.atomic import atomic_path
-from lenbench.encodings import ENCODINGS
 from lenbench.report.rows import BASE_VARIANT, series_label, variant_rope_type
 
 # --- saving -------------------------------------------------------------------------------------
@@ -71,15 +69,10 @@ def save_figure(fig, path: str | Path, *, dpi: int = 150) -> Path:
 
 # --- the shared style of every line -------------------------------------------------------------
 
-_TAB20 = sns.color_palette("tab20", 20)
-#: 20 fixed colours: the ten strong tab20 shades first, then the ten light ones.
-ENCODING_COLORS: list[tuple[float, float, float]] = [_TAB20[i] for i in (*range(0, 20, 2), *range(1, 20, 2))]
-#: Markers of trained encodings, by the same index as their colour (told apart in greyscale too).
-ENCODING_MARKERS: list[str] = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H", "8"]
-#: Dash patterns for variants, indexed by the rope_type's registry index (solid = the plain encoding).
+#: Dash patterns for variants, indexed by the rope_type's declared place (solid = the plain encoding).
 VARIANT_DASHES: list[tuple[float, ...]] = [(4, 1.5), (1, 1), (3, 1.25, 1.5, 1.25), (5, 1, 1, 1), (2, 2, 6, 2),
                                            (6, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
-#: Colours of inference-time variants, indexed by the rope_type's registry index: tab10 without its
+#: Colours of inference-time variants, indexed by the rope_type's declared place: tab10 without its
 #: grey (the grey is close to the plain `rope` line they are drawn beside).
 VARIANT_COLORS: list[tuple[float, float, float]] = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]
 #: A fine-tuned variant: its rope_type's colour times this (darker); a pinned factor: mixed this far with white.
@@ -91,44 +84,19 @@ def _stable_index(name: str, n: int) -> int:
     return zlib.crc32(name.encode()) % n
 
 
-@lru_cache(maxsize=1)
-def _builtin(names: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(n for n in names if getattr(ENCODINGS.get(n), "__module__", "").startswith("lenbench.encodings."))
-
-
-def builtin_encodings() -> tuple[str, ...]:
-    """The encodings lenbench's own modules register, in registry order (plug-ins excluded)."""
-    return _builtin(tuple(ENCODINGS.names()))
-
-
-def _encoding_index(encoding: str, n: int) -> int:
-    """The palette index of a label: its built-in index, else a hash into the slots no built-in uses."""
-    names = builtin_encodings()
-    if encoding in names:
-        return names.index(encoding) % n
-    if len(names) < n:  # a colour no built-in encoding has, chosen by a hash of the label
-        return len(names) + _stable_index(encoding, n - len(names))
-    return _stable_index(encoding, n)
-
-
 def encoding_color(encoding: str) -> tuple[float, float, float]:
-    """The fixed colour of a trained encoding in every figure (module docstring)."""
-    return ENCODING_COLORS[_encoding_index(encoding, len(ENCODING_COLORS))]
+    """The fixed colour of a trained encoding in every figure (`lenbench.encoding_display`)."""
+    return to_rgb(encoding_display.encoding_color(encoding))
 
 
 def encoding_marker(encoding: str) -> str:
     """The fixed marker of a trained encoding in every figure."""
-    names = builtin_encodings()
-    if encoding in names:
-        return ENCODING_MARKERS[names.index(encoding) % len(ENCODING_MARKERS)]
-    return ENCODING_MARKERS[_stable_index(encoding, len(ENCODING_MARKERS))]
+    return encoding_display.encoding_look(encoding).marker
 
 
 def _variant_index(variant: str, n: int) -> int:
-    from lenbench.encodings.rope_scaling import ROPE_TYPES
-
     rope_type = variant_rope_type(variant)
-    return (ROPE_TYPES.names().index(rope_type) if rope_type else _stable_index(variant, n)) % n
+    return (encoding_display.ROPE_TYPES.index(rope_type) if rope_type else _stable_index(variant, n)) % n
 
 
 def _variant_kind(variant: str) -> str:
