@@ -16,6 +16,9 @@ Three ways in, one mechanism (`load_plugins`, then the usual `register_encoding`
 
 Names: a plugin may not take the name of a built-in (or of another plugin's entry): that is refused
 in one line, which suggests a prefixed name (``mype-alibi``). Nothing else is required of a name.
+Each registry records who registered each name (`lenbench.registry.Registry.origin`): a class of
+lenbench's own modules is a built-in even when a plugin's import is what first imported it, so a
+reload drops only the plugin's own names.
 
 Workers: every executor's worker entry (`lenbench.run.executors.base.compute_cell`) calls `ensure`
 with the job's `Plugin` list (what the driver loaded, `loaded()`) before it builds the cell. A file

@@ -75,14 +75,13 @@ class Registry(Generic[T]):
         """
 
         def decorator(obj: T) -> T:
-            nonlocal origin
-            origin = origin if origin is not None else self._origin_of(obj)
+            by = origin if origin is not None else self._origin_of(obj)
             if name in self._items:
-                self._refuse(name, origin)
+                self._refuse(name, by)
             if set_name:
                 obj.name = name  # type: ignore[attr-defined]
             self._items[name] = obj
-            self._origins[name] = origin
+            self._origins[name] = by
             return obj
 
         return decorator
