@@ -180,7 +180,7 @@ class SyncedTimer:
     each round ends with a device synchronise, after warm-up rounds (compilation and autotuning
     happen there, never inside a timed round).
 
-    On the CPU a round is one call. On an accelerator it is `lenbench.timing.calls_per_round`
+    On the CPU a round is one call. On an accelerator it is `lenbench.benchmark.timing.calls_per_round`
     calls (pytest-benchmark's `iterations`; its statistics are per call) with one synchronise
     after the last: one launch and synchronise per µs-scale kernel would time mostly latency.
     """
@@ -190,7 +190,7 @@ class SyncedTimer:
         self.device = device
 
     def __call__(self, fn, *args, rounds: int = 20, warmup_rounds: int = 3):
-        from lenbench.timing import synced_every
+        from lenbench.benchmark.timing import synced_every
 
         for _ in range(warmup_rounds):
             fn(*args)

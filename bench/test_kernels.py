@@ -33,7 +33,7 @@ What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.ke
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
 handful of kernels in seconds and quick / standard / paper time more. Each environment variable
 that is set replaces its field (environment > suite file > KernelSpec defaults;
-`lenbench.kernels.plans.kernel_settings`):
+`lenbench.benchmark.plans.kernel_settings`):
     LENBENCH_KERNEL_LENGTHS   comma list of T                        (kernels.lengths)
     LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (bf16 skipped without native support)  (dtypes)
     LENBENCH_KERNEL_SECONDS   timing budget per benchmark            (kernels.seconds)
@@ -92,8 +92,8 @@ from lenbench.config import KernelSpec, load_suite
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.base import shared_rows
-from lenbench.kernels import plans as P
-from lenbench.timing import time_fn
+from lenbench.benchmark import plans as P
+from lenbench.benchmark.timing import time_fn
 
 S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -489,9 +489,9 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, 
 @pytest.fixture(scope="session")
 def matmul_rates(device) -> dict[str, float]:
     """The device's dense matmul rate (FLOP/s, fastest of a few square products: 2048² on the CPU,
-    8192² on an accelerator; `lenbench.flops.matmul_rate`) in fp32, and in
+    8192² on an accelerator; `lenbench.benchmark.flops.matmul_rate`) in fp32, and in
     bf16 where native, measured once in this session."""
-    from lenbench.flops import matmul_rate
+    from lenbench.benchmark.flops import matmul_rate
 
     rates = {"fp32": matmul_rate(device, torch.float32)}
     if K.bf16_support(device.type)[0]:
@@ -504,7 +504,7 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     own FLOPs), fast path (what `lenbench.train` runs) and eager reference, timed round-robin.
 
     extra_info: task, impl ("fast-<task>": a distinct key for `lenbench compare`), flops (analytic
-    forward + backward, `lenbench.flops`), seconds (median of the fast step), seconds_eager, speedup
+    forward + backward, `lenbench.benchmark.flops`), seconds (median of the fast step), seconds_eager, speedup
     (median over rounds of eager / fast in the same round), threads (the cells' intra-op thread
     count, `plans.cell_threads`: everything here runs with it), sgemm_flops_per_s (fp32,
     the fastest 2048² sgemm of the rounds at those threads), sgemm_flops_per_s_all_threads (at
@@ -512,7 +512,7 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     over rounds of the step's FLOP/s over the sgemm's timed in the same round), mfu_session_peak
     (median step over sgemm_flops_per_s), mfu_best (fastest fast round over it), geometry.
     """
-    from lenbench.flops import mfu
+    from lenbench.benchmark.flops import mfu
 
     suite = SUITE(request)
     fast = P.quick_training_step("nope", device, suite=suite, task=task, fast=True)

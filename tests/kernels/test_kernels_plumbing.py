@@ -21,7 +21,7 @@ from lenbench import timing
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
-from lenbench.kernels import plans as P
+from lenbench.benchmark import plans as P
 from lenbench.model import ModelConfig, Transformer, attend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -548,7 +548,7 @@ def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
         order.append(name)
         now[0] += cost[name] * (4.0 if position == 0 else 2.0)
 
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.timing
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.benchmark.timing
     ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
     assert ratio == pytest.approx(1.5)
     assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs
