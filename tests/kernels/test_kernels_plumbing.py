@@ -450,7 +450,7 @@ def test_bench_kernels_collects_every_encoding():
 def test_kernel_benchmarks_have_separate_params_and_group_by_param_works(tmp_path):
     """pytest-benchmark users group by a parameter: each kernel benchmark has encoding, impl, T
     and dtype (the baseline T and dtype), and `--benchmark-group-by=param:T` runs through the
-    training-step benchmarks that have no T (root conftest.py)."""
+    training-step benchmarks that have no T (`lenbench.benchmark.pytest_plugin`)."""
     env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "64,128", "LENBENCH_KERNEL_DTYPES": "fp32",
            "LENBENCH_KERNEL_ENCODINGS": "rope", "LENBENCH_KERNEL_SECONDS": "0.01", "LENBENCH_TRAIN_ROUNDS": "2"}
     out = tmp_path / "k.json"
