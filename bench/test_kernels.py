@@ -88,12 +88,12 @@ import pytest
 import torch
 
 from lenbench import kernels as K
+from lenbench.benchmark import plans as P
+from lenbench.benchmark.timing import time_fn
 from lenbench.config import KernelSpec, load_suite
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.base import shared_rows
-from lenbench.benchmark import plans as P
-from lenbench.benchmark.timing import time_fn
 
 S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

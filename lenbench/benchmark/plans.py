@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from lenbench.device import keep_freed_memory
 from lenbench.benchmark.timing import call_seconds, calls_per_round, time_fn
+from lenbench.device import keep_freed_memory
 
 # --------------------------------------------------------------------------------------------
 # What to time: the suite's `kernels:` section, overridden by environment variables
@@ -279,8 +279,8 @@ def quick_training_step(
     """
     import dataclasses
 
-    from lenbench.config import load_suite
     from lenbench.benchmark.flops import model_step_flops
+    from lenbench.config import load_suite
     from lenbench.model import ModelConfig, Transformer
     from lenbench.tasks import build_task
     from lenbench.train import TrainStep

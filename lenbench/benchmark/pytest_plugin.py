@@ -39,6 +39,7 @@ import torch
 
 from lenbench.device import DEVICES, DeviceError, device_name, resolve_device, synchronize
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lenbench")
     group.addoption("--device", default="cpu", choices=DEVICES,

@@ -18,10 +18,10 @@ import torch.nn.functional as F
 
 from lenbench import kernels as K
 from lenbench import timing
+from lenbench.benchmark import plans as P
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
-from lenbench.benchmark import plans as P
 from lenbench.model import ModelConfig, Transformer, attend
 
 ROOT = Path(__file__).resolve().parents[2]

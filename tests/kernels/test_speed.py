@@ -15,10 +15,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from lenbench import train as train_mod
+from lenbench.benchmark import plans as P
+from lenbench.benchmark.flops import matmul_rate, mfu, model_step_flops, transformer_flops
 from lenbench.config import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
 from lenbench.encodings import ENCODINGS
-from lenbench.benchmark.flops import matmul_rate, mfu, model_step_flops, transformer_flops
-from lenbench.benchmark import plans as P
 from lenbench.model import ModelConfig, Transformer
 from lenbench.tasks import build_task
 from lenbench.train import TrainingDiverged, TrainStep, token_loss, train_model
