@@ -21,3 +21,23 @@ def test_the_targets_have_one_attention_row_per_declared_encoding_and_length():
     attention = [m for m in rows if m.startswith("fused attention ")]
     assert attention == [f"fused attention {name} (best fused impl, T={T}, fp32) / unbiased causal SDPA"
                          for name in bias_family() for T in (1024, 4096)]
+
+
+def test_the_kernels_package_holds_ops_only():
+    """No module of `lenbench.kernels` imports, at module or function level, the harness or what it
+    times with (suites, cells, tasks, the training step): those are `lenbench.benchmark`'s. (The
+    model's `attend` is an op: `kernels.layer`'s eager reference is the model's own attention.)"""
+    import ast
+    from pathlib import Path
+
+    root = Path(K.__file__).resolve().parent
+    harness = ("lenbench.benchmark", "lenbench.config", "lenbench.run", "lenbench.tasks", "lenbench.train",
+               "lenbench.flops", "lenbench.timing")
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}: {n}" for n in names if n.startswith(harness)]
+    assert found == []
+    assert not (root / "plans.py").exists() and not (root / "__main__.py").exists()
