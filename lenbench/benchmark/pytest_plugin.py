@@ -31,13 +31,13 @@ Options:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from lenbench.device import DEVICES, DeviceError, device_name, resolve_device, synchronize
+from lenbench.benchmark.machine import lenbench_machine_info
+from lenbench.device import DEVICES, DeviceError, resolve_device, synchronize
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -117,30 +117,6 @@ def device(request: pytest.FixtureRequest) -> torch.device:
         return resolve_device(name)
     except DeviceError as err:
         pytest.skip(str(err))
-
-
-def lenbench_machine_info(dev: torch.device) -> dict:
-    """Machine facts recorded in the benchmark JSON so timings compare across machines."""
-    import lenbench
-    from lenbench.run.cell import git_sha
-
-    info = {
-        "lenbench_version": lenbench.__version__,
-        "git_sha": git_sha(),
-        "torch_version": torch.__version__,
-        "device": dev.type,
-        "device_name": device_name(dev),
-        "cpu_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "cuda_runtime": torch.version.cuda,
-        "xpu_runtime": getattr(torch.version, "xpu", None),
-    }
-    if dev.type == "cuda":
-        info["cudnn"] = torch.backends.cudnn.version()
-    from lenbench.numerics import machine_facts
-
-    info.update(machine_facts())  # the numeric mode the kernels were timed in, CPU model and capability
-    return info
 
 
 _SESSION_START = pytest.StashKey[float]()
