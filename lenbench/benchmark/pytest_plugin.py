@@ -196,7 +196,9 @@ def timed(benchmark, device) -> SyncedTimer:
     return SyncedTimer(benchmark, device)
 
 
-@pytest.hookimpl(optionalhook=True)
+# tryfirst: the hook returns its first result, and an entry-point plugin may be registered before
+# pytest-benchmark's own implementation (which would then answer first and fail on param:NAME)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_benchmark_group_stats(config: pytest.Config | None, benchmarks: list, group_by: str) -> list:
     """pytest-benchmark's grouping, except that `--benchmark-group-by=param:NAME` does not fail
     (KeyError) on benchmarks without that parameter: `pytest bench -k kernels

@@ -48,9 +48,9 @@ def test_the_conftest_lists_the_plugin_only_where_the_entry_point_does_not_load_
     assert entry_point.conftest_plugins(environ) == expected
 
 
-def _help(tmp_path: Path, with_entry_point: bool) -> subprocess.CompletedProcess:
-    """`pytest --help` from the repository root, with a distribution on the path that declares the
-    entry point (as an install of this checkout does) or without one."""
+def _pytest(tmp_path: Path, with_entry_point: bool, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """pytest with a distribution first on the path that declares the entry point (as an install
+    of this checkout does), or without one."""
     site = tmp_path / "site"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
     env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
@@ -59,13 +59,13 @@ def _help(tmp_path: Path, with_entry_point: bool) -> subprocess.CompletedProcess
         info.mkdir(parents=True)
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lenbench-entry-point-probe\nVersion: 0.0\n")
         (info / "entry_points.txt").write_text(f"[pytest11]\nlenbench = {entry_point.PLUGIN_MODULE}\n")
-    return subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=300)
 
 
 @pytest.mark.parametrize("with_entry_point", [True, False], ids=["entry-point", "conftest"])
 def test_the_options_are_registered_once_on_either_path(tmp_path, with_entry_point):
-    proc = _help(tmp_path, with_entry_point)
+    proc = _pytest(tmp_path, with_entry_point, "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("--lenbench-plugin=") == 1
     assert proc.stdout.count("--results-dir=") == 1
@@ -88,6 +88,22 @@ def test_group_stats_always_returns_the_groups(group_by, expected):
     groups = pytest_plugin.pytest_benchmark_group_stats(None, [dict(b) for b in BENCHES], group_by)
     assert [name for name, _ in groups] == expected
     assert sum(len(members) for _, members in groups) == len(BENCHES)
+
+
+def test_the_installed_plugin_groups_by_a_parameter_some_benchmarks_lack(tmp_path):
+    """Outside a checkout (no conftest.py), loaded by its entry point before pytest-benchmark's own
+    plugin: its grouping still answers first, so `param:T` does not fail on a benchmark without T."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_timings.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.parametrize('T', [1, 2])\n"
+        "def test_kernel(benchmark, T):\n    benchmark(lambda: None)\n\n"
+        "def test_step(benchmark):\n    benchmark.group = 'steps'\n    benchmark(lambda: None)\n")
+    proc = _pytest(tmp_path, True, "--benchmark-group-by=param:T", "-q", cwd=project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "benchmark 'T=1'" in proc.stdout and "benchmark 'T=2'" in proc.stdout
+    assert "benchmark 'steps'" in proc.stdout
 
 
 def test_pytest_benchmark_compare_works_from_the_repository_root(tmp_path):

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from lenbench import kernels as K
-from lenbench import timing
 from lenbench.benchmark import plans as P
+from lenbench.benchmark import timing
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
