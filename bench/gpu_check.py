@@ -40,11 +40,11 @@ from collections.abc import Callable
 import torch
 
 from lenbench.atomic import atomic_write_text
+from lenbench.benchmark.flops import matmul_rate, mfu
+from lenbench.benchmark.plans import quick_training_step
+from lenbench.benchmark.timing import time_fn
 from lenbench.config import load_suite
 from lenbench.device import resolve_device, synchronize
-from lenbench.flops import matmul_rate, mfu
-from lenbench.kernels.plans import quick_training_step
-from lenbench.timing import time_fn
 
 COMPILED = ("compile", "cudagraphs")  # the variants that compile (slow first call)
 

@@ -113,7 +113,7 @@ stage() {  # stage NAME LIMIT_SECONDS COMMAND...: run with a time limit, log it,
 
 stage env "${LIMITS[0]}" env LENBENCH_TF32_OVERRIDES="$TF32_OVERRIDES" "$PY" - "$DEVICE" "$OUT/env.json" <<'EOF'
 import json, os, shutil, sys, torch
-from conftest import lenbench_machine_info
+from lenbench.benchmark.machine import lenbench_machine_info
 from lenbench.device import resolve_device
 dev = resolve_device(sys.argv[1])
 info = lenbench_machine_info(dev)

@@ -33,7 +33,7 @@ What is timed comes from the `--suite`'s `kernels:` section (`lenbench.config.ke
 lengths, dtypes, seconds, encodings, content_max_t, train_rounds), so `--suite smoke` times a
 handful of kernels in seconds and quick / standard / paper time more. Each environment variable
 that is set replaces its field (environment > suite file > KernelSpec defaults;
-`lenbench.kernels.plans.kernel_settings`):
+`lenbench.benchmark.plans.kernel_settings`):
     LENBENCH_KERNEL_LENGTHS   comma list of T                        (kernels.lengths)
     LENBENCH_KERNEL_DTYPES    comma list of fp32,bf16 (bf16 skipped without native support)  (dtypes)
     LENBENCH_KERNEL_SECONDS   timing budget per benchmark            (kernels.seconds)
@@ -52,9 +52,11 @@ that is set replaces its field (environment > suite file > KernelSpec defaults;
     copy_seconds, copy_ratio   a plain copy of bytes_moved on this device into a preallocated
                        buffer (measured once per size in this session) and seconds / copy_seconds
                        (1.0 = the copy floor)
-    over_eager         seconds / the eager reference's seconds (same encoding, T, dtype), when measured
+    over_eager         seconds / the eager reference's seconds (same encoding, T, dtype)
     speedup_over_hf    rotary (rope): hf seconds / seconds
     over_unbiased      attention: seconds / unbiased causal SDPA seconds (same T, dtype)
+                       (these three divide by the reference's median: its own benchmark's when it
+                       ran earlier in this process, else timed here on first need; `reference`)
     copy_ratio_interleaved  rotary, fused impls: this call over the copy of the same bytes, the two
                        timed back to back in 16 counterbalanced pairs of rounds
                        (`plans.interleaved_ratio`: kernel-copy, copy-kernel; the median over
@@ -75,38 +77,47 @@ outside any timed round); the fixed shapes above and the bias blocks bound each 
 test_training_step extra_info: encoding, seconds (this benchmark's median), ratio_to_nope (median
     over rounds of per-round ratios, every encoding timed round-robin in one loop once per
     session, so other load on the machine hits all alike; ratio_to_nope_interleaved is the same
-    number), ratio_to_nope_sequential (this benchmark over nope's benchmark: sensitive to load
-    drifting between tests), tokens, model_params, geometry.
+    number), ratio_to_nope_sequential (this benchmark over nope's median step, timed the same
+    way: sensitive to load drifting between tests), tokens, model_params, geometry.
+
+Every test measures or fixtures what it divides by, so any selection (`-k`), order
+(`-p random_order`) or distribution (`-n 2`, pytest-xdist) records the same keys; no test reads a
+value another test left in a module global.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Callable
+from functools import cache
 
 import pytest
 import torch
 
 from lenbench import kernels as K
+from lenbench.benchmark import plans as P
+from lenbench.benchmark.timing import time_fn
 from lenbench.config import KernelSpec, load_suite
 from lenbench.device import synchronize
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.base import shared_rows
-from lenbench.kernels import plans as P
-from lenbench.timing import time_fn
 
-S: KernelSpec = None  # type: ignore[assignment] - the settings, set at collection (pytest_generate_tests)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 _SETTINGS = pytest.StashKey[KernelSpec]()
 
 
 def settings(config: pytest.Config) -> KernelSpec:
     """The `--suite`'s `kernels:` section with the environment's overrides, once per session."""
-    global S
     if _SETTINGS not in config.stash:
         config.stash[_SETTINGS] = P.kernel_settings(config.getoption("--suite"))
-    S = config.stash[_SETTINGS]
-    return S
+    return config.stash[_SETTINGS]
+
+
+@pytest.fixture(scope="session")
+def spec(request: pytest.FixtureRequest) -> KernelSpec:
+    """The session's kernel settings (`settings`)."""
+    return settings(request.config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -118,13 +129,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize(names, [pytest.param(None, None, None, None, marks=pytest.mark.skip(reason=off))],
                                  ids=["disabled"])
         else:
-            cases = kernel_cases()
+            cases = kernel_cases(s)
             metafunc.parametrize(names, cases, ids=[_id(c) for c in cases])
         return
     args = {
         "T": (list(s.lengths), lambda t: f"T{t}"),
         "dtype": (list(s.dtypes), str),
-        "name": (train_encodings(), str),
+        "name": (train_encodings(s), str),
         "task": ([t.name for t in load_suite(metafunc.config.getoption("--suite")).tasks], str),
     }
     for arg, (values, ids) in args.items():
@@ -153,30 +164,24 @@ if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
 #: Kinds whose kernel is a whole attention (timed against unbiased causal SDPA, grouped as "attention").
 ATTENTION_KINDS = ("bias", "content", "layer", "attend")
 
-_ENCODINGS: dict[tuple[str, str], object] = {}
-_SECONDS: dict[tuple, float] = {}  # (encoding, impl, T, dtype) -> median seconds, this session
-_EAGER_OUT: dict[tuple, torch.Tensor] = {}  # (encoding, T, dtype) -> the eager reference's output
+@cache
+def encoding_instance(name: str, device: str, max_len: int):
+    """One instance per (encoding, device, longest length) for the process, built from seed 0
+    whichever test asks first (compiled hooks are cached per instance)."""
+    torch.manual_seed(0)
+    dims = EncodingDims(d_model=HEADS * HEAD_DIM, n_heads=HEADS, max_len=max_len, causal=True)
+    return build_encoding(name, dims).to(device).train()  # train: randomized draws positions
 
 
-def encoding_instance(name: str, device: torch.device | str = "cpu"):
-    """One instance per (encoding, device) for the session (compiled hooks are cached per instance)."""
-    key = (name, str(device))
-    if key not in _ENCODINGS:
-        torch.manual_seed(0)
-        dims = EncodingDims(d_model=HEADS * HEAD_DIM, n_heads=HEADS, max_len=max(S.lengths), causal=True)
-        _ENCODINGS[key] = build_encoding(name, dims).to(device).train()  # train: randomized draws positions
-    return _ENCODINGS[key]
-
-
-def kernel_cases() -> list[tuple[str, str, int, str]]:
+def kernel_cases(s: KernelSpec) -> list[tuple[str, str, int, str]]:
     """(encoding, impl, T, dtype) in run order: eager before the implementations compared to it."""
     cases = []
     for name in ENCODINGS.names():
-        if S.encodings and name not in S.encodings:
+        if s.encodings and name not in s.encodings:
             continue
-        impls = K.implementations(encoding_instance(name)) or ["none"]
-        for T in S.lengths:
-            for dt in S.dtypes:
+        impls = K.implementations(encoding_instance(name, "cpu", max(s.lengths))) or ["none"]
+        for T in s.lengths:
+            for dt in s.dtypes:
                 cases += [(name, impl, T, dt) for impl in impls]
     return cases
 
@@ -207,9 +212,47 @@ def _release_memory_after_each_test():
     P.release_freed_memory()
 
 
-def _rounds(seconds_per_call: float) -> int:
-    """About SECONDS of timed rounds, at least 3 and at most 50."""
-    return int(min(50, max(3, S.seconds / max(seconds_per_call, 1e-6))))
+def _rounds(seconds_per_call: float, seconds: float) -> int:
+    """About `seconds` (the suite's timing budget) of timed rounds, at least 3 and at most 50."""
+    return int(min(50, max(3, seconds / max(seconds_per_call, 1e-6))))
+
+
+class References:
+    """Median seconds of the references a benchmark is divided by (an implementation's eager
+    reference, transformers' rotate_half, unbiased causal SDPA, nope's training step), per key.
+
+    A reference's own benchmark records its median here when it runs; a benchmark that needs one
+    not yet recorded in this process (selected alone with -k, run first in random order, or on
+    another xdist worker) times it on the spot, so every benchmark records the same keys
+    whatever ran before it.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._seconds: dict[tuple, float] = {}
+
+    def record(self, key: tuple, seconds: float) -> None:
+        self._seconds[key] = seconds
+
+    def seconds(self, key: tuple, fn: Callable[[], object], rounds: Callable[[float], int]) -> float:
+        """The recorded median of `key`, else `fn` timed now: one warm-up call, then `rounds(once)`
+        rounds (as its own benchmark sizes them), the median."""
+        if key not in self._seconds:
+            _, once = P.call_seconds(fn, self.device)
+            self._seconds[key] = time_fn(fn, self.device, rounds=rounds(once), warmup=0)
+        return self._seconds[key]
+
+
+@pytest.fixture(scope="session")
+def reference(device) -> References:
+    return References(device)
+
+
+@pytest.fixture(scope="session")
+def eager_outputs() -> dict[tuple, torch.Tensor]:
+    """(encoding, T, dtype) -> the eager reference's output of the last eager benchmark (one kept
+    alive at a time); a fused benchmark without it computes the reference itself."""
+    return {}
 
 
 def _check_dtype(dt: str, device: torch.device) -> torch.dtype:
@@ -226,20 +269,24 @@ def _median(benchmark, fallback: float) -> float:
     return stats.stats.median if stats is not None else fallback
 
 
-def _record(benchmark, copy_floor, *, name, kind, impl, T, dt, shape, bytes_moved, once, err=None) -> float:
+def _record(benchmark, copy_floor, reference, *, name, kind, impl, T, dt, shape, bytes_moved, once, err=None,
+            refs: dict[str, Callable[[], object]] | None = None, rounds: Callable[[float], int] = lambda s: 3) -> float:
+    """Record the benchmark's extra_info; `refs`: the callables of the references it is divided by
+    ("eager", "hf", "sdpa_causal"), timed by `reference` where their own benchmark did not run."""
     seconds = _median(benchmark, once)
-    _SECONDS[(name, impl, T, dt)] = seconds
+    reference.record((name, impl, T, dt), seconds)
     copy_s = copy_floor.seconds(bytes_moved)
     info = benchmark.extra_info
     info.update(encoding=name, kind=kind, impl=impl, T=T, dtype=dt, shape=list(shape), bytes_moved=bytes_moved,
                 seconds=seconds, gb_per_s=P.gb_per_s(bytes_moved, seconds), copy_seconds=copy_s,
                 copy_ratio=P.copy_ratio(seconds, copy_s), max_abs_err=err)
-    eager = _SECONDS.get((name, "eager", T, dt))
-    if eager and impl != "eager":
-        info["over_eager"] = seconds / eager
-    if kind == "rotary" and impl != "hf" and (hf := _SECONDS.get((name, "hf", T, dt))):
-        info["speedup_over_hf"] = hf / seconds
-    if kind in ATTENTION_KINDS and (base := _SECONDS.get(("attention-baseline", "sdpa_causal", T, dt))):
+    refs = refs or {}
+    if impl != "eager" and "eager" in refs:
+        info["over_eager"] = seconds / reference.seconds((name, "eager", T, dt), refs["eager"], rounds)
+    if kind == "rotary" and impl not in ("hf", "eager") and "hf" in refs:
+        info["speedup_over_hf"] = reference.seconds((name, "hf", T, dt), refs["hf"], rounds) / seconds
+    if kind in ATTENTION_KINDS and "sdpa_causal" in refs:
+        base = reference.seconds(("attention-baseline", "sdpa_causal", T, dt), refs["sdpa_causal"], rounds)
         info["over_unbiased"] = seconds / base
     return seconds
 
@@ -255,7 +302,7 @@ def _positions(enc, B: int, T: int, device) -> torch.Tensor:
     return enc.positions(pos)  # (B, T)
 
 
-def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor):
+def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor, reference, spec):
     """Unbiased causal SDPA: the attention every bias encoding is compared with (`nope` runs it)."""
     dt, dtype = dtype, _check_dtype(dtype, device)  # the parameter's name ("fp32"), the torch dtype
     B = ATTENTION_BATCH
@@ -263,16 +310,16 @@ def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor):
     benchmark.group = f"attention-T{T}-{dt}"
     fn = lambda: K.attention_unbiased(q, k, v)  # noqa: E731
     _, once = P.call_seconds(fn, device)  # the warm-up call
-    timed(fn, rounds=_rounds(once), warmup_rounds=0)
-    _record(benchmark, copy_floor, name="attention-baseline", kind="attention-baseline", impl="sdpa_causal", T=T,
-            dt=dt, shape=q.shape, bytes_moved=P.attention_bytes(q, k, v), once=once)
+    timed(fn, rounds=_rounds(once, spec.seconds), warmup_rounds=0)
+    _record(benchmark, copy_floor, reference, name="attention-baseline", kind="attention-baseline",
+            impl="sdpa_causal", T=T, dt=dt, shape=q.shape, bytes_moved=P.attention_bytes(q, k, v), once=once)
 
 
-def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
+def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor, reference, eager_outputs, spec):
     """One (encoding, implementation, length T, dtype): separate parameters, so pytest-benchmark's
     `--benchmark-group-by=param:T` (or `param:encoding`, `param:impl`, `param:dtype`) works."""
     name, dt = encoding, dtype
-    enc = encoding_instance(name, device)
+    enc = encoding_instance(name, str(device), max(spec.lengths))
     if impl == "none":
         pytest.skip(K.nothing_to_fuse_reason(enc))
     dtype = _check_dtype(dt, device)
@@ -289,27 +336,31 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor):
     build = {"rotary": _rotary, "bias": _bias, "absolute": _absolute, "content": _content, "layer": _layer,
              "attend": _layer}[kind]
     with torch.no_grad():  # forward kernels: no autograd graph, learned biases need no grad
-        fn, eager_fn, shape, bytes_moved, build_info = build(enc, impl, T, dtype, device)
+        fn, eager_fn, shape, bytes_moved, build_info, refs = build(enc, impl, T, dtype, device, spec)
         out, once = P.call_seconds(fn, device)  # compiles here, outside any timed round
         err = None
         if impl != "eager":
             key = (name, T, dt)
-            ref = _EAGER_OUT.get(key)
+            ref = eager_outputs.get(key)
             ref = eager_fn() if ref is None else ref
             err = _check_close(out, ref, atol, rtol, dt, f"{name} {impl} T={T} {dt}")
             del ref  # not alive through the timed rounds
         else:
-            _EAGER_OUT.clear()  # keep one reference alive at a time
-            _EAGER_OUT[(name, T, dt)] = out
+            eager_outputs.clear()  # keep one reference alive at a time
+            eager_outputs[(name, T, dt)] = out
         del out
         if compiled:  # the first call compiled: time a second one (the warm-up) to size the rounds
             _, once = P.call_seconds(fn, device)
-        timed(fn, rounds=_rounds(once), warmup_rounds=0)
+        timed(fn, rounds=_rounds(once, spec.seconds), warmup_rounds=0)
         interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ATTENTION_KINDS and impl != "eager" else None
         copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=31)
                             if kind == "rotary" and impl != "eager" else None)
-    _record(benchmark, copy_floor, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape, bytes_moved=bytes_moved,
-            once=once, err=err)
+        if kind in ATTENTION_KINDS:
+            q, k, v = _inputs(shape, dtype, device, 3)
+            refs["sdpa_causal"] = lambda: K.attention_unbiased(q, k, v)
+        _record(benchmark, copy_floor, reference, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape,
+                bytes_moved=bytes_moved, once=once, err=err, refs={"eager": eager_fn, **refs},
+                rounds=lambda once: _rounds(once, spec.seconds))
     benchmark.extra_info.update(build_info)
     if interleaved is not None:
         benchmark.extra_info["over_unbiased_interleaved"] = interleaved
@@ -338,10 +389,11 @@ def _over_unbiased_interleaved(fn, shape, dtype, device, rounds: int = 5) -> flo
     return P.interleaved_ratio(fn, lambda: K.attention_unbiased(q, k, v), device, rounds)
 
 
-# --- per-kind setup: returns (fn, eager_fn, shape, bytes_moved, info: extra_info entries) ------------
+# --- per-kind setup: returns (fn, eager_fn, shape, bytes_moved, info: extra_info entries, ---------
+# --- refs: other references on the same inputs that `_record` divides by, e.g. "hf") ---------------
 
 
-def _rotary(enc, impl, T, dtype, device):
+def _rotary(enc, impl, T, dtype, device, s: KernelSpec):
     B = ROTARY_BATCH
     q, k = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 2)
     pos = _positions(enc, B, T, device)
@@ -353,10 +405,11 @@ def _rotary(enc, impl, T, dtype, device):
         eager = lambda: tables.eager(q, k)  # noqa: E731
         cos_full, sin_full = K.hf_tables(tables.cos, tables.sin)
         fns = {"eager": eager, "fused": lambda: tables.fused(q, k), "hf": lambda: K.rotary_hf(q, k, cos_full, sin_full)}
-    return fns[impl], eager, q.shape, P.rotary_bytes(q, k), {}
+    refs = {"hf": fns["hf"]} if "hf" in fns else {}
+    return fns[impl], eager, q.shape, P.rotary_bytes(q, k), {}, refs
 
 
-def _bias(enc, impl, T, dtype, device):
+def _bias(enc, impl, T, dtype, device, s: KernelSpec):
     B = ATTENTION_BATCH
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     pos = _positions(enc, B, T, device)
@@ -367,36 +420,36 @@ def _bias(enc, impl, T, dtype, device):
         # the timed call builds its mask by blocks of query rows past K.BIAS_BLOCK_BYTES (FIRE's hook at T = 4096 would
         # hold 4 GB of intermediates in one call): record the rows per hook call (T: one call)
         info = {"bias_query_rows": K.bias_query_rows(p.shape[0], enc.dims.n_heads, T, dtype)}
-        return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), info
+        return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), info, {}
     if impl == "cached":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
-        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask), {}
+        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask), {}, {}
     if impl == "cached_blocks":
         mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
         read = P.attention_bytes(q, k, v) + P.nbytes(mask) // 2  # the causal half of the mask
-        return lambda: K.attention_cached_blocks(q, k, v, mask), eager, q.shape, read, {}
+        return lambda: K.attention_cached_blocks(q, k, v, mask), eager, q.shape, read, {}, {}
     if impl == "toeplitz":
         tplan = K.prepare_toeplitz(enc, pos, dtype)  # (H, 2T−1) diagonals, once per length
         bytes_moved = P.attention_bytes(q, k, v) + P.nbytes(tplan.diagonals)
-        return lambda: K.attention_toeplitz(q, k, v, tplan), eager, q.shape, bytes_moved, {}
+        return lambda: K.attention_toeplitz(q, k, v, tplan), eager, q.shape, bytes_moved, {}, {}
     plan = K.prepare_flex(enc, pos, dtype, gather=impl == "flex_gather")  # once per position pattern
-    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, P.attention_bytes(q, k, v) + plan.extra_bytes, {}
+    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, P.attention_bytes(q, k, v) + plan.extra_bytes, {}, {}
 
 
-def _absolute(enc, impl, T, dtype, device):
+def _absolute(enc, impl, T, dtype, device, s: KernelSpec):
     B = ROTARY_BATCH
     (h,) = _inputs((B, T, HEADS * HEAD_DIM), dtype, device, 1)
     pos = _positions(enc, B, T, device)
     eager = lambda: enc.embed(h, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.compiled_hook(enc, "embed")(h, pos))
     table_rows = h if hasattr(K.base_encoding(enc), "table") else None  # learned: one table row read per token
-    return fn, eager, h.shape, 2 * P.nbytes(h) + P.nbytes(table_rows), {}
+    return fn, eager, h.shape, 2 * P.nbytes(h) + P.nbytes(table_rows), {}, {}
 
 
-def _content(enc, impl, T, dtype, device):
-    if device.type == "cpu" and T > S.content_max_t:
+def _content(enc, impl, T, dtype, device, s: KernelSpec):
+    if device.type == "cpu" and T > s.content_max_t:
         pytest.skip(f"{enc.name}: content-dependent attention materialises several (B, H, T, T) tensors; "
-                    f"CPU runs stop at T={S.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
+                    f"CPU runs stop at T={s.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
     B = ATTENTION_BATCH
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     pos = _positions(enc, B, T, device)
@@ -404,15 +457,15 @@ def _content(enc, impl, T, dtype, device):
     eager = lambda: K.attention_content(q, k, v, enc, pos)  # noqa: E731
     fn = eager if impl == "eager" else (lambda: K.attention_content_compiled(q, k, v, enc, pos))
     bias = torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
-    return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), {}
+    return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), {}, {}
 
 
-def _layer(enc, impl, T, dtype, device):
+def _layer(enc, impl, T, dtype, device, s: KernelSpec):
     """layer (FoX, DAPE) and attend (stick-breaking, SSMax): one layer's attention after its
     projections, from the layer input x and q, k, v (`lenbench.kernels.layer`)."""
-    if device.type == "cpu" and T > S.content_max_t:
+    if device.type == "cpu" and T > s.content_max_t:
         pytest.skip(f"{enc.name}: its eager attention materialises (B, H, T, T) tensors; CPU runs stop at "
-                    f"T={S.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
+                    f"T={s.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
     B = ATTENTION_BATCH
     q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     (x,) = _inputs((B, T, HEADS * HEAD_DIM), dtype, device, 1, seed=1)
@@ -427,16 +480,16 @@ def _layer(enc, impl, T, dtype, device):
         materialised = None if impl == "flex" else torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
     else:
         materialised = mask
-    return fns[impl], eager, q.shape, P.attention_bytes(q, k, v, bias=materialised) + P.nbytes(x), {}
+    return fns[impl], eager, q.shape, P.attention_bytes(q, k, v, bias=materialised) + P.nbytes(x), {}, {}
 
 
 # --- training step --------------------------------------------------------------------------------
 
 
 
-def train_encodings() -> list[str]:
+def train_encodings(s: KernelSpec) -> list[str]:
     """nope (the reference) first, then the suite's kernel encodings (all registered when empty)."""
-    return ["nope", *[n for n in ENCODINGS.names() if n != "nope" and (not S.encodings or n in S.encodings)]]
+    return ["nope", *[n for n in ENCODINGS.names() if n != "nope" and (not s.encodings or n in s.encodings)]]
 
 
 TRAIN_TASK = os.environ.get("LENBENCH_TRAIN_TASK", "lm")  # a task of the suite: lm (64 tokens in quick), passkey, copy
@@ -447,38 +500,41 @@ def SUITE(request) -> str:  # noqa: N802 - the --suite option, as load_suite tak
 
 
 @pytest.fixture(scope="session")
-def interleaved_step_ratios(device, request) -> dict[str, float]:
+def interleaved_step_ratios(device, request, spec) -> dict[str, float]:
     """Every encoding's quick-suite training step timed round-robin in one loop; per encoding the
     median over rounds of (its step / nope's step in the same round). Other load on the machine
     then hits every encoding alike."""
     steps = {name: P.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK).step
-             for name in train_encodings()}
+             for name in train_encodings(spec)}
     times = {name: [] for name in steps}
     with P.cell_threads(device):
         for step in steps.values():
             for _ in range(3):
                 step()
         synchronize(device)
-        for _ in range(S.train_rounds):
+        for _ in range(spec.train_rounds):
             for name, step in steps.items():
                 times[name].append(P.call_seconds(step, device)[1])
     return {name: statistics.median(t / n for t, n in zip(times[name], times["nope"], strict=True)) for name in steps}
 
 
-def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, request):
+def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, request, reference, spec):
     """One training step (forward, backward, clip, AdamW) of the suite's lm model."""
     ts = P.quick_training_step(name, device, suite=SUITE(request), task=TRAIN_TASK)
     benchmark.group = f"training-step-{ts.geometry['suite']}-{TRAIN_TASK}"
     with P.cell_threads(device) as threads:
-        timed(ts.step, rounds=S.train_rounds, warmup_rounds=3)
+        timed(ts.step, rounds=spec.train_rounds, warmup_rounds=3)
         stats = getattr(benchmark, "stats", None)  # None under --benchmark-disable
         seconds = stats.stats.median if stats is not None else time_fn(ts.step, device, rounds=3, warmup=0)
-    _SECONDS[(name, "train-step")] = seconds
-    nope = _SECONDS.get(("nope", "train-step"))
+        reference.record((name, "train-step"), seconds)
+        nope = seconds if name == "nope" else reference.seconds(
+            ("nope", "train-step"),
+            P.quick_training_step("nope", device, suite=SUITE(request), task=TRAIN_TASK).step,
+            lambda once: spec.train_rounds)
     benchmark.extra_info.update(
         encoding=name, kind="training-step", seconds=seconds, ratio_to_nope=interleaved_step_ratios[name],
         ratio_to_nope_interleaved=interleaved_step_ratios[name],
-        ratio_to_nope_sequential=seconds / nope if nope else None, tokens=ts.tokens, model_params=ts.model_params,
+        ratio_to_nope_sequential=seconds / nope, tokens=ts.tokens, model_params=ts.model_params,
         geometry=ts.geometry, threads=threads,
     )
 
@@ -489,9 +545,9 @@ def test_training_step(name, timed, benchmark, device, interleaved_step_ratios, 
 @pytest.fixture(scope="session")
 def matmul_rates(device) -> dict[str, float]:
     """The device's dense matmul rate (FLOP/s, fastest of a few square products: 2048² on the CPU,
-    8192² on an accelerator; `lenbench.flops.matmul_rate`) in fp32, and in
+    8192² on an accelerator; `lenbench.benchmark.flops.matmul_rate`) in fp32, and in
     bf16 where native, measured once in this session."""
-    from lenbench.flops import matmul_rate
+    from lenbench.benchmark.flops import matmul_rate
 
     rates = {"fp32": matmul_rate(device, torch.float32)}
     if K.bf16_support(device.type)[0]:
@@ -499,12 +555,12 @@ def matmul_rates(device) -> dict[str, float]:
     return rates
 
 
-def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
+def test_training_mfu(task, timed, benchmark, device, matmul_rates, request, spec):
     """Model FLOPs utilisation of one training step of the suite's `task` (encoding nope: the model's
     own FLOPs), fast path (what `lenbench.train` runs) and eager reference, timed round-robin.
 
     extra_info: task, impl ("fast-<task>": a distinct key for `lenbench compare`), flops (analytic
-    forward + backward, `lenbench.flops`), seconds (median of the fast step), seconds_eager, speedup
+    forward + backward, `lenbench.benchmark.flops`), seconds (median of the fast step), seconds_eager, speedup
     (median over rounds of eager / fast in the same round), threads (the cells' intra-op thread
     count, `plans.cell_threads`: everything here runs with it), sgemm_flops_per_s (fp32,
     the fastest 2048² sgemm of the rounds at those threads), sgemm_flops_per_s_all_threads (at
@@ -512,7 +568,7 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     over rounds of the step's FLOP/s over the sgemm's timed in the same round), mfu_session_peak
     (median step over sgemm_flops_per_s), mfu_best (fastest fast round over it), geometry.
     """
-    from lenbench.flops import mfu
+    from lenbench.benchmark.flops import mfu
 
     suite = SUITE(request)
     fast = P.quick_training_step("nope", device, suite=suite, task=task, fast=True)
@@ -529,10 +585,10 @@ def test_training_mfu(task, timed, benchmark, device, matmul_rates, request):
     with P.cell_threads(device) as threads:
         for _ in range(3):
             eager.step(), fast.step(), sgemm()
-        for _ in range(S.train_rounds):
+        for _ in range(spec.train_rounds):
             for label, fn in (("sgemm", sgemm), ("eager", eager.step), ("fast", fast.step)):
                 times[label].append(P.call_seconds(fn, device)[1])
-        timed(fast.step, rounds=S.train_rounds, warmup_rounds=1)
+        timed(fast.step, rounds=spec.train_rounds, warmup_rounds=1)
         peak = max(2 * n**3 / g for g in times["sgemm"])  # the fastest sgemm of the rounds, these threads
     seconds = _median(benchmark, statistics.median(times["fast"]))
     seconds_eager = statistics.median(times["eager"])

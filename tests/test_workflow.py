@@ -163,7 +163,7 @@ def test_kernel_settings_are_the_quick_suites_on_both_sides(workflow):
     """results/bench.json was produced with the quick suite's `kernels:` section and no override
     (docs/regression.md); both sides of the speed comparison time the same kernels, so the workflow
     sets no override either."""
-    from lenbench.kernels.plans import KERNEL_ENV
+    from lenbench.benchmark.plans import KERNEL_ENV
 
     env = workflow["env"]
     overrides = sorted(set(KERNEL_ENV) & set(env))

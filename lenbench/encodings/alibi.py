@@ -49,6 +49,7 @@ class ALiBi(PositionalEncoding):
 
     description = "per-head linear distance penalty, geometric slopes; no parameters"
     paper = "Press et al. 2022, Train Short, Test Long: Attention with Linear Biases"
+    kernel_family = "bias"  # held to the fused-attention target (lenbench.benchmark.plans)
     relative_only = True
 
     def __init__(self, dims: EncodingDims):

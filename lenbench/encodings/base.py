@@ -216,6 +216,10 @@ class PositionalEncoding(nn.Module):
         variants: inference-time variants, name → one-line description.
         relative_only: True when `bias` depends on k_pos − q_pos alone (kernel dispatch; see
             the module docstring, "Declare your kernel family").
+        kernel_family: the performance targets the kernel benchmarks hold the encoding to: "bias"
+            (softmax attention with an additive position bias: its best fused attention within
+            15 % of unbiased causal SDPA, `lenbench.benchmark.plans.performance_targets`); ""
+            (no such target).
     """
 
     name: ClassVar[str] = ""
@@ -225,6 +229,7 @@ class PositionalEncoding(nn.Module):
     content_dependent: ClassVar[bool] = False
     variants: ClassVar[dict[str, str]] = {}
     relative_only: ClassVar[bool] = False
+    kernel_family: ClassVar[str] = ""
 
     def __init__(self, dims: EncodingDims) -> None:
         super().__init__()

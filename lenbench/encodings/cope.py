@@ -45,6 +45,7 @@ class CoPE(PositionalEncoding):
 
     description = "counts gated keys σ(q·k) between key and query; interpolated learned position logits"
     paper = "Golovneva et al. 2024, Contextual Position Encoding: Learning to Count What's Important"
+    kernel_family = "bias"  # held to the fused-attention target (lenbench.benchmark.plans)
     causal_only = True
     content_dependent = True
 

@@ -81,6 +81,7 @@ class Fire(PositionalEncoding):
 
     description = "learned MLP of the log-distance normalised by the query position (progressive interpolation)"
     paper = "Li et al. 2023, Functional Interpolation for Relative Positions Improves Long Context Transformers"
+    kernel_family = "bias"  # held to the fused-attention target (lenbench.benchmark.plans)
     causal_only = True
 
     def __init__(self, dims: EncodingDims, *, hidden: int = 32, c: float = PAPER_C, threshold: float | None = None,

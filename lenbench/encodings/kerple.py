@@ -54,6 +54,7 @@ class Kerple(PositionalEncoding):
 
     description = "learned per-head kernel bias −r1·log(1 + r2·|m−n|) (or −r1·|m−n|^r2)"
     paper = "Chi et al. 2022, KERPLE: Kernelized Relative Positional Embedding for Length Extrapolation"
+    kernel_family = "bias"  # held to the fused-attention target (lenbench.benchmark.plans)
     relative_only = True
 
     def __init__(self, dims: EncodingDims, *, form: Literal["log", "power"] = "log"):

@@ -52,6 +52,7 @@ class Sandwich(PositionalEncoding):
 
     description = "parameter-free bias (p_m·p_n − d̄/2)/(8h/H) from sinusoidal position vectors"
     paper = "Chi et al. 2023, Dissecting Transformer Length Extrapolation via the Lens of Receptive Field Analysis"
+    kernel_family = "bias"  # held to the fused-attention target (lenbench.benchmark.plans)
     relative_only = True  # a function of m − n
 
     def __init__(self, dims: EncodingDims, *, dim: int = 128, base: float = 10000.0):

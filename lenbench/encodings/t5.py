@@ -80,6 +80,7 @@ class T5Bias(PositionalEncoding):
 
     description = "learned scalar bias per head and log-spaced relative-distance bucket"
     paper = "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer"
+    kernel_family = "bias"  # held to the fused-attention target (lenbench.benchmark.plans)
     relative_only = True  # table[bucket(k_pos − q_pos), h]
 
     def __init__(

@@ -32,13 +32,12 @@ never from its name: a new encoding touches only its own module.
 Modules: `dispatch` (kind and implementations per encoding), `support` (compile / flex / bf16
 checks, lazily compiled wrappers), `rotary`, `bias` (eager, cached, flex, toeplitz,
 cached_blocks), `content` (CoPE-like), `layer` (per-layer biases and replaced softmax:
-FoX, DAPE, stick-breaking, SSMax), `_inductor_patch` (a torch inductor fix), `plans` (what the
-benchmarks time, their measurements and targets; `python -m lenbench.kernels BENCH.json`).
+FoX, DAPE, stick-breaking, SSMax), `_inductor_patch` (a torch inductor fix). The package holds
+ops only: what the benchmarks time, the timer and the targets are `lenbench.benchmark`.
 
 This package re-exports the ops of those modules (`__all__`): the benchmarks and tests address
 them as one namespace (`from lenbench import kernels as K`), and code moving between the
-submodules then breaks no caller. `plans` is not re-exported (it is the benchmarks' harness, not
-an op); the device timer is `lenbench.timing`.
+submodules then breaks no caller.
 """
 
 from lenbench.kernels.bias import (

@@ -7,7 +7,7 @@ kernel timings and the training steps (`lenbench.report.timings`), once each.
 (`lenbench.report.cost`) from those frames, draws the figures (`lenbench.report.plots`, the
 position patterns loaded by `lenbench.report.geometry` from the run directory) and renders the page
 (`lenbench.report.page`). `write_report` is both in one call: what the command line (`lenbench
-report`), the pytest plugin (`conftest.py`) and `lenbench.publish` call. Nothing in the report
+report`), the pytest plugin (`lenbench.benchmark.pytest_plugin`) and `lenbench.publish` call. Nothing in the report
 package imports this module.
 """
 

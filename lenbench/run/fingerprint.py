@@ -19,9 +19,8 @@ environment, which the id does not see; the fingerprint covers them:
   not followed into its members (that would make every cell depend on every encoding); a name
   imported from a package is followed to the module that defines it, and the `__init__` itself is
   hashed iff it holds code of its own (the top package does: `__version__`, which rows record).
-  Code loaded by file path is not an import: the only such load (`kernels/__main__.py` running
-  `bench/kernel_plans.py`) is outside the compute path, and tests/run/test_trust_fingerprint.py
-  keeps every path load out of the closure.
+  Code loaded by file path is not an import: tests/run/test_trust_fingerprint.py keeps every
+  path load out of the closure.
   `tests/run/test_trust_fingerprint.py` states today's closure of a cell in full.
 - **plugin sources** (`lenbench.plugins`): for an encoding or task from outside lenbench, its file
   as loaded (``plugin:mype.py``) or every module of its package that its module imports

@@ -1,15 +1,14 @@
 """docs/cli-reference.md documents every option of every command, with the parsers' defaults and choices.
 
 Read from the parsers themselves: `lenbench.cli.build_parser()` (what `lenbench <cmd> --help`
-prints) for the `lenbench` command and each subcommand, and the root `conftest.py`'s
-`pytest_addoption` for `pytest bench`. A table row names an option by all its spellings (`--all`,
+prints) for the `lenbench` command and each subcommand, and the pytest plugin's
+(`lenbench.benchmark.pytest_plugin`) `pytest_addoption` for `pytest bench`. A table row names an option by all its spellings (`--all`,
 `--verbose`) or a positional by its metavar (`RUN_DIR`); a default other than None / False must be
 the row's first code span; every choice of an option must appear in its row. The environment table
 names every `LENBENCH_*` variable the code reads.
 """
 
 import argparse
-import importlib.util
 import re
 
 import pytest
@@ -91,11 +90,10 @@ class _Recorder:
 
 
 def test_every_pytest_bench_option_is_documented():
-    spec = importlib.util.spec_from_file_location("lenbench_root_conftest", ROOT / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
+    from lenbench.benchmark import pytest_plugin
+
     recorder = _Recorder()
-    conftest.pytest_addoption(recorder)
+    pytest_plugin.pytest_addoption(recorder)
     check_table("pytest bench", list(recorder.parser._actions))
 
 

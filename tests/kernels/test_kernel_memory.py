@@ -159,7 +159,7 @@ def test_fire_eager_peak_is_bounded_by_the_mask_and_the_block():
 RELEASE = textwrap.dedent("""
     import json, torch
     from lenbench.device import keep_freed_memory
-    from lenbench.kernels import plans as P
+    from lenbench.benchmark import plans as P
     rss = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096
     keep_freed_memory()
     tensors = [torch.ones(8 << 20) for _ in range(8)]  # 8 × 32 MiB, written

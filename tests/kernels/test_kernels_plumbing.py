@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 
 from lenbench import kernels as K
-from lenbench import timing
+from lenbench.benchmark import plans as P
+from lenbench.benchmark import timing
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
-from lenbench.kernels import plans as P
 from lenbench.model import ModelConfig, Transformer, attend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -450,7 +450,7 @@ def test_bench_kernels_collects_every_encoding():
 def test_kernel_benchmarks_have_separate_params_and_group_by_param_works(tmp_path):
     """pytest-benchmark users group by a parameter: each kernel benchmark has encoding, impl, T
     and dtype (the baseline T and dtype), and `--benchmark-group-by=param:T` runs through the
-    training-step benchmarks that have no T (root conftest.py)."""
+    training-step benchmarks that have no T (`lenbench.benchmark.pytest_plugin`)."""
     env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "64,128", "LENBENCH_KERNEL_DTYPES": "fp32",
            "LENBENCH_KERNEL_ENCODINGS": "rope", "LENBENCH_KERNEL_SECONDS": "0.01", "LENBENCH_TRAIN_ROUNDS": "2"}
     out = tmp_path / "k.json"
@@ -548,7 +548,7 @@ def test_interleaved_ratio_cancels_the_order_of_the_two_calls(monkeypatch):
         order.append(name)
         now[0] += cost[name] * (4.0 if position == 0 else 2.0)
 
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.timing
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])  # call_seconds lives in lenbench.benchmark.timing
     ratio = P.interleaved_ratio(lambda: call("fn"), lambda: call("base"), torch.device("cpu"), rounds=5)
     assert ratio == pytest.approx(1.5)
     assert order[1:5] == ["fn", "base", "base", "fn"] and len(order) == 1 + 4 * 3  # a warm-up, then 3 ABBA pairs

@@ -15,10 +15,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from lenbench import train as train_mod
+from lenbench.benchmark import plans as P
+from lenbench.benchmark.flops import matmul_rate, mfu, model_step_flops, transformer_flops
 from lenbench.config import KernelSpec, SuiteError, TrainSpec, load_suite, parse_suite
 from lenbench.encodings import ENCODINGS
-from lenbench.flops import matmul_rate, mfu, model_step_flops, transformer_flops
-from lenbench.kernels import plans as P
 from lenbench.model import ModelConfig, Transformer
 from lenbench.tasks import build_task
 from lenbench.train import TrainingDiverged, TrainStep, token_loss, train_model
@@ -255,7 +255,7 @@ def test_issue_targets_ok_miss_and_not_run(tmp_path):
     assert rows["pytest bench --suite quick (whole session, seconds)"]["value"] is None
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
-    for command in (["bench/kernel_plans.py"], ["-m", "lenbench.kernels"]):  # the issue's spelling too
+    for command in (["bench/kernel_plans.py"], ["-m", "lenbench.benchmark"]):  # the issue's spelling too
         out = subprocess.run([sys.executable, *command, str(path)], cwd=ROOT, capture_output=True, text=True,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert out.returncode == 0, out.stderr
@@ -372,7 +372,7 @@ def test_gpu_check_usage_errors(tmp_path):
 
 _FAULTS_PER_STEP = """
 import resource, sys
-from lenbench.kernels import plans as P
+from lenbench.benchmark import plans as P
 import torch
 from lenbench.device import keep_freed_memory
 

@@ -2,8 +2,8 @@
 
 On the CPU every call is timed alone; on an accelerator a timed round makes enough back-to-back
 calls to last about `MIN_ROUND_SECONDS` and synchronises once at its end, so the kernels are
-timed, not the launch and synchronise latency. `lenbench.flops` (matmul rate), the kernel
-benchmarks (`bench/test_kernels.py`, `lenbench.kernels.plans`, the root conftest's `timed`
+timed, not the launch and synchronise latency. `lenbench.benchmark.flops` (matmul rate), the kernel
+benchmarks (`bench/test_kernels.py`, `lenbench.benchmark.plans`, the pytest plugin's `timed`
 fixture) and `bench/gpu_check.py` time with it.
 """
 

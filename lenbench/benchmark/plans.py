@@ -1,6 +1,6 @@
 """Benchmark plans of `bench/test_kernels.py`: what to time, how to measure it, the targets.
 
-The fused ops themselves are the rest of `lenbench.kernels`; this module holds:
+The fused ops themselves are `lenbench.kernels`; this module holds:
 
 - `kernel_settings`: the suite's `kernels:` section overridden by `LENBENCH_KERNEL_*` variables;
 - bytes moved per kernel, achieved GB/s, the copy floor (`CopyFloor`) and the counterbalanced
@@ -8,11 +8,11 @@ The fused ops themselves are the rest of `lenbench.kernels`; this module holds:
 - `release_freed_memory`: freed heap memory back to the OS between benchmarks;
 - `quick_training_step`: one training step at a suite's size;
 - `performance_targets`: every performance target read from a benchmark JSON, printed by
-  ``python -m lenbench.kernels BENCH.json`` (or ``python bench/kernel_plans.py BENCH.json``).
+  ``python -m lenbench.benchmark BENCH.json`` (or ``python bench/kernel_plans.py BENCH.json``).
 
-It is part of the package, so `python -m lenbench.kernels` works from a wheel install (which has
+It is part of the package, so `python -m lenbench.benchmark` works from a wheel install (which has
 no bench/). `bench/test_kernels.py`, `bench/gpu_check.py` and the tests import it as
-`lenbench.kernels.plans`.
+`lenbench.benchmark.plans`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
+from lenbench.benchmark.timing import call_seconds, calls_per_round, time_fn
 from lenbench.device import keep_freed_memory
-from lenbench.timing import call_seconds, calls_per_round, time_fn
 
 # --------------------------------------------------------------------------------------------
 # What to time: the suite's `kernels:` section, overridden by environment variables
@@ -231,7 +231,7 @@ class TrainingStep:
     """A ready training step: `step()` runs forward, backward, clipping and one AdamW update
     (`lenbench.train.TrainStep`, fast or eager) on a fixed batch and returns the loss tensor.
 
-    `flops`: the step's analytic model FLOPs (`lenbench.flops`, forward + backward).
+    `flops`: the step's analytic model FLOPs (`lenbench.benchmark.flops`, forward + backward).
     """
 
     encoding: str
@@ -279,8 +279,8 @@ def quick_training_step(
     """
     import dataclasses
 
+    from lenbench.benchmark.flops import model_step_flops
     from lenbench.config import load_suite
-    from lenbench.flops import model_step_flops
     from lenbench.model import ModelConfig, Transformer
     from lenbench.tasks import build_task
     from lenbench.train import TrainStep
@@ -313,8 +313,15 @@ def quick_training_step(
 # Performance targets from a benchmark JSON
 # --------------------------------------------------------------------------------------------
 
-BIAS_FAMILY = ("alibi", "t5", "sandwich", "kerple", "fire", "cope")
 BUDGETS = {"smoke": 60.0, "quick": 900.0}  # seconds of a whole `pytest bench --suite NAME` session
+
+
+def bias_family() -> list[str]:
+    """The registered encodings that declare `kernel_family = "bias"`, in registry order: those
+    held to the fused-attention target (plugins included, once loaded)."""
+    from lenbench.encodings import ENCODINGS
+
+    return [name for name, cls in ENCODINGS.items() if getattr(cls, "kernel_family", "") == "bias"]
 
 
 def performance_targets(data: dict) -> list[dict]:
@@ -355,7 +362,7 @@ def performance_targets(data: dict) -> list[dict]:
                    if b.get("extra_info", {}).get("kind") == "training-step" and b["extra_info"]["encoding"] != "nope")
     rows += [(f"training step {name} / nope (interleaved rounds)", extra.get("ratio_to_nope_interleaved"), "<=", 1.10)
              for name, extra in steps]
-    for name in BIAS_FAMILY:
+    for name in bias_family():
         for T in (1024, 4096):
             ratio = best(name, T, "over_unbiased_interleaved")  # round-robin in one test; older JSON: sequential
             rows.append((f"fused attention {name} (best fused impl, T={T}, fp32) / unbiased causal SDPA", ratio if ratio is not None else best(name, T, "over_unbiased"), "<=", 1.15))
@@ -379,8 +386,8 @@ def performance_targets(data: dict) -> list[dict]:
     return out
 
 
-def _main(argv: list[str] | None = None, prog: str = "python -m lenbench.kernels") -> int:
-    """`python -m lenbench.kernels BENCH.json [MORE.json …]` (or `python bench/kernel_plans.py …`):
+def _main(argv: list[str] | None = None, prog: str = "python -m lenbench.benchmark") -> int:
+    """`python -m lenbench.benchmark BENCH.json [MORE.json …]` (or `python bench/kernel_plans.py …`):
     print every performance target with ok / MISS ("-": not measured in those JSONs)."""
     import argparse
     import json

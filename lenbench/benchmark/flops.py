@@ -91,7 +91,7 @@ def matmul_rate(device: torch.device, dtype: torch.dtype = torch.float32, n: int
     core), 8192 on an accelerator (a 2048² product is a fraction of a millisecond on a large GPU,
     two waves of tiles: below its peak).
     """
-    from lenbench.timing import time_fn
+    from lenbench.benchmark.timing import time_fn
 
     n = n or (2048 if device.type == "cpu" else 8192)
     a = torch.randn(n, n, device=device).to(dtype)  # (n, n)
