@@ -40,7 +40,6 @@ from lenbench.labels import BASELINE_PREFIX as PREFIX
 from lenbench.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
 
-
 @dataclasses.dataclass(frozen=True)
 class Baseline:
     """One baseline: a predictor that needs no training, for the task kinds it declares.
