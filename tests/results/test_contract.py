@@ -91,3 +91,15 @@ def test_the_contract_imports_no_torch():
     code = ("import sys, lenbench.results.frame, lenbench.results.check, lenbench.results.values; "
             "assert 'torch' not in sys.modules and 'lenbench.encodings' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_store_writes_only_cell_files_the_contract_accepts(tmp_path):
+    from lenbench.run.store import write_cell
+
+    source = cell_files(BOARDS[0])[0]
+    data = json.loads(source.read_text())
+    assert write_cell(tmp_path, data["cell_id"], data).read_bytes() == source.read_bytes()
+    bad = {**data, "rows": [{k: v for k, v in data["rows"][0].items() if k != "metric"}]}
+    with pytest.raises(ResultsError, match=r"row 0: row without metric"):
+        write_cell(tmp_path / "bad", data["cell_id"], bad)
+    assert not (tmp_path / "bad" / "cells").exists() or not list((tmp_path / "bad" / "cells").iterdir())
