@@ -199,7 +199,8 @@ def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log)
     import pandas as pd
 
     from lenbench.report.cells import cell_rows, check_one_cell_per_measurement, superseded_cells
-    from lenbench.report.rows import load_results, normalize
+    from lenbench.report.rows import load_results
+    from lenbench.results.frame import normalize
 
     if not benchmark_json.is_file():
         raise ValueError(f"--benchmark-json {benchmark_json}: no such file; give the file written by "

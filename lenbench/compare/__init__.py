@@ -2,7 +2,8 @@
 
 One module per step, each importing only the ones before it:
 
-- `lenbench.compare.inputs`: shape checks of what compare reads (malformed input is one line, exit 2).
+- `lenbench.compare.inputs`: shape checks of a benchmark JSON compare reads, and the one-line guard (exit 2);
+  rows and cell files are checked by the results contract (`lenbench.results.check`).
 - `lenbench.compare.sides`: one side (results directory, results / leaderboard CSV, benchmark JSON),
   its cells, data fingerprints, machine facts and provenance, and how two sides' setups differ.
 - `lenbench.compare.stats`: the statistical quality comparison (paired bootstrap against margins).

@@ -2,9 +2,9 @@
 
 `lenbench compare` reads a pytest-benchmark JSON (``machine_info``, each benchmark's ``name`` /
 ``fullname`` / ``group``, ``extra_info`` with ``lenbench_rows`` / ``lenbench_cell`` or a kernel's
-identity and ratios, ``stats``) and a results directory's ``cells/*.json`` (``config``, ``status``,
-``error``, ``timestamp``, ``task_fingerprint``, ``provenance``, ``rows``). Each field is checked
-here before anything uses it, so a wrong type (a list or a string where an object or a number
+identity and ratios, ``stats``) and a results directory's ``cells/*.json``. The rows and cell files
+are checked by the results contract (`lenbench.results.check`); the benchmark JSON's own fields
+here. Each field is checked before anything uses it, so a wrong type (a list or a string where an object or a number
 belongs), a missing required key, a non-finite timing or an out-of-range length or seed is one
 `ResultsError` naming the file, the place in it and what was expected. What the checks cannot
 foresee is caught by `guard`, which turns any other exception while reading a side into the same
@@ -17,26 +17,28 @@ or infinite measurement *value* (a failed or worst-case measurement, compared as
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lenbench.numerics import MACHINE_KEYS
-from lenbench.report.schema import REQUIRED, ResultsError, _read_json
+from lenbench.results import schema
+from lenbench.results.check import (
+    TEXT_FIELDS,
+    _fail,
+    _kind,
+    check_cell_result,
+    check_number,
+    check_object,
+    check_rows,
+    check_text,
+)
+from lenbench.results.schema import ResultsError
 from lenbench.run.store import cell_files
 
-#: Row fields that are integers (lengths, seeds, counts): finite and within 64 bits.
-INT_FIELDS = ("train_len", "eval_len", "seed", "n_samples", "schema_version")
-#: Integer fields that must be present and at least 1 (a ratio divides by train_len).
-POSITIVE_FIELDS = ("train_len", "eval_len")
-#: Row / cell / machine fields that are text when present (the machine provenance of issue 19 among them).
-TEXT_FIELDS = MACHINE_KEYS
 #: Kernel extra_info fields compare reads as numbers, and the stats it reads.
 KERNEL_NUMBERS = ("T", "bytes", "gbps", "copy_ratio", "copy_seconds", "ratio_to_nope")
 KERNEL_TEXT = ("encoding", "kind", "impl", "dtype")
 STATS = ("median", "mean", "min", "max", "stddev", "rounds")
-INT64 = 2**63
 
 
 def one_line(text: str) -> str:
@@ -65,91 +67,10 @@ def guard(source: str | Path) -> Iterator[None]:
 def read_json(path: Path) -> Any:
     """The parsed JSON of `path`; a one-line ResultsError naming it when unreadable, not JSON, or nested too deep."""
     try:
-        return _read_json(path)
+        return schema.read_json(path)
     except RecursionError:
         raise ResultsError(f"{path}: JSON nested too deep to read; expected a pytest-benchmark JSON or a cell "
                            "result as lenbench writes them") from None
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
-
-
-def _fail(where: str, what: str, value: Any, expected: str) -> None:
-    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-    raise ResultsError(f"{where}: {what} is {_kind(value)} ({shown}), expected {expected}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_object(where: str, what: str, value: Any, *, optional: bool = True) -> dict:
-    """`value` when it is a JSON object; {} when absent and `optional`; a ResultsError otherwise."""
-    if value is ... and optional:
-        return {}
-    if not isinstance(value, dict):
-        _fail(where, what, value if value is not ... else None, "an object")
-    return value
-
-
-def check_text(where: str, record: dict, keys: tuple[str, ...], *, nullable: tuple[str, ...] = ()) -> None:
-    """Each of `keys` present in `record` is a string (or null where listed in `nullable`)."""
-    for key in keys:
-        if key in record and not isinstance(record[key], str) and not (key in nullable and record[key] is None):
-            _fail(where, key, record[key], "a string")
-
-
-def check_number(where: str, what: str, value: Any, *, finite: bool = True) -> None:
-    """`value` is a number (finite unless not `finite`); null counts as absent."""
-    if value is None:
-        return
-    if not _is_number(value):
-        _fail(where, what, value, "a number")
-    if finite and not math.isfinite(value):
-        _fail(where, what, value, "a finite number")
-
-
-def check_row(where: str, row: Any) -> None:
-    """One tidy row as the engine writes it: an object with the required fields, integer lengths and
-    seed in range, a numeric (or null: failed) value, text where text belongs."""
-    if not isinstance(row, dict):
-        _fail(where, "the row", row, "an object (one measurement)")
-    absent = [k for k in REQUIRED if k not in row or (row[k] is None and k != "value")]
-    if absent:
-        raise ResultsError(f"{where}: row without {', '.join(absent)} (every row needs {', '.join(REQUIRED)})")
-    for key in INT_FIELDS:
-        value = row.get(key)
-        if value is None and key not in POSITIVE_FIELDS:
-            continue
-        check_number(where, key, value)
-        if abs(value) >= INT64 or value != int(value):
-            _fail(where, key, value, "an integer within 64 bits")
-        if key in POSITIVE_FIELDS and value < 1:
-            _fail(where, key, value, "a length of at least 1")
-    if not (row["value"] is None or _is_number(row["value"])):
-        _fail(where, "value", row["value"], "a number or null (a failed measurement)")
-    if not isinstance(row.get("higher_is_better", True), (bool, type(None))):
-        _fail(where, "higher_is_better", row["higher_is_better"], "true or false")
-    if row.get("ratio") is not None:
-        check_number(where, "ratio", row["ratio"])
-        if row["ratio"] <= 0:
-            _fail(where, "ratio", row["ratio"], "a positive length ratio")
-    scores = row.get("sample_scores")
-    if isinstance(scores, list) and not all(_is_number(x) or (isinstance(x, list) and len(x) == 2 and all(map(_is_number, x)))
-                                            for x in scores):
-        _fail(where, "sample_scores", scores, "a string or a list of numbers / [numerator, denominator] pairs")
-    check_text(where, row, ("task", "encoding", "variant", "metric", "bucket", "status", *TEXT_FIELDS))
-    if not isinstance(scores, (str, list, type(None))):
-        _fail(where, "sample_scores", scores, "a string")
-
-
-def check_rows(where: str, rows: Any) -> None:
-    if not isinstance(rows, list):
-        _fail(where, "rows", rows, "a list of rows")
-    for i, row in enumerate(rows):
-        check_row(f"{where}: row {i}", row)
 
 
 def check_machine_info(where: str, data: dict) -> None:
@@ -208,35 +129,6 @@ def check_benchmark_json(path: Path, data: Any) -> None:
             raise ResultsError(f"{where}: stats without a 'median' (expected pytest-benchmark's stats)")
         for key in STATS:
             check_number(f"{where}: stats", key, stats.get(key))
-
-
-def check_cell_result(path: Path, data: Any) -> None:
-    """One ``cells/*.json``: an object with a rows list, and the fields compare reads typed as the engine writes them.
-
-    Raises:
-        ResultsError: one line naming the file and the field.
-    """
-    where = str(path)
-    if not isinstance(data, dict):
-        _fail(where, "the cell result", data, "an object with a 'rows' list, as lenbench.run.driver writes it")
-    if "rows" not in data:
-        raise ResultsError(f"{path}: cell result without 'rows' (expected an object with a 'rows' list, "
-                           "as lenbench.run.driver writes it)")
-    check_rows(where, data["rows"])
-    config = check_object(where, "config", data.get("config", ...))
-    check_text(f"{where}: config", config, ("task", "label", "encoding"))
-    for key in ("train_len", "seed"):
-        if key in config:
-            check_number(f"{where}: config", key, config[key])
-            if config[key] is None or abs(config[key]) >= INT64 or config[key] != int(config[key]):
-                _fail(f"{where}: config", key, config[key], "an integer within 64 bits")
-    check_text(where, data, ("status", "timestamp"))
-    check_text(where, data, ("error",), nullable=("error",))
-    fp = check_object(where, "task_fingerprint", data.get("task_fingerprint", ...))
-    check_text(f"{where}: task_fingerprint", fp, ("corpus_sha256",))
-    provenance = check_object(where, "provenance", data.get("provenance", ...))
-    check_text(f"{where}: provenance", provenance, TEXT_FIELDS)
-    check_text(where, data, TEXT_FIELDS)
 
 
 def check_cells_directory(directory: Path) -> list[Path]:

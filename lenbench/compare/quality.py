@@ -33,8 +33,8 @@ from lenbench.compare.sides import BOARD_JOIN, CELL_KEY, CELL_OK, Setup, Side, c
 from lenbench.compare.stats import statistical_quality
 from lenbench.metrics import METRICS
 from lenbench.report.rows import whole_length
-from lenbench.report.schema import ResultsError
 from lenbench.report.tables import SCORE_STATS
+from lenbench.results.schema import ResultsError
 
 ROW_JOIN = ("task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "seed")
 

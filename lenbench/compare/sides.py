@@ -36,9 +36,9 @@ from lenbench.report.rows import (
     readable_cell_results,
     resolve_source,
 )
-from lenbench.report.schema import ResultsError
 from lenbench.report.tables import leaderboard, read_leaderboard_csv
 from lenbench.report.timings import load_kernel_timings
+from lenbench.results.schema import ResultsError
 
 BOARD_JOIN = ("task", "train_len", "metric", "encoding", "variant", "statistic")
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from lenbench.compare.quality import MISSING, NEW, UNCHANGED
 from lenbench.compare.sides import Setup, Side
-from lenbench.report.schema import ResultsError
+from lenbench.results.schema import ResultsError
 
 KERNEL_JOIN = ("encoding", "kind", "impl", "T", "dtype")
 

@@ -45,7 +45,6 @@ import pandas as pd
 
 from lenbench.metrics import FALLBACK_MARGIN, MARGINS, METRICS, Margin
 from lenbench.report.rows import whole_length
-from lenbench.report.schema import ResultsError
 from lenbench.report.stats import (
     BOOT_SEED,
     LEVEL,
@@ -57,6 +56,7 @@ from lenbench.report.stats import (
     replicate_curves,
 )
 from lenbench.report.tables import markdown_table
+from lenbench.results.schema import ResultsError
 
 REGRESSION, IMPROVED, UNCHANGED = "REGRESSION", "improved", "unchanged"  # the same labels as lenbench.compare.quality
 WITHIN_MARGIN = "changed (within margin)"

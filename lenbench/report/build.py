@@ -28,7 +28,6 @@ from lenbench.report.figures import FIGURES, FORMATS, FigureInputs
 from lenbench.report.findings import findings_markdown
 from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import is_benchmark_json, load_results
-from lenbench.report.schema import EXPECTED_SOURCES, ResultsError
 from lenbench.report.tables import (
     Leaderboard,
     leaderboard,
@@ -37,6 +36,7 @@ from lenbench.report.tables import (
     to_csv_text,
 )
 from lenbench.report.timings import load_kernel_timings, load_training_steps
+from lenbench.results.schema import EXPECTED_SOURCES, ResultsError
 
 REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md",
                 "learnability.csv", "claims.md")

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lenbench.labels import is_baseline
-from lenbench.report.schema import ROW_KEY, ResultsError, _read_json
+from lenbench.results.schema import ROW_KEY, ResultsError, read_json
 
 
 def cell_rows(paths: Iterable[Path]) -> dict[Path, list[dict]]:
@@ -25,7 +25,7 @@ def cell_rows(paths: Iterable[Path]) -> dict[Path, list[dict]]:
     """
     rows: dict[Path, list[dict]] = {}
     for path in paths:
-        result = _read_json(path)
+        result = read_json(path)
         if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
             raise ResultsError(f"{path}: not a cell result (expected a JSON object with a 'rows' list, "
                                "as written by lenbench.run.driver)")

@@ -26,9 +26,9 @@ from __future__ import annotations
 import pandas as pd
 
 from lenbench.escape import md_text
-from lenbench.report.rows import _to_bool
 from lenbench.report.stats import LEARNED, NOT_LEARNED, UNCERTAIN
 from lenbench.report.tables import _fmt, _fmt_ci, wrap_prose
+from lenbench.results.values import to_bool
 
 ARROW = {True: "↑", False: "↓"}
 INTRO = ("Per board: the trained encodings that learned the task at 1× (the interval of the in-dist score clears "
@@ -49,14 +49,14 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     keys = ["series", "encoding", "variant", "kind"]
     out = board[keys].drop_duplicates("series").reset_index(drop=True)
     first = board.groupby("series", sort=False).first()
-    out["not_learned"] = out["series"].map(first["not_learned"]).map(_to_bool)
+    out["not_learned"] = out["series"].map(first["not_learned"]).map(to_bool)
     # a leaderboard of schema 2 has no learnability, completeness or floor: learned is not not_learned
     if "learnability" in first:
         out["learnability"] = out["series"].map(first["learnability"]).astype(object).fillna("").astype(str)
     else:
         out["learnability"] = [NOT_LEARNED if n else LEARNED for n in out["not_learned"]]
     for flag in ("above_floor", "complete"):
-        out[flag] = out["series"].map(first[flag]).map(_to_bool) if flag in first else True
+        out[flag] = out["series"].map(first[flag]).map(to_bool) if flag in first else True
     floor = board[board["statistic"].str.startswith("margin over ")].groupby("series").first()
     out["floor"] = out["series"].map(floor["statistic"]).astype(object).fillna("").astype(str) \
         .str.removeprefix("margin over ")
@@ -73,12 +73,12 @@ def _metrics(board: pd.DataFrame) -> tuple[str, bool, str, bool]:
     """A board's primary metric and whether higher is better, then the metric its ranks use
     (``ranked_by``: the secondary where the primary is at its floor) and its direction."""
     primary = board["metric"].iloc[0]
-    hib = _to_bool(board.loc[board["metric"] == primary, "higher_is_better"].iloc[0])
+    hib = to_bool(board.loc[board["metric"] == primary, "higher_is_better"].iloc[0])
     ranked_by = str(board["ranked_by"].iloc[0]) or primary
     if ranked_by == primary:
         return primary, hib, ranked_by, hib
     rows = board[(board["metric"] == ranked_by) & (board["statistic"] == "past_train_mean")]
-    return primary, hib, ranked_by, _to_bool(rows["higher_is_better"].iloc[0])
+    return primary, hib, ranked_by, to_bool(rows["higher_is_better"].iloc[0])
 
 
 def _score(r: dict, metric: str) -> str:

@@ -3,9 +3,9 @@
 The report path, one module per step, each importing only the steps before it:
 rows (this module) → statistics (`lenbench.report.stats`) → tables (`lenbench.report.tables`: the leaderboard
 frames, CSV and markdown) → figures (`lenbench.report.plots`) → page (`lenbench.report.page`: `write_report`,
-the files of a report directory). Step 1 has three more modules: the tidy schema and `ResultsError`
-(`lenbench.report.schema`), below this one; the cell files (`lenbench.report.cells`), which this one reads;
-and the timings of a benchmark JSON (`lenbench.report.timings`), which read with this one's helpers.
+the files of a report directory). Step 1 has two more modules: the cell files (`lenbench.report.cells`),
+which this one reads, and the timings of a benchmark JSON (`lenbench.report.timings`). What a row is
+(its columns, types and defaults) is the results contract, `lenbench.results`, below all of them.
 
 Sources `load_results` understands (the same rows whichever is given):
 
@@ -27,31 +27,19 @@ primary metric.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from lenbench.encoding_display import ROPE_TYPES, encoding_rank
 from lenbench.escape import uncsv_frame
 from lenbench.labels import BASE_VARIANT
-from lenbench.metrics import METRICS, leaderboard_metric
+from lenbench.metrics import leaderboard_metric
 from lenbench.report.cells import cell_rows, check_one_cell_per_measurement
-from lenbench.report.schema import (
-    COLUMNS,
-    EXPECTED_SOURCES,
-    FLOAT_COLUMNS,
-    INT_COLUMNS,
-    REQUIRED,
-    ROW_KEY,
-    SORT_KEY,
-    STR_COLUMNS,
-    ResultsError,
-    _read_json,
-)
+from lenbench.results.frame import empty_frame, normalize
+from lenbench.results.schema import EXPECTED_SOURCES, REQUIRED, ResultsError, read_json
 from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
 
 # --- canonical order of encodings and variants (shared by tables and plots) --------------------
@@ -109,115 +97,6 @@ def task_order(tasks: Iterable[str]) -> list[str]:
 
 
 # --- loading ------------------------------------------------------------------------------------
-
-
-def _is_missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
-
-
-def _to_float(v: Any) -> float:
-    if _is_missing(v) or (isinstance(v, str) and v.strip() in ("", "None", "null")):
-        return float("nan")
-    return float(v)  # exact for repr()-written floats (pandas' own CSV parser is not always)
-
-
-def _to_int(v: Any, default: int | None = None) -> int:
-    if _is_missing(v) or (isinstance(v, str) and v.strip() == ""):
-        if default is None:
-            raise ValueError("missing value")
-        return default
-    f = float(v)
-    if f != int(f):
-        raise ValueError(f"{v!r} is not an integer")
-    return int(f)
-
-
-def _to_bool(v: Any) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    s = str(v).strip().lower()
-    if s in ("true", "1", "1.0"):
-        return True
-    if s in ("false", "0", "0.0"):
-        return False
-    raise ValueError(f"{v!r} is not a boolean")
-
-
-def _to_str(v: Any) -> str:
-    return "" if _is_missing(v) else str(v)
-
-
-def _samples_str(v: Any) -> str:
-    """sample_scores as its compact string: a string is kept, a list of numbers or of
-    [numerator, denominator] pairs is encoded (`lenbench.metrics.encode_samples`)."""
-    if isinstance(v, (list, tuple)):
-        from lenbench.metrics import encode_samples
-
-        pairs = [(x[0], x[1]) if isinstance(x, (list, tuple)) else (x, 1) for x in v]
-        return encode_samples([float(n) for n, _ in pairs], [float(d) for _, d in pairs])
-    return _to_str(v)
-
-
-def empty_frame() -> pd.DataFrame:
-    return normalize(pd.DataFrame({c: [] for c in COLUMNS}))
-
-
-def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
-    """The tidy frame: fixed columns and dtypes, failed values NaN, duplicates dropped, stable order.
-
-    Duplicates (same `ROW_KEY`) keep the row of the greatest cell_id, and among rows of one cell
-    the last one, independent of the order of the source.
-
-    Missing optional columns get defaults: ``ratio`` = eval_len / train_len, ``higher_is_better``
-    from `METRICS`, ``status`` "ok" where a value is present else "failed", strings "", ``seed``
-    0, ``n_samples`` 0, ``schema_version`` 1, ``train_seconds`` NaN.
-    """
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise ResultsError(f"{source}: missing column(s) {', '.join(missing)}; expected the tidy rows of "
-                           f"docs/DESIGN.md ({', '.join(COLUMNS)})")
-    df = df.reset_index(drop=True)
-    out: dict[str, Any] = {}
-    try:
-        for col in COLUMNS:
-            present = col in df.columns
-            raw = df[col].tolist() if present else [None] * len(df)
-            if col in ("train_len", "eval_len"):
-                out[col] = [_to_int(v) for v in raw]
-            elif col in INT_COLUMNS:
-                default = 1 if col == "schema_version" else 0
-                out[col] = [_to_int(v, default) for v in raw]
-            elif col == "ratio":
-                out[col] = [_to_float(v) for v in raw] if present else [e / t for e, t in zip(out["eval_len"], out["train_len"], strict=True)]
-            elif col in FLOAT_COLUMNS:
-                out[col] = [_to_float(v) for v in raw]
-            elif col == "higher_is_better":
-                out[col] = [_to_bool(v) if not _is_missing(v) and str(v) != "" else METRICS.get(m, True)
-                            for v, m in zip(raw, out["metric"], strict=True)]
-            elif col == "status":
-                out[col] = [_to_str(v) or ("ok" if not math.isnan(x) else "failed")
-                            for v, x in zip(raw, out["value"], strict=True)]
-            elif col == "sample_scores":
-                out[col] = [_samples_str(v) for v in raw]
-            else:
-                out[col] = [_to_str(v) for v in raw]
-    except (ValueError, TypeError) as err:
-        raise ResultsError(f"{source}: column {col!r}: {err}") from None
-    frame = pd.DataFrame(out, columns=list(COLUMNS))
-    # A failed measurement has no value, whatever was stored.
-    frame.loc[frame["status"] != "ok", "value"] = float("nan")
-    for col in INT_COLUMNS:
-        frame[col] = frame[col].astype("int64")
-    for col in FLOAT_COLUMNS:
-        frame[col] = frame[col].astype("float64")
-    frame["higher_is_better"] = frame["higher_is_better"].astype(bool)
-    for col in STR_COLUMNS:
-        frame[col] = frame[col].astype(str)
-    # Sort first (stable), so a measurement recorded by several cells (the baseline rows every cell of
-    # a task and seed carries) keeps the same copy whatever order the source lists the cells in.
-    frame = frame.sort_values(list(SORT_KEY), kind="mergesort")
-    frame = frame.drop_duplicates(subset=list(ROW_KEY), keep="last")
-    return frame.reset_index(drop=True)
 
 
 def _rows_from_cells(directory: Path, cell_ids: Iterable[str] | None = None) -> list[dict]:
@@ -344,7 +223,7 @@ def load_results(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] |
     if path.suffix.lower() == ".csv":
         return _load_csv(path)
     if path.suffix.lower() == ".json":
-        rows = _rows_from_benchmark(path, _read_json(path))
+        rows = _rows_from_benchmark(path, read_json(path))
         return normalize(pd.DataFrame(rows), str(path)) if rows else empty_frame()
     raise ResultsError(f"{path}: unknown file type {path.suffix or '(none)'}; expected {EXPECTED_SOURCES}")
 

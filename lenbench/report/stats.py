@@ -468,7 +468,7 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
                      seed: int = BOOT_SEED, learnability: Mapping[tuple[str, str], str] | None = None,
                      ) -> Board:
     """Statistics of one board (tidy rows of one task, train_len and metric; columns of
-    `lenbench.report.schema.COLUMNS`).
+    `lenbench.results.schema.COLUMNS`).
 
     Args:
         learnability: {(encoding, variant): verdict} to use instead of this metric's own (a

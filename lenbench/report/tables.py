@@ -41,9 +41,6 @@ from lenbench.metrics import METRICS, find_metric
 from lenbench.report import secondary, stats
 from lenbench.report.rows import (
     _read_csv_strings,
-    _to_bool,
-    _to_float,
-    _to_int,
     csv_kind,
     encoding_sort_key,
     load_results,
@@ -54,7 +51,8 @@ from lenbench.report.rows import (
     variant_sort_key,
     whole_length,
 )
-from lenbench.report.schema import COLUMNS, ResultsError
+from lenbench.results.schema import COLUMNS, ResultsError
+from lenbench.results.values import to_bool, to_float, to_int
 
 SCORE_STATS = stats.STATS
 #: The leaderboard CSVs' schema: 3 has seed-level t intervals, Holm-corrected ranks, learnability,
@@ -264,11 +262,11 @@ def read_leaderboard_csv(path: str | Path) -> pd.DataFrame:
                            "value, higher_is_better as written by `lenbench report`)")
     try:
         out = pd.DataFrame({
-            "task": raw["task"].astype(str), "train_len": [_to_int(v, 0) for v in raw.get("train_len", [""] * len(raw))],
+            "task": raw["task"].astype(str), "train_len": [to_int(v, 0) for v in raw.get("train_len", [""] * len(raw))],
             "metric": raw.get("metric", pd.Series([""] * len(raw))).astype(str),
             "encoding": raw["encoding"].astype(str), "variant": raw["variant"].astype(str),
-            "statistic": raw["statistic"].astype(str), "value": [_to_float(v) for v in raw["value"]],
-            "higher_is_better": [_to_bool(v) for v in raw["higher_is_better"]],
+            "statistic": raw["statistic"].astype(str), "value": [to_float(v) for v in raw["value"]],
+            "higher_is_better": [to_bool(v) for v in raw["higher_is_better"]],
         })
     except (ValueError, KeyError) as err:
         raise ResultsError(f"{path}: malformed leaderboard CSV ({err})") from None

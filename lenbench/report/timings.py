@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from lenbench.report.rows import _to_float, _to_str, is_benchmark_json
-from lenbench.report.schema import ResultsError, _read_json
+from lenbench.report.rows import is_benchmark_json
+from lenbench.results.schema import ResultsError, read_json
+from lenbench.results.values import to_float, to_str
 
 
 def _benchmark_json(path: Path) -> tuple[dict, dict]:
     """(the pytest-benchmark JSON of `path`, its machine_info["lenbench"]); one-line errors otherwise."""
-    data = _read_json(path)
+    data = read_json(path)
     if not is_benchmark_json(data):
         raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected a pytest-benchmark JSON")
     return data, (data.get("machine_info") or {}).get("lenbench") or {}
@@ -55,19 +56,19 @@ def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
         rec = {"name": bench.get("name", ""), "fullname": bench.get("fullname", bench.get("name", "")),
                "group": bench.get("group") or ""}
         for key in ("encoding", "kind", "impl", "dtype"):
-            rec[key] = _to_str(extra.get(key))
+            rec[key] = to_str(extra.get(key))
         for key in ("T", "bytes"):
-            rec[key] = _to_float(extra.get(key))
+            rec[key] = to_float(extra.get(key))
         for key in ("gbps", "copy_ratio"):
-            rec[key] = _to_float(extra.get(key))
+            rec[key] = to_float(extra.get(key))
         for key in ("median", "mean", "min", "max", "stddev", "rounds"):
-            rec[key] = _to_float(stats.get(key))
+            rec[key] = to_float(stats.get(key))
         # The fastest round over the copy floor: on a shared machine other load only ever adds
         # time, so the minimum is the least noisy estimate of a kernel's own cost.
-        copy_s = _to_float(extra.get("copy_seconds"))
+        copy_s = to_float(extra.get("copy_seconds"))
         rec["copy_ratio_min"] = rec["min"] / copy_s if copy_s and copy_s > 0 else math.nan
-        rec["device"] = _to_str(extra.get("device", machine.get("device")))
-        rec["device_name"] = _to_str(machine.get("device_name"))
+        rec["device"] = to_str(extra.get("device", machine.get("device")))
+        rec["device_name"] = to_str(machine.get("device_name"))
         records.append(rec)
     frame = pd.DataFrame(records, columns=list(KERNEL_COLUMNS))
     return frame.sort_values("fullname", kind="mergesort").reset_index(drop=True)
@@ -91,11 +92,11 @@ def load_training_steps(bench_json: str | Path) -> pd.DataFrame:
         if extra.get("kind") != "training-step":
             continue
         geometry = extra.get("geometry") or {}
-        records.append({"encoding": _to_str(extra.get("encoding")),
-                        "seconds": _to_float((bench.get("stats") or {}).get("median", extra.get("seconds"))),
-                        "ratio_to_nope": _to_float(extra.get("ratio_to_nope")), "task": _to_str(geometry.get("task")),
-                        "T": _to_float(geometry.get("T")), "batch_size": _to_float(geometry.get("batch_size")),
-                        "device": _to_str(extra.get("device", machine.get("device"))),
-                        "device_name": _to_str(machine.get("device_name"))})
+        records.append({"encoding": to_str(extra.get("encoding")),
+                        "seconds": to_float((bench.get("stats") or {}).get("median", extra.get("seconds"))),
+                        "ratio_to_nope": to_float(extra.get("ratio_to_nope")), "task": to_str(geometry.get("task")),
+                        "T": to_float(geometry.get("T")), "batch_size": to_float(geometry.get("batch_size")),
+                        "device": to_str(extra.get("device", machine.get("device"))),
+                        "device_name": to_str(machine.get("device_name"))})
     frame = pd.DataFrame(records, columns=list(TRAINING_STEP_COLUMNS))
     return frame.sort_values("encoding", kind="mergesort").reset_index(drop=True)

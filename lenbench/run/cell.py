@@ -43,12 +43,12 @@ from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin
 from lenbench.plugins import ensure as ensure_plugins
+from lenbench.results.schema import SCHEMA_VERSION
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version
 from lenbench.run.memory import fit_batch, memory_budget
 from lenbench.tasks import Task, build_task
 from lenbench.train import TrainStats, train_model
 
-SCHEMA_VERSION = 2  # 2: rows carry sample_scores; baseline rows; exact match primary
 CHECKPOINT_FORMAT = 1
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
+from lenbench.results.check import check_cell_result
 
 if TYPE_CHECKING:
     from lenbench.config import Cell
@@ -135,8 +136,12 @@ def read_cell(out: Path, cell: Cell, log: Log = stderr_log) -> dict | None:
 
 
 def write_cell(out: str | Path, cell_id: str, result: dict[str, Any]) -> Path:
-    """Write a cell's result to ``OUT/cells/<cell_id>.json`` atomically; returns the path."""
+    """Write a cell's result to ``OUT/cells/<cell_id>.json`` atomically; returns the path.
+
+    The result is checked against the results contract first (`lenbench.results.check`), so a file
+    the readers would refuse is never written."""
     path = cell_path(out, cell_id)
+    check_cell_result(path, result)
     atomic_write_json(path, result)
     return path
 

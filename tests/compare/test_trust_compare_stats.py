@@ -28,7 +28,7 @@ from lenbench.compare.stats import (
     parse_margins,
 )
 from lenbench.metrics import encode_samples
-from lenbench.report.schema import ResultsError
+from lenbench.results.schema import ResultsError
 
 N = 64  # evaluation samples per length
 SEEDS = (0, 1, 2)

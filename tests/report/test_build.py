@@ -10,7 +10,7 @@ from test_results import bench_json, tiny_rows
 from lenbench.report import build, rows
 from lenbench.report.build import ReportSource, build_report, load_source, write_report
 from lenbench.report.rows import empty_frame
-from lenbench.report.schema import ResultsError
+from lenbench.results.schema import ResultsError
 
 
 def test_write_report_reads_its_source_once(tmp_path, monkeypatch):

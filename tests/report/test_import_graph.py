@@ -1,6 +1,6 @@
 """The package's import graph, read from the source (every import, module-level or inside a function).
 
-- The report path is schema → cell files → rows → timings → statistics → secondary metric → tables → findings
+- The report path is cell files → rows → timings → statistics → secondary metric → tables → findings
   → cost → figures → page → build, each step importing only the ones before it; `lenbench.report.geometry`
   (the one report module that builds encodings and reads checkpoints) stands beside it and only the build
   imports it.
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGE = ROOT / "lenbench"
 #: The report path in order; a step may import only earlier steps ("lenbench.report.plots" stands
 #: for every module of the figures package).
-REPORT_PATH = ("lenbench.report.schema", "lenbench.report.cells", "lenbench.report.rows",
+REPORT_PATH = ("lenbench.report.cells", "lenbench.report.rows",
                "lenbench.report.timings", "lenbench.report.stats", "lenbench.report.secondary",
                "lenbench.report.tables", "lenbench.report.findings", "lenbench.report.claims", "lenbench.report.cost",
                "lenbench.report.figures", "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
@@ -33,7 +33,7 @@ HEAVY = ("lenbench.model", "lenbench.train", "lenbench.run")
 #: The one run module the report path reads: the results-directory layout (no torch, no model).
 LAYOUT = "lenbench.run.store"
 #: Names of the report modules that read a results source from disk, by module.
-LOADERS = {"lenbench.report.schema": ("_read_json",), "lenbench.report.cells": ("cell_rows",),
+LOADERS = {"lenbench.report.cells": ("cell_rows",),
            "lenbench.report.rows": ("load_results", "resolve_source", "readable_cell_results"),
            "lenbench.report.timings": ("load_kernel_timings", "load_training_steps")}
 #: Edges that break a rule today, each with what removes it.

@@ -12,9 +12,9 @@ from lenbench_testing import write_cells
 from lenbench.cli import main
 from lenbench.report.build import write_report
 from lenbench.report.rows import load_results
-from lenbench.report.schema import COLUMNS, ResultsError
 from lenbench.report.tables import leaderboard, leaderboard_markdown, read_leaderboard_csv, to_csv_text
 from lenbench.report.timings import load_kernel_timings
+from lenbench.results.schema import COLUMNS, ResultsError
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
               "dtype": "float32", "timestamp": "2026-01-01T00:00:00+00:00"}

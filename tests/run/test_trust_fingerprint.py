@@ -141,8 +141,8 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     assert source_files(cells["alibi/copy"]) == [
         "__init__.py", "baselines.py", "config/fields.py", "config/kernels.py", "config/resources.py",
         "config/schema.py", "device.py", "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py",
-        "evaluate.py", "labels.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py", "run/cell.py",
-        "run/closure.py",
+        "evaluate.py", "labels.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py",
+        "results/schema.py", "run/cell.py", "run/closure.py",
         "run/fingerprint.py", "run/memory.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
         "encodings/rope.py", "tasks/lm.py"}

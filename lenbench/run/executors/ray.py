@@ -238,7 +238,7 @@ class RayExecutor(Executor):
     @staticmethod
     def _failed(entry: _Pending, reason: str) -> CellOutcome:
         """A failed cell that never produced a result (same shape as `compute_cell`'s failures)."""
-        from lenbench.run.cell import SCHEMA_VERSION
+        from lenbench.results.schema import SCHEMA_VERSION
 
         cell = entry.job.cell
         result = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,

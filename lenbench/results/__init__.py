@@ -1,0 +1,12 @@
+"""The results contract: what a measurement row and a cell result are, in one place.
+
+- `lenbench.results.schema`: the schema version, the columns of a tidy row (name, type, required
+  or defaulted), the identity of a measurement, `ResultsError` and the JSON reader that raises it.
+- `lenbench.results.values`: the coercion of one stored value to its column's type.
+- `lenbench.results.check`: the shape checks of a row and of a cell file as the engine writes them.
+- `lenbench.results.frame`: rows of any source (cell files, a tidy CSV, a benchmark JSON) as the
+  typed frame every reader uses; rows of older schema versions are upgraded here.
+
+The compute path writes rows with `SCHEMA_VERSION`; the report, `compare` and `publish` read them
+through these modules. Nothing here imports torch, the model or the encodings.
+"""
