@@ -224,3 +224,16 @@ def test_the_rules_catch_a_cycle_through_a_package_init():
          "lenbench.tasks.lm": {"lenbench.evaluate"},
          "lenbench.evaluate": {"lenbench.tasks.base", *packages_run("lenbench.evaluate", "lenbench.tasks.base")}}
     assert "lenbench.tasks.lm" in reachable(g, "lenbench.tasks.lm")
+
+
+def test_docs_design_states_the_table():
+    """docs/DESIGN.md's layer table is `LAYERS`, row for row."""
+    text = (ROOT / "docs" / "DESIGN.md").read_text().split("<!-- layers -->", 1)[1].split("<!-- /layers -->", 1)[0]
+    groups = {"foundation": FOUNDATION, "leaves": LEAVES}
+    stated = {}
+    for line in text.strip().splitlines()[2:]:
+        layer, may, torch = (c.strip() for c in line.strip("|").split("|"))
+        names = [] if may == "—" else [n.strip() for n in may.split(",")]
+        allowed = [m for n in names for m in (groups[n] if n in groups else ("lenbench." + n.strip("`"),))]
+        stated["lenbench." + layer.strip("`")] = Layer(tuple(sorted(allowed)), torch == "yes")
+    assert stated == {p: Layer(tuple(sorted(r.may_import)), r.torch) for p, r in LAYERS.items()}
