@@ -143,9 +143,10 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
         "config/schema.py", "device.py", "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py",
         "evaluate.py", "labels.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py", "run/cell.py",
         "run/closure.py",
-        "run/fingerprint.py", "run/memory.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py", "train.py"]
+        "run/fingerprint.py", "run/memory.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py",
+        "tasks/eval_data.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
-        "encodings/rope.py", "tasks/lm.py"}
+        "encodings/rope.py", "tasks/lm.py", "tasks/lm_context.py"}
     assert set(source_files(cells["randomized/copy"])) - set(source_files(cells["rope/copy"])) == {
         "encodings/randomized.py"}
 
