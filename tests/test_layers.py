@@ -37,7 +37,8 @@ class Layer:
 
 FOUNDATION = ("lenbench.registry", "lenbench.plugins")
 #: The torch-free shared modules every layer may read.
-LEAVES = ("lenbench.labels", "lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display")
+LEAVES = ("lenbench.labels", "lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
+          "lenbench.rope_factors")
 
 LAYERS: dict[str, Layer] = {
     "lenbench.plugins": Layer((), torch=False),
@@ -45,10 +46,11 @@ LAYERS: dict[str, Layer] = {
     "lenbench.labels": Layer((), torch=False),
     "lenbench.escape": Layer((), torch=False),
     "lenbench.atomic": Layer((), torch=False),
+    "lenbench.rope_factors": Layer((), torch=False),
     "lenbench.encoding_display": Layer(FOUNDATION, torch=False),
     "lenbench.metrics": Layer(FOUNDATION, torch=False),
     # ops: the encodings, then the fused kernels over them
-    "lenbench.encodings": Layer(FOUNDATION, torch=True),
+    "lenbench.encodings": Layer((*FOUNDATION, "lenbench.rope_factors"), torch=True),
     "lenbench.kernels": Layer((*FOUNDATION, "lenbench.encodings"), torch=True),
     # the tasks: data and their own measurements; never the evaluation that scores them
     "lenbench.tasks": Layer((*FOUNDATION, *LEAVES), torch=True),
@@ -74,8 +76,6 @@ TORCH_DOORS = frozenset({"lenbench.report.geometry"})
 #: Edges that break a rule today, each with what removes it.
 PENDING: dict[tuple[str, str], str] = {
     ("lenbench.kernels.layer", "lenbench.model"): "attend, the eager reference op, moves below model and kernels",
-    ("lenbench.config.schema", "lenbench.encodings.rope_scaling"): "the factor modes move to a torch-free module",
-    ("lenbench.config.parse", "lenbench.encodings.rope_scaling"): "the factor modes move to a torch-free module",
     ("lenbench.config.schema", "lenbench.config.kernels"): "KernelSpec, data, leaves the module that checks names against ENCODINGS",
     ("lenbench.report.rows", "lenbench.tasks"): "the task facts the rows need are recorded in the rows",
     ("lenbench.report.plots.extrapolation", "lenbench.tasks"): "the task facts the rows need are recorded in the rows",

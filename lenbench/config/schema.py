@@ -26,7 +26,7 @@ from typing import Any
 import lenbench
 from lenbench.config.kernels import KernelSpec
 from lenbench.config.resources import ResourceSpec
-from lenbench.encodings.rope_scaling import pinned_factor
+from lenbench.rope_factors import pinned_factor
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class VariantSpec:
     - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
       original_max_position_embeddings), used at every evaluation length, the way models are
       deployed; key "<rope_type>@<factor>", e.g. "yarn@4", "dynamic@2".
-    - length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) must be pinned: at factor 1
+    - length-adaptive types (`lenbench.rope_factors.LENGTH_ADAPTIVE`: dynamic) must be pinned: at factor 1
       they are oracle ntk again, and the ratio would scale twice (a load-time error otherwise).
     - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
       length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".

@@ -141,7 +141,7 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     assert source_files(cells["alibi/copy"]) == [
         "__init__.py", "baselines.py", "config/fields.py", "config/kernels.py", "config/resources.py",
         "config/schema.py", "device.py", "encodings/alibi.py", "encodings/base.py", "encodings/rope_scaling.py",
-        "evaluate.py", "labels.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py", "run/cell.py",
+        "evaluate.py", "labels.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py", "rope_factors.py", "run/cell.py",
         "run/closure.py",
         "run/fingerprint.py", "run/memory.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py",
         "tasks/eval_data.py", "train.py"]
