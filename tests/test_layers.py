@@ -38,7 +38,7 @@ class Layer:
 FOUNDATION = ("lenbench.registry", "lenbench.plugins")
 #: The torch-free shared modules every layer may read.
 LEAVES = ("lenbench.labels", "lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
-          "lenbench.rope_factors")
+          "lenbench.rope_factors", "lenbench.task_display")
 
 LAYERS: dict[str, Layer] = {
     "lenbench.plugins": Layer((), torch=False),
@@ -47,6 +47,7 @@ LAYERS: dict[str, Layer] = {
     "lenbench.escape": Layer((), torch=False),
     "lenbench.atomic": Layer((), torch=False),
     "lenbench.rope_factors": Layer((), torch=False),
+    "lenbench.task_display": Layer((), torch=False),
     "lenbench.encoding_display": Layer(FOUNDATION, torch=False),
     "lenbench.metrics": Layer(FOUNDATION, torch=False),
     # ops: the encodings, then the fused kernels over them
@@ -77,8 +78,6 @@ TORCH_DOORS = frozenset({"lenbench.report.geometry"})
 PENDING: dict[tuple[str, str], str] = {
     ("lenbench.kernels.layer", "lenbench.model"): "attend, the eager reference op, moves below model and kernels",
     ("lenbench.config.schema", "lenbench.config.kernels"): "KernelSpec, data, leaves the module that checks names against ENCODINGS",
-    ("lenbench.report.rows", "lenbench.tasks"): "the task facts the rows need are recorded in the rows",
-    ("lenbench.report.plots.extrapolation", "lenbench.tasks"): "the task facts the rows need are recorded in the rows",
 }
 
 
