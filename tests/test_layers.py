@@ -59,8 +59,7 @@ LAYERS: dict[str, Layer] = {
     # registries (parse, checks, kernels) may import them
     "lenbench.config": Layer((*FOUNDATION, *LEAVES, "lenbench.encodings", "lenbench.tasks"), torch=True),
     # the suite's data, which the compute path and the report read: no torch, no registries of torch objects
-    "lenbench.config.schema": Layer((*FOUNDATION, *LEAVES, "lenbench.config.kernels",
-                                     "lenbench.config.resources"), torch=False),
+    "lenbench.config.schema": Layer((*FOUNDATION, *LEAVES, "lenbench.config.resources"), torch=False),
     "lenbench.config.fields": Layer((*FOUNDATION, *LEAVES), torch=False),
     "lenbench.config.resources": Layer((*FOUNDATION, *LEAVES, "lenbench.config.fields"), torch=False),
     # the report path: rows in, tables, figures and pages out; the one results-directory layout it reads
@@ -77,7 +76,6 @@ TORCH_DOORS = frozenset({"lenbench.report.geometry"})
 #: Edges that break a rule today, each with what removes it.
 PENDING: dict[tuple[str, str], str] = {
     ("lenbench.kernels.layer", "lenbench.model"): "attend, the eager reference op, moves below model and kernels",
-    ("lenbench.config.schema", "lenbench.config.kernels"): "KernelSpec, data, leaves the module that checks names against ENCODINGS",
 }
 
 
