@@ -314,7 +314,7 @@ def _tiny_model(task, encoding="alibi", seed=0):
 
 
 def test_window_logits_equal_a_fresh_forward_of_each_truncated_context():
-    from lenbench.evaluate import window_logits
+    from lenbench.tasks.lm_context import window_logits
 
     task = build_task("lm")
     model = _tiny_model(task, "rope")
@@ -330,7 +330,9 @@ def test_window_logits_equal_a_fresh_forward_of_each_truncated_context():
 
 def test_window_evaluation_scores_the_same_target_bytes_as_the_full_one(monkeypatch):
     from lenbench import evaluate
-    from lenbench.evaluate import evaluate_length, evaluate_lm_context
+    from lenbench.evaluate import evaluate_length
+    from lenbench.tasks import lm_context
+    from lenbench.tasks.lm_context import evaluate_lm_context
 
     task = build_task("lm", eval_tokens=8)
     model = _tiny_model(task)
@@ -354,7 +356,7 @@ def test_window_evaluation_scores_the_same_target_bytes_as_the_full_one(monkeypa
     # the default scores the window's columns and every 4th after it, both ways: its perplexity is
     # the full-context perplexity over exactly those targets
     every4 = evaluate_lm_context(model, task, 64, 16, **kw)
-    assert evaluate.CONTEXT_COLUMN_STRIDE == 4
+    assert lm_context.CONTEXT_COLUMN_STRIDE == 4
     chosen = torch.tensor([*range(16), *range(16, 64, 4)])
     nll = count = 0.0
     for batch in evaluate.eval_batches(task, 64, samples=6, tokens_per_batch=128, seed=3):
@@ -374,7 +376,8 @@ def test_window_evaluation_scores_the_same_target_bytes_as_the_full_one(monkeypa
 
 
 def test_position_buckets_partition_the_window_and_average_to_the_mean_loss():
-    from lenbench.evaluate import eval_generator, evaluate_lm_context, parse_bucket
+    from lenbench.evaluate import eval_generator, parse_bucket
+    from lenbench.tasks.lm_context import evaluate_lm_context
 
     task = build_task("lm", eval_tokens=8)
     model = _tiny_model(task)
@@ -406,7 +409,8 @@ def test_needle_depth_reads_the_needle_position():
 
 
 def test_passkey_depth_buckets_sum_to_the_overall_accuracy():
-    from lenbench.evaluate import evaluate_depth, evaluate_length, parse_bucket
+    from lenbench.evaluate import evaluate_length, parse_bucket
+    from lenbench.tasks.passkey_depth import evaluate_depth
 
     task = build_task("passkey")
     model = _tiny_model(task, "nope")

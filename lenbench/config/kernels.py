@@ -1,4 +1,5 @@
-"""A suite's `kernels:` section: what `bench/test_kernels.py` times (`KernelSpec`, `parse_kernels`).
+"""A suite's `kernels:` section: what `bench/test_kernels.py` times, checked against the encoding
+registry (`parse_kernels`; the spec itself, `KernelSpec`, is data in `lenbench.config.schema`).
 
 It decides nothing a cell computes; it sits in the suite file so one preset names both the grid
 and the kernel benchmarks that go with it.
@@ -6,41 +7,12 @@ and the kernel benchmarks that go with it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from lenbench.config.fields import SuiteError, registered, typed
+from lenbench.config.schema import KernelSpec
 from lenbench.encodings import ENCODINGS
 from lenbench.registry import did_you_mean
-
-
-@dataclass(frozen=True)
-class KernelSpec:
-    """What `bench/test_kernels.py` times for this suite (the suite's `kernels:` section).
-
-    Environment variables override these fields one by one (`LENBENCH_KERNEL_LENGTHS`,
-    `LENBENCH_KERNEL_DTYPES`, `LENBENCH_KERNEL_SECONDS`, `LENBENCH_KERNEL_ENCODINGS`,
-    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `kernel_settings` in bench/kernel_plans.py):
-    environment > suite file > these defaults.
-
-    Args:
-        enabled: False skips every kernel benchmark of the suite (with that reason).
-        lengths: sequence lengths T of the forward-kernel benchmarks.
-        dtypes: "fp32" and / or "bf16" (bf16 is skipped where it is not native).
-        seconds: timing budget per benchmark (rounds = seconds / one call, 3 … 50).
-        encodings: registered encodings to time (forward kernels and training steps); empty: all.
-        content_max_t: longest T of content-dependent (CoPE) kernels on the CPU.
-        train_rounds: timed rounds of each training-step and MFU benchmark.
-    """
-
-    enabled: bool = True
-    lengths: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
-    dtypes: tuple[str, ...] = ("fp32", "bf16")
-    seconds: float = 0.25
-    encodings: tuple[str, ...] = ()
-    content_max_t: int = 1024
-    train_rounds: int = 20
-
 
 KERNEL_DTYPES = ("fp32", "bf16")
 

@@ -11,8 +11,9 @@ sha256 `digest` of the canonical JSON, with the lenbench version), and the resul
     >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
 
 The compute path (engine, train, executors) imports only this module of `lenbench.config`, with the
-two section specs a `Suite` holds (`kernels.KernelSpec`, `resources.ResourceSpec`, and their
-`fields`), so these are the config files a cell's fingerprint hashes; `parse` and `checks` are not.
+section spec a `Suite` holds beside `KernelSpec` (`resources.ResourceSpec`, and its `fields`), so
+these are the config files a cell's fingerprint hashes; `parse`, `checks` and `kernels` (the checks
+against the registries) are not.
 """
 
 from __future__ import annotations
@@ -24,9 +25,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lenbench
-from lenbench.config.kernels import KernelSpec
 from lenbench.config.resources import ResourceSpec
-from lenbench.encodings.rope_scaling import pinned_factor
+from lenbench.rope_factors import pinned_factor
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What `bench/test_kernels.py` times for this suite (the suite's `kernels:` section).
+
+    Environment variables override these fields one by one (`LENBENCH_KERNEL_LENGTHS`,
+    `LENBENCH_KERNEL_DTYPES`, `LENBENCH_KERNEL_SECONDS`, `LENBENCH_KERNEL_ENCODINGS`,
+    `LENBENCH_CONTENT_MAX_T`, `LENBENCH_TRAIN_ROUNDS`; see `kernel_settings` in bench/kernel_plans.py):
+    environment > suite file > these defaults.
+
+    Args:
+        enabled: False skips every kernel benchmark of the suite (with that reason).
+        lengths: sequence lengths T of the forward-kernel benchmarks.
+        dtypes: "fp32" and / or "bf16" (bf16 is skipped where it is not native).
+        seconds: timing budget per benchmark (rounds = seconds / one call, 3 … 50).
+        encodings: registered encodings to time (forward kernels and training steps); empty: all.
+        content_max_t: longest T of content-dependent (CoPE) kernels on the CPU.
+        train_rounds: timed rounds of each training-step and MFU benchmark.
+    """
+
+    enabled: bool = True
+    lengths: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
+    dtypes: tuple[str, ...] = ("fp32", "bf16")
+    seconds: float = 0.25
+    encodings: tuple[str, ...] = ()
+    content_max_t: int = 1024
+    train_rounds: int = 20
 
 
 @dataclass(frozen=True)
@@ -143,7 +171,7 @@ class VariantSpec:
     - "pinned": the suite gives `factor` (or yarn's max_position_embeddings with
       original_max_position_embeddings), used at every evaluation length, the way models are
       deployed; key "<rope_type>@<factor>", e.g. "yarn@4", "dynamic@2".
-    - length-adaptive types (`rope_scaling.LENGTH_ADAPTIVE`: dynamic) must be pinned: at factor 1
+    - length-adaptive types (`lenbench.rope_factors.LENGTH_ADAPTIVE`: dynamic) must be pinned: at factor 1
       they are oracle ntk again, and the ratio would scale twice (a load-time error otherwise).
     - "oracle": other types without a pinned factor get factor = the evaluation ratio at each
       length, an oracle that knows the target length; key "<rope_type>", e.g. "yarn".

@@ -24,7 +24,8 @@ Factor modes (the end of this module): how a suite's inference-time variant
 (`lenbench.config.schema.VariantSpec`) chooses the `factor` at each evaluation length —
 pinned by the suite, the evaluation ratio (an oracle), the fine-tuning ratio; a length-adaptive
 type (dynamic) must be pinned, as it is deployed — and the scaling dict it hands the rope
-encoding (`scaling_for`).
+encoding (`scaling_for`). The torch-free facts they read (`LENGTH_ADAPTIVE`, `pinned_factor`)
+are `lenbench.rope_factors`'s, so the suite's data can read them without torch.
 """
 
 from __future__ import annotations
@@ -32,20 +33,14 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Protocol
 
 import torch
 
 from lenbench.registry import Registry, check_keywords
+from lenbench.rope_factors import LENGTH_ADAPTIVE, RopeVariant, pinned_factor  # noqa: F401 (the factor modes read them)
 
 RopeInit = Callable[..., tuple[torch.Tensor, float]]
 ROPE_TYPES: Registry[RopeInit] = Registry("rope_type")
-
-#: Types whose formula already grows with the current sequence length: a suite must pin their
-#: `factor`, as they are deployed (`factor_mode`). The evaluation ratio would scale twice (dynamic at
-#: 16x with factor 16: base x ~288), and factor 1 is oracle `ntk` again: base · (L / L0)^(d/(d−2)),
-#: the same frequencies at every length (rows bit-identical wherever seq_len ∝ task length).
-LENGTH_ADAPTIVE: frozenset[str] = frozenset({"dynamic"})
 
 _HINTS = {
     "factor": "the length extension ratio, e.g. 4 to run at 4x the training length",
@@ -417,29 +412,6 @@ def rope_parameters(scaling: dict | None, dim: int, base: float, seq_len: int | 
 
 
 # --- factor modes of a suite variant --------------------------------------------------------------
-
-
-class RopeVariant(Protocol):
-    """What the factor modes read of a suite variant (`lenbench.config.schema.VariantSpec`)."""
-
-    rope_type: str
-    params: dict
-    finetune_steps: int
-
-
-def pinned_factor(variant: RopeVariant) -> float | None:
-    """The factor the suite fixes for every length, or None (see `factor_mode`).
-
-    Args:
-        variant: a suite variant; its `params` give `factor`, or (yarn) `max_position_embeddings`
-            with `original_max_position_embeddings`, whose ratio is the factor.
-    """
-    p = variant.params
-    if p.get("factor") is not None:
-        return float(p["factor"])
-    if p.get("max_position_embeddings") and p.get("original_max_position_embeddings") and variant.rope_type == "yarn":
-        return p["max_position_embeddings"] / p["original_max_position_embeddings"]
-    return None
 
 
 def factor_mode(variant: RopeVariant) -> str:

@@ -41,6 +41,7 @@ from lenbench.report.cells import cell_rows, check_one_cell_per_measurement
 from lenbench.results.frame import empty_frame, normalize
 from lenbench.results.schema import EXPECTED_SOURCES, REQUIRED, ResultsError, read_json
 from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
+from lenbench.task_display import task_order  # noqa: F401 (re-exported for the tables and figures)
 
 # --- canonical order of encodings and variants (shared by tables and plots) --------------------
 
@@ -89,11 +90,6 @@ def series_order(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return sorted(set(pairs), key=lambda p: series_sort_key(*p))
 
 
-def task_order(tasks: Iterable[str]) -> list[str]:
-    from lenbench.tasks import TASKS
-
-    names = TASKS.names()
-    return sorted(set(tasks), key=lambda t: (0, names.index(t), "") if t in names else (1, 0, t))
 
 
 # --- loading ------------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ class Task:
         length_unit: what `length` counts ("items", "digits", "tokens").
         kind: "sequence" (scored by token accuracy and exact match) or "lm" (NLL and perplexity).
         chance: chance-level token accuracy (None where not meaningful), drawn on plots.
+        eval_scope_without_length: the evaluation generator's scope leaves out the length, so every
+            length scores the same held-out data (`lenbench.tasks.eval_data.eval_generator`).
     """
 
     name: ClassVar[str] = ""
@@ -66,6 +68,7 @@ class Task:
     length_unit: ClassVar[str] = "tokens"
     kind: ClassVar[str] = "sequence"
     chance: ClassVar[float | None] = None
+    eval_scope_without_length: ClassVar[bool] = False
 
     @property
     def vocab_size(self) -> int:

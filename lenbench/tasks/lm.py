@@ -20,6 +20,7 @@ import torch
 
 from lenbench.tasks._common import check_length, check_positive, check_sample_args
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.lm_context import evaluate_lm_context
 
 #: Standard-library modules whose source files, joined in this order, form the default corpus. They
 #: ship with every CPython installation, so the corpus needs no download; its bytes (and sha256,
@@ -114,6 +115,7 @@ class ByteLMTask(Task):
     description = "byte-level language modelling on held-out text"
     length_unit = "tokens"
     kind = "lm"
+    eval_scope_without_length = True
     chance = None
 
     def __init__(self, path: str | os.PathLike | None = None, eval_tokens: int = 32) -> None:
@@ -158,9 +160,7 @@ class ByteLMTask(Task):
     def extra_measurements(self, model, length: int, train_len: int, ratio: float, **kw) -> list[dict]:
         """Per-position nll buckets ("pos:a-b") at every ratio, after the `extra_metrics` of
         `ratio`, which tell "uses the longer context" from "ignores it"
-        (`lenbench.evaluate.evaluate_lm_context`)."""
-        from lenbench.evaluate import evaluate_lm_context  # evaluate imports the task interface
-
+        (`lenbench.tasks.lm_context.evaluate_lm_context`)."""
         res = evaluate_lm_context(model, self, length, self.seq_len(train_len), **kw)
         rows = [{"metric": m, "value": res[m], "n_samples": res["n_samples"]} for m in self.extra_metrics(ratio)]
         return rows + [{"bucket": label, "metric": "nll", "value": value, "n_samples": res["n_samples"]}

@@ -8,6 +8,7 @@ import torch
 
 from lenbench.tasks._common import check_length, check_positive, check_sample_args, to_batch
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.passkey_depth import evaluate_depth
 
 
 @register_task("passkey")
@@ -94,9 +95,7 @@ class PasskeyTask(Task):
         return before.double() / max(1, n_filler)  # (B,)
 
     def extra_measurements(self, model, length: int, train_len: int, ratio: float, **kw) -> list[dict]:
-        """Every metric per needle-depth bucket ("depth:a-b", `lenbench.evaluate.evaluate_depth`)."""
-        from lenbench.evaluate import evaluate_depth  # evaluate imports the task interface
-
+        """Every metric per needle-depth bucket ("depth:a-b", `lenbench.tasks.passkey_depth.evaluate_depth`)."""
         res = evaluate_depth(model, self, length, **kw)
         return [{"bucket": label, "metric": m, "value": v, "n_samples": n}
                 for label, values, n in res["buckets"] for m, v in values.items()]

@@ -32,6 +32,7 @@ from lenbench.report.plots._style import (
 )
 from lenbench.report.rows import primary_metric, series_label, task_order, whole_length
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
+from lenbench.task_display import task_chance
 
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against evaluation length on a log2 axis: "
@@ -44,17 +45,6 @@ CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against
 #: Panels per row of a band (one band: the trained encodings, or one encoding and its variants).
 COLUMNS = 3
 PANEL_HEIGHT = 2.1
-
-
-def task_chance(task: str) -> float | None:
-    """The chance-level token accuracy of a task (default parameters), or None."""
-    try:
-        from lenbench.tasks import build_task
-
-        chance = build_task(task).chance
-        return float(chance) if chance is not None else None
-    except Exception:  # unknown task, or one that cannot be built here (e.g. a missing corpus)
-        return None
 
 
 def _boards(df: pd.DataFrame) -> list[tuple[str, int, str, pd.DataFrame]]:
