@@ -38,7 +38,7 @@ class Layer:
 FOUNDATION = ("lenbench.registry", "lenbench.plugins")
 #: The torch-free shared modules every layer may read.
 LEAVES = ("lenbench.labels", "lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
-          "lenbench.rope_factors", "lenbench.task_display")
+          "lenbench.rope_factors", "lenbench.task_display", "lenbench.results")
 
 LAYERS: dict[str, Layer] = {
     "lenbench.plugins": Layer((), torch=False),
@@ -50,6 +50,8 @@ LAYERS: dict[str, Layer] = {
     "lenbench.task_display": Layer((), torch=False),
     "lenbench.encoding_display": Layer(FOUNDATION, torch=False),
     "lenbench.metrics": Layer(FOUNDATION, torch=False),
+    # the results contract: the row's columns, version, coercion and checks
+    "lenbench.results": Layer((*FOUNDATION, "lenbench.labels", "lenbench.metrics", "lenbench.escape"), torch=False),
     # ops: the encodings, then the fused kernels over them
     "lenbench.encodings": Layer((*FOUNDATION, "lenbench.rope_factors"), torch=True),
     "lenbench.kernels": Layer((*FOUNDATION, "lenbench.encodings"), torch=True),
