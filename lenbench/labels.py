@@ -48,3 +48,8 @@ def parse_bucket(label: str) -> tuple[str, float, float] | None:
     except ValueError:
         raise ValueError(f"bucket {label!r} is not of the form '<kind>:<lo>-<hi>' (e.g. 'pos:0-31', "
                          f"'depth:0.20-0.40', or '' for a whole-length row)") from None
+
+
+def error_line(err: BaseException) -> str:
+    """An exception as a row's ``error`` (and a log's) one line: "Type: first line of its message"."""
+    return f"{type(err).__name__}: {err}".splitlines()[0]

@@ -38,7 +38,7 @@ from lenbench.config import Cell, VariantSpec, digest
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import scaling_for
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
-from lenbench.labels import BASE_VARIANT
+from lenbench.labels import BASE_VARIANT, error_line
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin
@@ -186,7 +186,7 @@ class _CheckpointCache:
                 model.load_state_dict(state)
                 return meta
             except Exception as err:  # a damaged or mismatched checkpoint is retrained, never fatal
-                self.rejected[name] = _reason(err)
+                self.rejected[name] = error_line(err)
                 model.load_state_dict(initial)  # a partial load must not change the retrained model
         stats: TrainStats = train()
         meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
@@ -320,7 +320,7 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                                               tokens_per_batch=batch * tokens)
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
                         rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
-                                  "higher_is_better": METRICS[m], "status": "failed", "error": _reason(err)}
+                                  "higher_is_better": METRICS[m], "status": "failed", "error": error_line(err)}
                                  for m in metrics]
             finally:
                 if variant is not None:
@@ -333,7 +333,7 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
         if nothing:
             result.update(status="failed", error=nothing)
     except Exception as err:
-        result.update(status="failed", error=_reason(err), traceback=traceback.format_exc(limit=8))
+        result.update(status="failed", error=error_line(err), traceback=traceback.format_exc(limit=8))
         if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint
             try:
                 result["fingerprint"] = cell_fingerprint(cell, device.type, threads, "").to_json()
@@ -378,9 +378,5 @@ def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio
         return [{**row_base, **m, "higher_is_better": METRICS[m["metric"]], **ok} for m in found]
     except Exception as err:  # the length's own rows stand; these are recorded as failed
         return [{**row_base, "metric": m, "value": None, "n_samples": 0, "higher_is_better": METRICS[m],
-                 "status": "failed", "error": _reason(err)} for m in task.extra_metrics(ratio)]
-
-
-def _reason(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}".splitlines()[0]
+                 "status": "failed", "error": error_line(err)} for m in task.extra_metrics(ratio)]
 

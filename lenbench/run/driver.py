@@ -37,6 +37,7 @@ from lenbench.run.cell import (
 )
 from lenbench.run.estimate import longest_first
 from lenbench.run.executors import base as executors
+from lenbench.labels import error_line
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
 from lenbench.run.memory import available_bytes
@@ -45,7 +46,6 @@ from lenbench.run.store import (
     cell_path,
     checkpoint_path,
     claim_cell,
-    error_line,
     lock_path,
     prepare_output,
     quarantine,

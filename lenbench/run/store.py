@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
+from lenbench.labels import error_line
 from lenbench.results.check import check_cell_result
 
 if TYPE_CHECKING:
@@ -47,11 +48,6 @@ def stderr_log(message: str) -> None:
     from tqdm.auto import tqdm
 
     tqdm.write(message, file=sys.stderr)
-
-
-def error_line(err: BaseException) -> str:
-    """An exception as one line: "Type: first line of its message"."""
-    return f"{type(err).__name__}: {err}".splitlines()[0]
 
 
 def _cell_id(cell: Cell | str) -> str:

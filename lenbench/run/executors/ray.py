@@ -52,6 +52,7 @@ except ImportError:  # an optional extra: the error comes when the executor is a
     ray = None
 
 from lenbench.config import ResourceSpec
+from lenbench.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome
 from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
 
@@ -212,7 +213,7 @@ class RayExecutor(Executor):
             try:
                 outcome: CellOutcome = ray.get(ref)
             except _lost_errors() as err:
-                entry.lost.append(_reason(err))
+                entry.lost.append(error_line(err))
                 if entry.attempt <= self.max_retries:
                     entry.attempt += 1
                     submit(entry)
@@ -221,7 +222,7 @@ class RayExecutor(Executor):
                                               f"(max_retries={self.max_retries}): {entry.lost[-1]}; "
                                               "rerun with --retry-failed")
             except ray.exceptions.RayError as err:  # the task could not run (e.g. lenbench not importable there)
-                outcome = self._failed(entry, _reason(getattr(err, "cause", None) or err))
+                outcome = self._failed(entry, error_line(getattr(err, "cause", None) or err))
             outcome.notes.update(executor="ray", attempts=entry.attempt, retries=entry.attempt - 1, lost=entry.lost)
             outcome.result["executor"] = dict(outcome.notes)
             fill()
@@ -267,7 +268,3 @@ class RayExecutor(Executor):
                     ray.cancel(ref, force=True)
                 except Exception:  # already finished or its worker is gone
                     pass
-
-
-def _reason(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}".splitlines()[0]
