@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from lenbench import plugins
 from lenbench.config import Cell, Suite
 from lenbench.device import resolve_device
+from lenbench.labels import error_line
 from lenbench.run.cell import (
     CellJob,
     CellOutcome,
@@ -37,7 +38,6 @@ from lenbench.run.cell import (
 )
 from lenbench.run.estimate import longest_first
 from lenbench.run.executors import base as executors
-from lenbench.labels import error_line
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
 from lenbench.run.memory import available_bytes
