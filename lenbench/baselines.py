@@ -40,6 +40,7 @@ from lenbench.labels import BASELINE_PREFIX as PREFIX
 from lenbench.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
 
+
 @dataclasses.dataclass(frozen=True)
 class Baseline:
     """One baseline: a predictor that needs no training, for the task kinds it declares.

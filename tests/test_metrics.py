@@ -203,7 +203,7 @@ def test_display_facts_come_from_the_registration():
         assert extrapolation._chance_applies(TOY)  # a per-token rate has the task's chance as floor
     finally:
         unregister_metric(TOY)
-    scaled = register_metric(TOY, higher_is_better=False, sums="nll", log_scale=True)
+    assert register_metric(TOY, higher_is_better=False, sums="nll", log_scale=True).log_scale
     try:
         assert heatmap._cell_text(0.123456, TOY) == "0.1" and heatmap._cell_text(12345.0, TOY) == "1.23e+04"
         assert _fmt(1234.5, TOY) == "1234" and _fmt(math.inf, TOY) == "fail"  # +inf is its worst
