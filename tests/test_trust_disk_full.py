@@ -233,6 +233,7 @@ def tmpfs_pages(directory: Path) -> int:
     return sum(-(-p.stat().st_size // PAGE) * PAGE for p in directory.rglob("*") if p.is_file())
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(TMPFS_SKIP is not None, reason=TMPFS_SKIP or "")
 def test_run_fills_a_real_tmpfs_then_resumes_with_space(run, tmp_path):
     """40 KB: the first cell's checkpoint and cell file fit, the second cell's do not."""
@@ -255,6 +256,7 @@ mkdir {tmp_path}/kept && cp -r {disk}/tiny/cells {tmp_path}/kept/
     assert rows_of(tmp_path / "kept") == rows_of(run)  # the resumed run's rows are an undisturbed run's
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(TMPFS_SKIP is not None, reason=TMPFS_SKIP or "")
 def test_report_and_publish_fill_a_real_tmpfs_in_one_line(run, tmp_path):
     """A disk one page larger than the run's cells (so publish's own check lets it start) and smaller

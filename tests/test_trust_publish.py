@@ -277,6 +277,7 @@ def other_run(run: Path, tmp_path: Path) -> Path:
     return other
 
 
+@pytest.mark.subprocess
 def test_a_kill_between_the_renames_is_finished_by_the_next_publish(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     new = other_run(run, tmp_path)
@@ -292,6 +293,7 @@ def test_a_kill_between_the_renames_is_finished_by_the_next_publish(run, tmp_pat
     assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "cells").glob("*.json"))
 
 
+@pytest.mark.subprocess
 def test_report_finishes_a_publication_a_kill_left_between_the_renames(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     new = other_run(run, tmp_path)
@@ -303,6 +305,7 @@ def test_report_finishes_a_publication_a_kill_left_between_the_renames(run, tmp_
     assert dot_entries(tmp_path) == [] and target_kind(target) == "publication"
 
 
+@pytest.mark.subprocess
 def test_the_previous_publication_is_restored_when_only_it_is_left(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     before = digest(target)
@@ -317,6 +320,7 @@ def test_the_previous_publication_is_restored_when_only_it_is_left(run, tmp_path
     assert dot_entries(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_a_kill_during_staging_leaves_a_stage_the_next_publish_removes(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     kill_publish("staging", run, target)
@@ -330,6 +334,7 @@ def test_a_kill_during_staging_leaves_a_stage_the_next_publish_removes(run, tmp_
     assert dot_entries(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_a_kill_while_removing_the_old_publication_leaves_it_provably_ours(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     kill_publish("removing the old", run, target)
@@ -341,6 +346,7 @@ def test_a_kill_while_removing_the_old_publication_leaves_it_provably_ours(run, 
     assert dot_entries(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_leftovers_it_cannot_prove_are_its_own_are_left_alone(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     pid = dead_pid()

@@ -89,6 +89,7 @@ def test_finetune_ratio_and_lr_are_free_without_finetune_steps():
     assert suite.variants[0].finetune_steps == 0
 
 
+@pytest.mark.subprocess
 def test_range_errors_are_one_line_on_the_command_line(tmp_path):
     path = write(tmp_path, section("train", grad_clip=-1.0))
     proc = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(path), "--out", str(tmp_path / "o")],
@@ -221,6 +222,7 @@ def test_a_binary_lm_corpus_fails_its_cell_with_the_reason(tmp_path):
     assert not list((tmp_path / "out").glob("checkpoints/*.pt"))  # nothing trained
 
 
+@pytest.mark.subprocess
 def test_a_directory_as_suite_on_the_command_line_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(tmp_path), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True)

@@ -101,6 +101,7 @@ def test_encoding_parameters_out_of_range_are_load_errors(tmp_path, name, params
     assert load_error(path).startswith(f"{path}: encodings[1]: {message}")
 
 
+@pytest.mark.subprocess
 def test_rope_theta_0_no_longer_reaches_training(tmp_path):
     """Before: theta 0 loaded, trained, and failed as TrainingDiverged (the wrong cause)."""
     path = write(tmp_path, {**TINY, "encodings": [{"name": "rope", "params": {"theta": 0}, "label": "rope-t0"}]})
@@ -291,6 +292,7 @@ sys.exit(main())
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("argv", [["list", "encodings"], ["run", "--suite", "smoke", "--out", "{tmp}/o"],
                                   ["report", "results", "--out", "{tmp}/r"], ["--version"]],
                          ids=["list", "run", "report", "version"])
@@ -304,6 +306,7 @@ def test_ctrl_c_while_torch_imports_is_one_line_and_exit_130(tmp_path, argv):
     assert proc.stdout == "" and not (tmp_path / "o").exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.subprocess
 def test_the_cli_module_imports_nothing_heavy():
     """Ctrl-C can only be handled once `main` runs: importing lenbench.cli loads no torch or pandas."""
     code = "import sys, lenbench.cli; print(sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules))"

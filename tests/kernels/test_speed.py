@@ -207,6 +207,7 @@ def _collect(*args, env=None):
     return [line.strip().split("::", 1)[1] for line in proc.stdout.splitlines() if "::" in line]
 
 
+@pytest.mark.subprocess
 def test_smoke_collects_a_handful_and_the_environment_wins():
     ids = _collect("--suite", "smoke")
     assert sorted(ids) == sorted([
@@ -220,6 +221,7 @@ def test_smoke_collects_a_handful_and_the_environment_wins():
     assert {i for i in ids if i.startswith("test_kernel[")} == {f"test_kernel[t5-{i}-T64-fp32]" for i in ("eager", "cached", "flex", "toeplitz")}
 
 
+@pytest.mark.subprocess
 def test_disabled_kernels_skip_with_the_reason(tmp_path):
     path = tmp_path / "off.yaml"
     path.write_text("tasks: [{name: copy, train_len: 8}]\nencodings: [nope, rope]\nkernels: {enabled: false}\n")
@@ -236,6 +238,7 @@ def _bench(name, **extra):
     return {"name": name, "extra_info": extra}
 
 
+@pytest.mark.subprocess
 def test_issue_targets_ok_miss_and_not_run(tmp_path):
     data = {"machine_info": {"lenbench": {"suite": "smoke", "session_seconds": 42.0, "selection": ""}}, "benchmarks": [
         _bench("test_training_mfu[lm]", kind="training-mfu", mfu=0.61, mfu_eager=0.45),
@@ -288,6 +291,7 @@ def test_quick_training_step_counts_its_flops():
 # --- the GPU check's CPU fallback -----------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_gpu_check_cpu_fallback_writes_its_json_and_log(tmp_path):
     """bench/gpu_check.sh --device cpu: every stage runs (tiny settings) and passes."""
     out = tmp_path / "check"
@@ -362,6 +366,7 @@ def test_gpu_check_keeps_its_rows_when_its_time_limit_interrupts_it(tmp_path, mo
     assert saved["matmul_flops_per_s"]["fp32"] > 0 and saved["packing"] == []
 
 
+@pytest.mark.subprocess
 def test_gpu_check_usage_errors(tmp_path):
     for args, message in ((["--device", "cpu"], "usage: bench/gpu_check.sh OUT_DIR"),
                           ([str(tmp_path), "--device", "tpu"], "--device must be cuda, xpu or cpu, got tpu"),
@@ -389,6 +394,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
 """
 
 
+@pytest.mark.subprocess
 def test_keep_freed_memory_stops_the_training_step_page_faulting():
     """glibc by default hands the step's freed activations back to the OS and page-faults them in
     again on the next step; with `keep_freed_memory` (what every cell process applies) the step

@@ -229,6 +229,7 @@ print(json.dumps({"package": str(fingerprint.PACKAGE), "pending": [c.encoding.ke
 """
 
 
+@pytest.mark.subprocess
 def test_the_engine_recomputes_rope_variant_cells_after_factor_at_is_edited(tmp_path):
     """The issue's reproduction without training: cells stored under the copy's code, then
     `rope_scaling.factor_at` edited in the copy; the engine (in its own process, reading the copy
