@@ -15,28 +15,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.config import parse_suite
 from lenbench.numerics import cpu_isa, cpu_model
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish
 from lenbench.report.build import write_report
-from lenbench.run.driver import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
-        "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}  # TINY_SUITE's geometry
-
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tiny_run) -> Path:
     """A finished tiny run (2 cells): what is published in every test."""
-    out = tmp_path_factory.mktemp("run") / "tiny"
-    run_suite(parse_suite(TINY), out, device="cpu", executor="serial", progress=False, log=lambda _: None)
-    return out
+    return tiny_run
 
 
 def digest(directory: Path) -> dict[str, str]:
