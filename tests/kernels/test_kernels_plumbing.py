@@ -330,6 +330,7 @@ def test_rope_tables_are_built_once_per_position_row_across_forwards():
     assert enc.tables(rows, torch.float32)[0].shape == (B, 1, T, DH)
 
 
+@pytest.mark.slow
 def test_position_table_cache_is_bounded():
     from lenbench.encodings.base import TABLE_CACHE_SIZE
 

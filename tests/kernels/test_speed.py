@@ -82,6 +82,7 @@ def _losses(encoding: str, fast: bool, task: str = "copy", length: int = 12, ste
     return losses.cpu(), [p.detach().cpu().clone() for p in model.parameters()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ENCODINGS.names())
 def test_fast_step_equals_eager_over_20_steps(encoding):
     eager, eager_params = _losses(encoding, fast=False)
