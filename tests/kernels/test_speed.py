@@ -96,6 +96,7 @@ def test_fast_step_equals_eager_over_20_steps(encoding):
         torch.testing.assert_close(a, b, rtol=0, atol=SPEC.lr)
 
 
+@pytest.mark.slow
 def test_fast_step_is_deterministic():
     first, _ = _losses("rope", fast=True, task="lm", length=16)
     second, _ = _losses("rope", fast=True, task="lm", length=16)
@@ -137,6 +138,7 @@ def test_divergence_names_the_first_bad_step(monkeypatch, fast):
     assert calls["n"] == (train_mod.LOG_EVERY if fast else 8)  # fast: found at the first read
 
 
+@pytest.mark.slow
 def test_train_model_fast_and_eager_give_the_same_final_loss():
     task = build_task("copy")
     finals = []
@@ -345,6 +347,7 @@ def test_gpu_check_runs_every_cheap_row_before_any_compile(tmp_path, monkeypatch
     assert len(json.loads(out.read_text())["steps"]) == 9
 
 
+@pytest.mark.slow
 def test_gpu_check_keeps_its_rows_when_its_time_limit_interrupts_it(tmp_path, monkeypatch):
     """gpu_check.sh stops a stage with SIGINT: the rows measured before it are in the JSON."""
     import gpu_check
