@@ -185,6 +185,7 @@ LM = {**TINY, "tasks": [{"name": "lm", "train_len": 16}], "encodings": ["nope", 
       "train": {**TINY["train"], "steps": 10}}
 
 
+@pytest.mark.slow
 def test_serial_and_process_workers_give_bit_identical_lm_rows(tmp_path):
     serial, _ = run(LM, tmp_path / "serial")
     pooled, _ = run(LM, tmp_path / "pool", executor="process", workers=2)

@@ -78,6 +78,7 @@ def stale_after_edit(package: Path, cells: dict, before: dict, rel: str, line: s
             if stale_reasons(before[name].to_json(), after[name])}
 
 
+@pytest.mark.slow
 def test_editing_any_module_of_the_closure_marks_exactly_its_cells_stale(package, cells):
     before = fingerprints(cells)
     assert {n: f.code for n, f in before.items()} == {n: f.code for n, f in fingerprints_of_real(cells).items()}
