@@ -21,6 +21,11 @@ TINY_SUITE = {
 }
 
 
+#: TINY_SUITE's geometry without variants, 3 steps: the run `tiny_run` (tests/conftest.py) trains once
+#: per session for the tests that only read a finished run (2 cells).
+TINY_RUN = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
+            "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}
+
 def write_suite(tmp_path: Path, data: dict, name: str = "tiny.yaml") -> Path:
     """Write a suite mapping as YAML into `tmp_path` and return the file's path."""
     import yaml

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from lenbench_testing import TINY_SUITE
 
@@ -31,6 +32,7 @@ def run_bench(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess,
     return proc, json.loads(out.read_text())
 
 
+@pytest.mark.subprocess
 def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
     _, data = run_bench(tmp_path)
     cells = parse_suite(TINY).cells()
@@ -48,6 +50,7 @@ def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
     assert machine["torch_version"] and machine["device"] == "cpu" and machine["cpu_threads"] >= 1
 
 
+@pytest.mark.subprocess
 def test_params_are_readable_and_one_progress_line_per_cell(tmp_path):
     proc, data = run_bench(tmp_path)
     cells = {c.title: c for c in parse_suite(TINY).cells()}
@@ -60,6 +63,7 @@ def test_params_are_readable_and_one_progress_line_per_cell(tmp_path):
                          r"(\d+\.\d{3}|fail), past train ", x) for x in lines), lines
 
 
+@pytest.mark.subprocess
 def test_second_session_reuses_finished_cells(tmp_path):
     _, first = run_bench(tmp_path)
     _, second = run_bench(tmp_path)
@@ -68,6 +72,7 @@ def test_second_session_reuses_finished_cells(tmp_path):
     assert rows(first) == rows(second)
 
 
+@pytest.mark.subprocess
 def test_unavailable_device_skips_with_reason(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(yaml.safe_dump(TINY))
@@ -80,6 +85,7 @@ def test_unavailable_device_skips_with_reason(tmp_path):
     assert "4 skipped" in proc.stdout and "device 'cuda' is not available" in proc.stdout
 
 
+@pytest.mark.subprocess
 def test_an_unknown_suite_is_one_usage_line_not_a_collection_error_per_module():
     proc = subprocess.run([sys.executable, "-m", "pytest", "bench", "--suite", "nosuch", "-q", "-p", "no:cacheprovider"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

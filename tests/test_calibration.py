@@ -93,6 +93,7 @@ def test_the_table_is_written_as_returned(climbed):
         assert f"| {label} " in md and f"**{label}**" in md
 
 
+@pytest.mark.slow
 def test_every_rung_runs_the_rest_and_resumes_what_was_run(climbed):
     suite, out, _, _ = climbed
     recorder = Recorder()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lenbench_testing import PLUGIN_ENCODING
 from matplotlib.colors import to_rgb
 
@@ -60,6 +61,7 @@ print(json.dumps({"report_only": report_only,
 """
 
 
+@pytest.mark.subprocess
 def test_colours_and_order_are_the_same_whatever_is_imported_first(tmp_path):
     plugin = tmp_path / "p.py"
     plugin.write_text(PLUGIN_ENCODING.format(name="eco-alibi-learn", scale=2.0))

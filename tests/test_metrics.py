@@ -99,6 +99,7 @@ def test_the_module_examples_run():
     assert TOY not in metrics.METRICS
 
 
+@pytest.mark.subprocess
 def test_the_report_path_reads_the_facts_without_the_model():
     """report.rows reads the registry, not lenbench.evaluate (whose import is torch and the model)."""
     code = ("import sys, lenbench.report.rows, lenbench.metrics; "

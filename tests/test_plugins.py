@@ -108,6 +108,7 @@ print(json.dumps({"before": before, "after": origins()}))
 """
 
 
+@pytest.mark.subprocess
 def test_built_ins_imported_by_a_plugin_stay_built_in_and_a_reload_replaces_only_the_plugins_names(tmp_path):
     path = write(tmp_path / "p.py", ENCODING_PLUGIN.format(name="eco-steep", scale=2.0))
     out = subprocess.run([sys.executable, "-c", FIRST_IMPORT, str(path)], capture_output=True, text=True,
@@ -135,6 +136,7 @@ def test_a_reload_replaces_only_that_plugins_names(tmp_path, sandbox):
     assert [p.label for p in plugins.loaded()] == ["two.py", "one.py"]
 
 
+@pytest.mark.subprocess
 def test_list_marks_exactly_the_plugins_entries(tmp_path):
     """`lenbench list` loads the plugin before it imports the built-ins: only the plugin's entry is marked."""
     path = write(tmp_path / "p.py", ENCODING_PLUGIN.format(name="eco-alibi-learn", scale=2.0))
@@ -211,6 +213,7 @@ def test_entry_points_load_on_demand(tmp_path, monkeypatch, sandbox):
     assert "ep-running-max" in TASKS and TASKS.get("ep-running-max").name == "ep-running-max"
 
 
+@pytest.mark.subprocess
 def test_a_broken_entry_point_is_one_line_and_the_rest_still_list(tmp_path, sandbox):
     site = dist(tmp_path / "site", broken=True)
     env = {"PYTHONPATH": f"{site}:{ROOT}", "PATH": "/usr/bin:/bin"}
@@ -225,6 +228,7 @@ def test_a_broken_entry_point_is_one_line_and_the_rest_still_list(tmp_path, sand
     assert "plugin: entry point lenbench.encodings:ep-steep" in out.stdout
 
 
+@pytest.mark.subprocess
 def test_list_shows_a_file_plugin_marked_with_its_source():
     out = subprocess.run([sys.executable, "-m", "lenbench.cli", "list", "encodings", "--plugin",
                           str(EXAMPLES / "alibi_steep.py")], capture_output=True, text=True, timeout=300, cwd=ROOT)

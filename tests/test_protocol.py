@@ -31,6 +31,7 @@ def test_every_task_declares_a_minimum_that_sample_accepts_and_one_below_it_fail
     assert build_task("passkey").min_length == 11 and build_task("passkey", digits=2).min_length == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TASKS.names()))
 def test_uniform_sampling_trains_every_task_within_its_minimum_and_train_len(name, monkeypatch):
     task = build_task(name)
@@ -463,6 +464,7 @@ def test_leaderboard_and_compare_ignore_bucket_rows_and_the_row_key_keeps_them_a
     assert set(legacy["bucket"]) == {""}  # rows written before the column read as whole-length rows
 
 
+@pytest.mark.slow
 def test_report_writes_the_position_loss_and_needle_figures_only_when_rows_hold_them(tmp_path):
     import pandas as pd
 

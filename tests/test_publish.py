@@ -54,6 +54,7 @@ def _main_command(work: Path) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.subprocess
 def test_main_command_writes_under_runs_only(main_command_run):
     work = main_command_run
     assert (work / "runs" / "bench.json").is_file()
@@ -62,6 +63,7 @@ def test_main_command_writes_under_runs_only(main_command_run):
     assert not (work / "results").exists()
 
 
+@pytest.mark.subprocess
 def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run, tmp_path):
     run = main_command_run / "runs"
     target = tmp_path / "published"
@@ -82,6 +84,7 @@ def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run,
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging directory left behind
 
 
+@pytest.mark.subprocess
 def test_publish_refuses_a_benchmark_json_of_another_run(main_command_run, tmp_path):
     run = main_command_run / "runs"
     data = json.loads((run / "bench.json").read_text())
@@ -94,6 +97,7 @@ def test_publish_refuses_a_benchmark_json_of_another_run(main_command_run, tmp_p
     assert not target.exists() and not list(tmp_path.glob(".published*"))
 
 
+@pytest.mark.subprocess
 def test_publish_leaves_out_cells_an_earlier_configuration_left(main_command_run, tmp_path):
     """A suite whose budget changed leaves its older cells in runs/<suite>/cells under other ids: they
     measure what the run's cells measure, so publishing the run's JSON skips them (and says so),

@@ -18,27 +18,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from lenbench_testing import TINY_SUITE, write_suite
+from lenbench_testing import TINY_RUN, write_suite
 
 from lenbench.atomic import DiskFullError, atomic_path, atomic_write_bytes, atomic_write_json, check_writable
 from lenbench.cli import main
-from lenbench.config import parse_suite
 from lenbench.publish import publish
-from lenbench.run.driver import run_suite
 from lenbench.run.store import load_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
-        "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}  # TINY_SUITE's geometry
+TINY = TINY_RUN
 ROW_KEYS = ("cell_id", "encoding", "eval_len", "metric", "value", "status")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("run") / "tiny"
-    run_suite(parse_suite(TINY), out, device="cpu", executor="serial", progress=False, log=lambda _: None)
-    return out
+def run(tiny_run) -> Path:
+    return tiny_run
 
 
 def rows_of(out: Path) -> list[tuple]:
@@ -233,6 +228,7 @@ def tmpfs_pages(directory: Path) -> int:
     return sum(-(-p.stat().st_size // PAGE) * PAGE for p in directory.rglob("*") if p.is_file())
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(TMPFS_SKIP is not None, reason=TMPFS_SKIP or "")
 def test_run_fills_a_real_tmpfs_then_resumes_with_space(run, tmp_path):
     """40 KB: the first cell's checkpoint and cell file fit, the second cell's do not."""
@@ -255,6 +251,7 @@ mkdir {tmp_path}/kept && cp -r {disk}/tiny/cells {tmp_path}/kept/
     assert rows_of(tmp_path / "kept") == rows_of(run)  # the resumed run's rows are an undisturbed run's
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(TMPFS_SKIP is not None, reason=TMPFS_SKIP or "")
 def test_report_and_publish_fill_a_real_tmpfs_in_one_line(run, tmp_path):
     """A disk one page larger than the run's cells (so publish's own check lets it start) and smaller

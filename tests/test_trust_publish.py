@@ -15,28 +15,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from lenbench_testing import TINY_SUITE
 
 from lenbench.cli import main
-from lenbench.config import parse_suite
 from lenbench.numerics import cpu_isa, cpu_model
 from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
 from lenbench.publish import publish
 from lenbench.report.build import write_report
-from lenbench.run.driver import run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
-        "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}  # TINY_SUITE's geometry
-
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tiny_run) -> Path:
     """A finished tiny run (2 cells): what is published in every test."""
-    out = tmp_path_factory.mktemp("run") / "tiny"
-    run_suite(parse_suite(TINY), out, device="cpu", executor="serial", progress=False, log=lambda _: None)
-    return out
+    return tiny_run
 
 
 def digest(directory: Path) -> dict[str, str]:
@@ -277,6 +269,7 @@ def other_run(run: Path, tmp_path: Path) -> Path:
     return other
 
 
+@pytest.mark.subprocess
 def test_a_kill_between_the_renames_is_finished_by_the_next_publish(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     new = other_run(run, tmp_path)
@@ -292,6 +285,7 @@ def test_a_kill_between_the_renames_is_finished_by_the_next_publish(run, tmp_pat
     assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "cells").glob("*.json"))
 
 
+@pytest.mark.subprocess
 def test_report_finishes_a_publication_a_kill_left_between_the_renames(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     new = other_run(run, tmp_path)
@@ -303,6 +297,7 @@ def test_report_finishes_a_publication_a_kill_left_between_the_renames(run, tmp_
     assert dot_entries(tmp_path) == [] and target_kind(target) == "publication"
 
 
+@pytest.mark.subprocess
 def test_the_previous_publication_is_restored_when_only_it_is_left(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     before = digest(target)
@@ -317,6 +312,7 @@ def test_the_previous_publication_is_restored_when_only_it_is_left(run, tmp_path
     assert dot_entries(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_a_kill_during_staging_leaves_a_stage_the_next_publish_removes(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     kill_publish("staging", run, target)
@@ -330,6 +326,7 @@ def test_a_kill_during_staging_leaves_a_stage_the_next_publish_removes(run, tmp_
     assert dot_entries(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_a_kill_while_removing_the_old_publication_leaves_it_provably_ours(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     kill_publish("removing the old", run, target)
@@ -341,6 +338,7 @@ def test_a_kill_while_removing_the_old_publication_leaves_it_provably_ours(run, 
     assert dot_entries(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_leftovers_it_cannot_prove_are_its_own_are_left_alone(run, tmp_path, capsys):
     target = published(run, tmp_path / "results")
     pid = dead_pid()

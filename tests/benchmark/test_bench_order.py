@@ -30,6 +30,7 @@ def _ratios(path: Path) -> dict[str, set[str]]:
     return {b["name"]: {k for k in b["extra_info"] if k.startswith(("over_", "ratio_", "speedup_"))} for b in benches}
 
 
+@pytest.mark.subprocess
 def test_a_benchmark_selected_alone_records_every_ratio(tmp_path):
     """alibi's cached kernel without its eager reference or the SDPA baseline in the session, and
     rope's training step without nope's: each divides by the reference it timed itself."""
@@ -42,6 +43,7 @@ def test_a_benchmark_selected_alone_records_every_ratio(tmp_path):
                                                   "ratio_to_nope_sequential"}
 
 
+@pytest.mark.subprocess
 def test_random_order_records_the_same_ratios_as_the_default_order(tmp_path):
     if importlib.util.find_spec("random_order") is None:
         pytest.skip("pytest-random-order is not installed (the dev extra has it)")
@@ -53,6 +55,7 @@ def test_random_order_records_the_same_ratios_as_the_default_order(tmp_path):
     assert len(_ratios(default)) == 9
 
 
+@pytest.mark.subprocess
 def test_two_xdist_workers_run_the_selection(tmp_path):
     """Under xdist pytest-benchmark times nothing (it disables itself); every test still runs its
     setup, checks and ratios on whichever worker it lands."""

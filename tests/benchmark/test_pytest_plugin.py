@@ -63,6 +63,7 @@ def _pytest(tmp_path: Path, with_entry_point: bool, *args: str, cwd: Path = ROOT
                           capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("with_entry_point", [True, False], ids=["entry-point", "conftest"])
 def test_the_options_are_registered_once_on_either_path(tmp_path, with_entry_point):
     proc = _pytest(tmp_path, with_entry_point, "--help")
@@ -90,6 +91,7 @@ def test_group_stats_always_returns_the_groups(group_by, expected):
     assert sum(len(members) for _, members in groups) == len(BENCHES)
 
 
+@pytest.mark.subprocess
 def test_the_installed_plugin_groups_by_a_parameter_some_benchmarks_lack(tmp_path):
     """Outside a checkout (no conftest.py), loaded by its entry point before pytest-benchmark's own
     plugin: its grouping still answers first, so `param:T` does not fail on a benchmark without T."""
@@ -106,6 +108,7 @@ def test_the_installed_plugin_groups_by_a_parameter_some_benchmarks_lack(tmp_pat
     assert "benchmark 'steps'" in proc.stdout
 
 
+@pytest.mark.subprocess
 def test_pytest_benchmark_compare_works_from_the_repository_root(tmp_path):
     """On a benchmark JSON the plugin wrote (the published kernel timings); it crashed with
     `TypeError: 'NoneType' object is not iterable` while the override lived in conftest.py."""

@@ -7,14 +7,13 @@ entries, a suite name that escapes runs/, a directory given as a suite, a binary
 """
 
 import math
-import subprocess
-import sys
 import warnings
 
 import pytest
 import yaml
 from lenbench_testing import TINY_SUITE
 
+from lenbench.cli import main
 from lenbench.config import SuiteError, SuiteWarning, load_suite, parse_suite
 from lenbench.tasks import TASKS
 
@@ -89,12 +88,10 @@ def test_finetune_ratio_and_lr_are_free_without_finetune_steps():
     assert suite.variants[0].finetune_steps == 0
 
 
-def test_range_errors_are_one_line_on_the_command_line(tmp_path):
+def test_range_errors_are_one_line_on_the_command_line(tmp_path, capsys):
     path = write(tmp_path, section("train", grad_clip=-1.0))
-    proc = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(path), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
+    assert main(["run", "--suite", str(path), "--out", str(tmp_path / "o")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "train.grad_clip = -1.0 is out of range" in lines[0]
     assert not (tmp_path / "o").exists()  # nothing trained
 
@@ -221,9 +218,7 @@ def test_a_binary_lm_corpus_fails_its_cell_with_the_reason(tmp_path):
     assert not list((tmp_path / "out").glob("checkpoints/*.pt"))  # nothing trained
 
 
-def test_a_directory_as_suite_on_the_command_line_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(tmp_path), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
+def test_a_directory_as_suite_on_the_command_line_is_one_line(tmp_path, capsys):
+    assert main(["run", "--suite", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and f"suite {str(tmp_path)!r} is a directory" in lines[0]

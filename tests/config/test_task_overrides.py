@@ -193,6 +193,7 @@ def test_an_exact_repeat_runs_once_with_a_warning_and_a_label_equal_to_the_name_
 # --- rows and the leaderboard -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rows_record_the_label_and_settings_and_the_leaderboard_keeps_the_boards_apart(tmp_path):
     from lenbench.report.rows import load_results
     from lenbench.report.tables import leaderboard

@@ -16,6 +16,7 @@ import torch
 import yaml
 from lenbench_testing import TINY_SUITE, default_sigint
 
+from lenbench.cli import main
 from lenbench.config import SuiteError, load_suite, parse_suite
 from lenbench.run import cell as cell_module
 from lenbench.run import store
@@ -101,13 +102,11 @@ def test_encoding_parameters_out_of_range_are_load_errors(tmp_path, name, params
     assert load_error(path).startswith(f"{path}: encodings[1]: {message}")
 
 
-def test_rope_theta_0_no_longer_reaches_training(tmp_path):
+def test_rope_theta_0_no_longer_reaches_training(tmp_path, capsys):
     """Before: theta 0 loaded, trained, and failed as TrainingDiverged (the wrong cause)."""
     path = write(tmp_path, {**TINY, "encodings": [{"name": "rope", "params": {"theta": 0}, "label": "rope-t0"}]})
-    proc = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(path), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and not (tmp_path / "o").exists()
-    assert proc.stderr.strip().splitlines() == [f"lenbench: error: {path}: encodings[0]: encoding 'rope': theta = 0 is out "
+    assert main(["run", "--suite", str(path), "--out", str(tmp_path / "o")]) == 2 and not (tmp_path / "o").exists()
+    assert capsys.readouterr().err.strip().splitlines() == [f"lenbench: error: {path}: encodings[0]: encoding 'rope': theta = 0 is out "
                                                 "of range (valid: a finite number > 0)"]
 
 
@@ -291,6 +290,7 @@ sys.exit(main())
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("argv", [["list", "encodings"], ["run", "--suite", "smoke", "--out", "{tmp}/o"],
                                   ["report", "results", "--out", "{tmp}/r"], ["--version"]],
                          ids=["list", "run", "report", "version"])
@@ -304,6 +304,7 @@ def test_ctrl_c_while_torch_imports_is_one_line_and_exit_130(tmp_path, argv):
     assert proc.stdout == "" and not (tmp_path / "o").exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.subprocess
 def test_the_cli_module_imports_nothing_heavy():
     """Ctrl-C can only be handled once `main` runs: importing lenbench.cli loads no torch or pandas."""
     code = "import sys, lenbench.cli; print(sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules))"

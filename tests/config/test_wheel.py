@@ -69,6 +69,7 @@ def env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH")}
 
 
+@pytest.mark.subprocess
 def test_wheel_install_outside_the_checkout_lists_the_presets_and_runs_smoke(tmp_path, env):
     src = tmp_path / "src"
     src.mkdir()

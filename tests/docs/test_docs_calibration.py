@@ -15,6 +15,8 @@ from docs_markdown import DOCS, ROOT, block
 from lenbench.calibration import ladders, markdown, read_table
 from lenbench.config import load_suite
 
+pytestmark = pytest.mark.docs
+
 STUDY = ROOT / "studies" / "calibration"
 published = pytest.mark.skipif(not (STUDY / "calibration.csv").exists(), reason="the calibration study is not published")
 

@@ -10,6 +10,8 @@ import pytest
 from lenbench.report import tables
 from lenbench.report.plots import cost, extrapolation, geometry, heatmap, needle, position
 
+pytestmark = pytest.mark.docs
+
 BOARD = Path(__file__).resolve().parents[2] / "docs" / "board.md"
 
 

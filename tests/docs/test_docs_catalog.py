@@ -1,11 +1,14 @@
 """The catalog tables of the pages follow the code: tasks and encodings (docs/protocol.md) against
 their registries, the pinned numerics (docs/reproducibility.md) against `lenbench.numerics`."""
 
+import pytest
 from docs_markdown import DOCS, code_spans, table_after
 
 from lenbench.encodings import ENCODINGS
 from lenbench.numerics import PINNED_ENV
 from lenbench.tasks import TASKS
+
+pytestmark = pytest.mark.docs
 
 
 def test_task_table_names_every_task_with_its_unit():

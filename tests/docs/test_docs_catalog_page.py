@@ -17,6 +17,8 @@ from docs_markdown import DOCS, ROOT, block
 
 from lenbench.report.findings import findings_markdown, rank_one
 
+pytestmark = pytest.mark.docs
+
 CATALOG = ROOT / "results" / "catalog"
 PAGE = DOCS / "catalog.md"
 published = pytest.mark.skipif(not (CATALOG / "leaderboard.csv").is_file(), reason="results/catalog/ is not published")

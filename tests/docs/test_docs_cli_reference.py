@@ -16,6 +16,8 @@ from docs_markdown import DOCS, ROOT, code_spans, table_after
 
 from lenbench.cli import build_parser
 
+pytestmark = pytest.mark.docs
+
 PAGE = DOCS / "cli-reference.md"
 #: Variables the code reads that are not for users: a test hook and one the GPU check passes itself.
 INTERNAL_ENV = {"LENBENCH_RAY_TEST_EXIT_ONCE", "LENBENCH_TF32_OVERRIDES"}

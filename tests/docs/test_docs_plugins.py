@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.docs
+
 ROOT = Path(__file__).resolve().parents[2]
 MARKED = re.compile(r"<!-- example: (?P<path>\S+) -->\n(?P<indent> *)```\w*\n(?P<code>.*?)\n(?P=indent)```", re.S)
 

@@ -16,9 +16,12 @@ import sys
 import pytest
 from docs_markdown import DOCS, ROOT, nav_pages, pages
 
+pytestmark = pytest.mark.docs
+
 MKDOCS = importlib.util.find_spec("mkdocs") is not None and importlib.util.find_spec("material") is not None
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not MKDOCS, reason="mkdocs / mkdocs-material are not installed: pip install -e '.[dev]'")
 def test_the_site_builds_strictly(tmp_path):
     site = tmp_path / "site"
@@ -32,6 +35,7 @@ def test_the_site_builds_strictly(tmp_path):
     shutil.rmtree(site)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not MKDOCS, reason="mkdocs / mkdocs-material are not installed: pip install -e '.[dev]'")
 def test_a_broken_link_fails_the_build(tmp_path):
     """The strict build is not vacuous: a copy of the docs with one broken link, one broken anchor

@@ -21,6 +21,8 @@ from lenbench.encodings import ENCODINGS
 from lenbench.encodings.rope_scaling import ROPE_TYPES
 from lenbench.tasks import TASKS
 
+pytestmark = pytest.mark.docs
+
 PAGE = DOCS / "suite-reference.md"
 #: Each table of the page and the dataclass whose fields it documents.
 SECTIONS = {"suite": Suite, "tasks": TaskSpec, "encodings": EncodingSpec, "model": ModelSpec, "train": TrainSpec,

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from docs_markdown import DOCS, README, ROOT, block, marker_keys, nav_pages, table_after
 
+pytestmark = pytest.mark.docs
+
 RESULTS = ROOT / "results"
 MEASUREMENTS = DOCS / "measurements"
 MAIN_COMMAND = "pytest bench --benchmark-json runs/bench.json"
@@ -39,6 +41,26 @@ def test_quick_start_commands_are_the_main_and_test_commands():
     ci = (ROOT / ".ci" / "run").read_text().split("\n")
     assert TEST_COMMAND in [line.strip() for line in ci], ".ci/run must run exactly the README's test command"
 
+
+
+def test_ci_runs_the_test_command_in_the_readmes_virtual_environment():
+    """.ci/run makes the README's venv (`python -m venv .venv`, activated) and installs lenbench into it
+    editable before the test command, so what CI passes is the README's install, not the system's."""
+    install = [line.strip() for line in block_of(readme(), "## Install").split("\n")]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().split("\n")]
+    assert "python -m venv .venv && . .venv/bin/activate" in install and 'pip install -e ".[dev]"' in install
+    steps = ["python -m venv .venv", ". .venv/bin/activate", "python -m pytest tests"]
+    at = [ci.index(step) for step in steps]
+    assert at == sorted(at), f".ci/run must make and activate .venv before the test command: {steps}"
+    editable = [i for i, line in enumerate(ci) if re.fullmatch(r'python -m pip install --quiet -e "\.\[dev[^"]*\]"', line)]
+    assert editable and at[1] < editable[0] < at[2], ".ci/run must install lenbench editable with its dev extra into .venv"
+
+
+def block_of(text: str, heading: str) -> str:
+    """The section of a markdown text under `heading`, up to the next heading of the same level."""
+    level = heading.split()[0]
+    body = text.split(heading + "\n", 1)[1]
+    return re.split(rf"^{level} ", body, maxsplit=1, flags=re.M)[0]
 
 # --- measurements -------------------------------------------------------------------------------
 

@@ -396,6 +396,7 @@ TINY_SUITE = {
 }
 
 
+@pytest.mark.slow
 def test_tiny_suite_every_new_encoding_trains_and_every_row_is_ok(tmp_path):
     """Every new encoding (and ssmax over rope) on copy, passkey and lm at d_model 32 for 30 steps:
     training never diverges and ends below the uniform guess's loss log V, and every row at every

@@ -64,6 +64,7 @@ def test_the_eager_reference_is_the_models_attention(name, params):
             torch.testing.assert_close(attn.out(y.transpose(1, 2).reshape(B, T, D)), ref, atol=0, rtol=0)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
 def test_compiled_equals_eager(name, params):
     if not K.compile_support("cpu")[0]:
@@ -112,6 +113,7 @@ def test_fox_score_vector_is_its_layer_bias():
     assert torch.isneginf(bias[..., ~causal]).all()
 
 
+@pytest.mark.compile
 def test_fox_flex_compiled_equals_eager():
     if not K.flex_support("cpu")[0]:
         pytest.skip(K.flex_support("cpu")[1])

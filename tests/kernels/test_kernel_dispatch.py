@@ -245,6 +245,7 @@ def test_a_closed_form_toy_gets_its_own_flex_modifier_equal_to_eager():
                                            atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.compile
 def test_a_rotary_toy_declaring_its_rotation_gets_the_fused_rotary_kernel_equal_to_eager():
     enc = build_encoding("toy_rotary", DIMS)
     assert K.kernel_kind(enc) == "rotary" and K.implementations(enc) == ["eager", "fused"]
@@ -259,6 +260,7 @@ def test_a_rotary_toy_declaring_its_rotation_gets_the_fused_rotary_kernel_equal_
         torch.testing.assert_close(tables.fused(q, k), ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.compile
 def test_a_rotary_toy_without_the_declaration_gets_its_hook_compiled():
     enc = build_encoding("toy_rotary_undeclared", DIMS)
     assert K.implementations(enc) == ["eager", "fused"]

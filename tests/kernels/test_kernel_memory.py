@@ -140,6 +140,7 @@ PEAK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_fire_eager_peak_is_bounded_by_the_mask_and_the_block():
     """FIRE's hook holds two (rows, T, hidden = 32) tensors: 8 of its 8-head bias blocks. At T = 2048
     with 8 MiB blocks the eager reference's peak stays within 2 masks + 16 blocks (384 MiB; measured
@@ -170,6 +171,7 @@ RELEASE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim and /proc/self/statm: glibc on Linux")
 def test_release_freed_memory_hands_the_kept_heap_back():
     """keep_freed_memory keeps 256 MiB of freed blocks resident; release_freed_memory returns them."""
@@ -181,6 +183,7 @@ def test_release_freed_memory_hands_the_kept_heap_back():
     assert out["kept"] - out["after"] >= 200 << 20, out
 
 
+@pytest.mark.subprocess
 def test_every_kernel_benchmark_releases_memory_after_it():
     """bench/test_kernels.py's autouse fixture runs around every test of the module (setup plan)."""
     env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "64", "LENBENCH_KERNEL_DTYPES": "fp32",

@@ -128,6 +128,7 @@ def test_rotary_tables_reproduce_the_encodings_own_rotate(name):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize(("name", "kwargs", "pos"), [
     ("rope", {}, "plain"),
     ("rope", {}, "random"),
@@ -256,6 +257,7 @@ def test_toeplitz_refuses_what_it_cannot_compute():
         K.attention_toeplitz(q, k, v, plan)
 
 
+@pytest.mark.compile
 def test_flex_compiled_alibi_equals_eager():
     ok, reason = K.flex_support("cpu")
     if not ok:
@@ -328,6 +330,7 @@ def test_rope_tables_are_built_once_per_position_row_across_forwards():
     assert enc.tables(rows, torch.float32)[0].shape == (B, 1, T, DH)
 
 
+@pytest.mark.slow
 def test_position_table_cache_is_bounded():
     from lenbench.encodings.base import TABLE_CACHE_SIZE
 
@@ -428,6 +431,7 @@ def test_quick_training_step_runs():
 # --- bench collection -------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_bench_kernels_collects_every_encoding():
     env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "256", "LENBENCH_KERNEL_DTYPES": "fp32"}
     proc = subprocess.run(
@@ -447,6 +451,7 @@ def test_bench_kernels_collects_every_encoding():
     assert sum("::test_attention_baseline[" in i for i in ids) == 1
 
 
+@pytest.mark.subprocess
 def test_kernel_benchmarks_have_separate_params_and_group_by_param_works(tmp_path):
     """pytest-benchmark users group by a parameter: each kernel benchmark has encoding, impl, T
     and dtype (the baseline T and dtype), and `--benchmark-group-by=param:T` runs through the

@@ -82,6 +82,7 @@ def _losses(encoding: str, fast: bool, task: str = "copy", length: int = 12, ste
     return losses.cpu(), [p.detach().cpu().clone() for p in model.parameters()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ENCODINGS.names())
 def test_fast_step_equals_eager_over_20_steps(encoding):
     eager, eager_params = _losses(encoding, fast=False)
@@ -95,6 +96,7 @@ def test_fast_step_equals_eager_over_20_steps(encoding):
         torch.testing.assert_close(a, b, rtol=0, atol=SPEC.lr)
 
 
+@pytest.mark.slow
 def test_fast_step_is_deterministic():
     first, _ = _losses("rope", fast=True, task="lm", length=16)
     second, _ = _losses("rope", fast=True, task="lm", length=16)
@@ -136,6 +138,7 @@ def test_divergence_names_the_first_bad_step(monkeypatch, fast):
     assert calls["n"] == (train_mod.LOG_EVERY if fast else 8)  # fast: found at the first read
 
 
+@pytest.mark.slow
 def test_train_model_fast_and_eager_give_the_same_final_loss():
     task = build_task("copy")
     finals = []
@@ -207,6 +210,7 @@ def _collect(*args, env=None):
     return [line.strip().split("::", 1)[1] for line in proc.stdout.splitlines() if "::" in line]
 
 
+@pytest.mark.subprocess
 def test_smoke_collects_a_handful_and_the_environment_wins():
     ids = _collect("--suite", "smoke")
     assert sorted(ids) == sorted([
@@ -220,6 +224,7 @@ def test_smoke_collects_a_handful_and_the_environment_wins():
     assert {i for i in ids if i.startswith("test_kernel[")} == {f"test_kernel[t5-{i}-T64-fp32]" for i in ("eager", "cached", "flex", "toeplitz")}
 
 
+@pytest.mark.subprocess
 def test_disabled_kernels_skip_with_the_reason(tmp_path):
     path = tmp_path / "off.yaml"
     path.write_text("tasks: [{name: copy, train_len: 8}]\nencodings: [nope, rope]\nkernels: {enabled: false}\n")
@@ -236,6 +241,7 @@ def _bench(name, **extra):
     return {"name": name, "extra_info": extra}
 
 
+@pytest.mark.subprocess
 def test_issue_targets_ok_miss_and_not_run(tmp_path):
     data = {"machine_info": {"lenbench": {"suite": "smoke", "session_seconds": 42.0, "selection": ""}}, "benchmarks": [
         _bench("test_training_mfu[lm]", kind="training-mfu", mfu=0.61, mfu_eager=0.45),
@@ -288,6 +294,7 @@ def test_quick_training_step_counts_its_flops():
 # --- the GPU check's CPU fallback -----------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_gpu_check_cpu_fallback_writes_its_json_and_log(tmp_path):
     """bench/gpu_check.sh --device cpu: every stage runs (tiny settings) and passes."""
     out = tmp_path / "check"
@@ -340,6 +347,7 @@ def test_gpu_check_runs_every_cheap_row_before_any_compile(tmp_path, monkeypatch
     assert len(json.loads(out.read_text())["steps"]) == 9
 
 
+@pytest.mark.slow
 def test_gpu_check_keeps_its_rows_when_its_time_limit_interrupts_it(tmp_path, monkeypatch):
     """gpu_check.sh stops a stage with SIGINT: the rows measured before it are in the JSON."""
     import gpu_check
@@ -362,6 +370,7 @@ def test_gpu_check_keeps_its_rows_when_its_time_limit_interrupts_it(tmp_path, mo
     assert saved["matmul_flops_per_s"]["fp32"] > 0 and saved["packing"] == []
 
 
+@pytest.mark.subprocess
 def test_gpu_check_usage_errors(tmp_path):
     for args, message in ((["--device", "cpu"], "usage: bench/gpu_check.sh OUT_DIR"),
                           ([str(tmp_path), "--device", "tpu"], "--device must be cuda, xpu or cpu, got tpu"),
@@ -389,6 +398,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
 """
 
 
+@pytest.mark.subprocess
 def test_keep_freed_memory_stops_the_training_step_page_faulting():
     """glibc by default hands the step's freed activations back to the OS and page-faults them in
     again on the next step; with `keep_freed_memory` (what every cell process applies) the step

@@ -13,6 +13,7 @@ from lenbench.report.rows import empty_frame
 from lenbench.results.schema import ResultsError
 
 
+@pytest.mark.slow
 def test_write_report_reads_its_source_once(tmp_path, monkeypatch):
     source = bench_json(tmp_path / "bench.json", tiny_rows(seeds=(0, 1)), KERNELS)
     calls: Counter = Counter()
@@ -49,6 +50,7 @@ def test_a_source_without_rows_or_timings_is_a_one_line_error(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_the_figures_written_are_the_declared_list(tmp_path, monkeypatch):
     """`lenbench.report.figures.FIGURES` is the one figure list: the build draws exactly the
     declared figures the source can draw, in that order, the page shows each under its title, and a

@@ -83,6 +83,7 @@ def test_encoding_heatmap_still_works(tmp_path):
     assert not has_fixed_pattern("learned") and not has_fixed_pattern("nope")
 
 
+@pytest.mark.slow
 def test_svg_is_reproducible(tmp_path):
     a = extrapolation_plot(tiny(), tmp_path / "a.svg").read_bytes()
     b = extrapolation_plot(tiny(), tmp_path / "b.svg").read_bytes()
@@ -127,6 +128,7 @@ def test_plot_with_a_single_point_and_only_failures(tmp_path):
     assert math.isnan(load_results(rows).set_index("encoding").loc["learned", "value"])
 
 
+@pytest.mark.slow
 def test_encoding_heatmaps_for_every_encoding_with_the_runs_geometry(tmp_path):
     import json
 
@@ -353,6 +355,7 @@ def line_colours(fig) -> set[tuple]:
     return {mcolors.to_rgb(line.get_color()) for ax in visible_axes(fig) for line in ax.get_lines()}
 
 
+@pytest.mark.slow
 def test_an_encoding_has_one_colour_in_every_figure(tmp_path, capture, published):
     from test_page import KERNELS, step
     from test_results import bench_json
@@ -415,6 +418,7 @@ def test_every_variant_has_a_style_of_its_own():
 # --- panels left out -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_board_no_model_learned_is_left_out_and_named(tmp_path, capture, published):
     from lenbench.report.plots._style import ALL_ZERO, NOT_LEARNED, left_out_note
     from lenbench.report.plots.extrapolation import extrapolation_left_out

@@ -38,6 +38,7 @@ OLD_SCHEMA = pytest.mark.skipif(
            "and these checks apply again")
 
 
+@pytest.mark.slow
 @OLD_SCHEMA
 @pytest.mark.skipif(not (RESULTS / "bench.json").exists(), reason="no published results/bench.json yet")
 @pytest.mark.skipif(_predates_bucket_column(), reason="results/ predates the `bucket` column (issue 11); "

@@ -46,6 +46,7 @@ def test_the_catalog_holds_exactly_the_presets_cells():
         assert not any(c["title"].startswith(f"{task}-") for c in cells()), f"{task} is published: drop its entry"
 
 
+@pytest.mark.slow
 def test_every_cell_is_ok_or_records_its_reason():
     bad = [(c["title"], c["status"], c.get("error")) for c in cells() if c["status"] != "ok"]
     assert all(error for _, _, error in bad), f"cells that failed without a reason: {bad}"
@@ -54,12 +55,14 @@ def test_every_cell_is_ok_or_records_its_reason():
     assert failed["error"].astype(str).str.len().gt(0).all(), "a failed row without its error"
 
 
+@pytest.mark.slow
 def test_the_cells_and_the_benchmark_json_hold_the_same_rows():
     if not (CATALOG / "bench.json").is_file():
         pytest.skip("results/catalog/ was published from its cells alone (no kernel timings)")
     assert load_results(CATALOG).equals(load_results(CATALOG / "bench.json"))
 
 
+@pytest.mark.slow
 def test_the_report_rebuilds_from_the_cells_byte_for_byte(tmp_path):
     """On a machine of the kind that built the published report (its marker's `report_machine`: CPU
     model and ISA) every table is byte-identical; elsewhere numbers may differ in their last printed

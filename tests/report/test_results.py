@@ -341,6 +341,7 @@ def test_wide_table():
 # --- the report ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_write_report_files_are_idempotent_and_round_trip(tmp_path):
     rows = tiny_rows(seeds=(0, 1))
     first = write_report(rows, tmp_path / "a")
@@ -361,6 +362,7 @@ def test_write_report_files_are_idempotent_and_round_trip(tmp_path):
     assert not list((tmp_path / "a").glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_report_cli(tmp_path, monkeypatch, capsys):
     run = write_cells(tmp_path / "run", tiny_rows())
     assert main(["report", str(run), "--no-plots"]) == 0

@@ -73,6 +73,7 @@ def test_rerun_skips_finished_cells_and_reuses_checkpoints(tmp_path):
     assert {r["ratio"] for r in results[0]["rows"]} == {1.0, 1.5, 2.0}
 
 
+@pytest.mark.subprocess
 def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
     data = {**TINY, "train": {**TINY["train"], "steps": 150}, "encodings": ["nope", "rope", "alibi", "t5"]}
     path = write_suite(tmp_path, data)
@@ -154,6 +155,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "lenbench.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.subprocess
 def test_cli_errors_are_one_line(tmp_path):
     bad = write_suite(tmp_path, {**TINY, "encodings": ["rop"]}, "bad.yaml")
     broken = tmp_path / "broken.yaml"
@@ -171,6 +173,7 @@ def test_cli_errors_are_one_line(tmp_path):
         assert len(lines) == 1 and needle in lines[0], proc.stderr
 
 
+@pytest.mark.subprocess
 def test_cli_lists_encodings_tasks_and_suites():
     out = _cli("list", "encodings").stdout
     for name in ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "variant yarn", "Press et al. 2022"):
@@ -195,6 +198,7 @@ def test_every_rope_variant_evaluates_at_16x(tmp_path):
     assert {r["variant"] for r in result["rows"] if r["ratio"] == 16.0} == {"none", *keys}
 
 
+@pytest.mark.subprocess
 def test_workers_run_cells_in_parallel_with_the_same_rows(tmp_path):
     data = {**TINY, "train": {**TINY["train"], "steps": 20}, "encodings": ["nope", "rope", "alibi", "t5"]}
     path = write_suite(tmp_path, data)

@@ -61,6 +61,7 @@ def run(suite: dict, out: Path, **kw):
 # --- item 1: cache keys ---------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_editing_an_encoding_reruns_exactly_its_cells(tmp_path):
     pkg = tmp_path / "pkg"
     shutil.copytree(ROOT / "lenbench", pkg / "lenbench", ignore=shutil.ignore_patterns("__pycache__"))
@@ -125,6 +126,7 @@ def test_cells_of_an_older_lenbench_are_stale_and_rerun(tmp_path):
     assert log == ["lenbench: recomputing 1 stale cell(s): no code fingerprint (made by an older lenbench)"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("executor", ["serial", "auto"])
 def test_pytest_bench_marks_reused_cells_and_passes_threads(tmp_path, executor):
     """Serial: the first session's timed round trains the cell. auto (the default; this machine has
@@ -183,6 +185,7 @@ LM = {**TINY, "tasks": [{"name": "lm", "train_len": 16}], "encodings": ["nope", 
       "train": {**TINY["train"], "steps": 10}}
 
 
+@pytest.mark.slow
 def test_serial_and_process_workers_give_bit_identical_lm_rows(tmp_path):
     serial, _ = run(LM, tmp_path / "serial")
     pooled, _ = run(LM, tmp_path / "pool", executor="process", workers=2)
@@ -243,6 +246,7 @@ def test_unwritable_output_is_one_line_before_anything_trains(tmp_path, monkeypa
             assert "\n" not in message and "is not writable" in message and str(out) in message
 
 
+@pytest.mark.subprocess
 def test_cli_run_and_report_refuse_an_unwritable_directory_in_one_line(tmp_path):
     suite = write_suite(tmp_path, TINY)
     run({**TINY, "encodings": ["nope"]}, tmp_path / "done")
@@ -406,6 +410,7 @@ def test_estimate_grows_with_the_square_of_the_length_for_a_bias():
 # --- item 8: concurrency ---------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
     data = {**TINY, "encodings": ["nope", "alibi"]}
     cells = parse_suite(data).cells()
@@ -430,6 +435,7 @@ def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
     assert isinstance(claim_cell(tmp_path, cells[1]), Path)
 
 
+@pytest.mark.subprocess
 def test_two_concurrent_runs_compute_each_cell_once(tmp_path):
     data = {**TINY, "train": {**TINY["train"], "steps": 60}, "encodings": ["nope", "alibi", "rope", "t5"]}
     suite = write_suite(tmp_path, data)

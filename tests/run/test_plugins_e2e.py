@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from lenbench_testing import PLUGIN_SUITE, write_plugin_distribution, write_plugins, write_suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,7 @@ def check_board(out: Path, encoding: str, task: str, *plugin_args: str, env: dic
     assert encoding in page and task in page
 
 
+@pytest.mark.subprocess
 def test_suite_yaml_then_an_edit_recomputes_exactly_the_plugins_cells(tmp_path):
     """Way 1: the suite's `plugins:` (relative to the suite file); a rerun reuses every cell until a
     plugin's source changes, then recomputes exactly the cells that use it, saying why."""
@@ -70,6 +72,7 @@ def test_suite_yaml_then_an_edit_recomputes_exactly_the_plugins_cells(tmp_path):
     assert "lenbench: recomputing 2 stale cell(s): source changed: plugin:runmax.py" in proc.stderr
 
 
+@pytest.mark.subprocess
 def test_cli_plugin_option(tmp_path):
     """Way 2: `lenbench run --plugin PATH` (repeatable) with a suite that names no plugin."""
     enc, task = write_plugins(tmp_path / "mine")
@@ -97,6 +100,7 @@ def test_cli_plugin_option(tmp_path):
         "test_training_step[nope]", "test_training_step[alibi-steep]"}
 
 
+@pytest.mark.subprocess
 def test_entry_points_of_an_installed_distribution(tmp_path):
     """Way 3: a distribution declaring `lenbench.encodings` / `lenbench.tasks` entry points; no
     option at all — the names load on demand, in the driver and in every worker."""

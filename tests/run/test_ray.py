@@ -25,6 +25,8 @@ from lenbench.config import ResourceSpec, SuiteError, parse_suite
 from lenbench.run.driver import run_suite
 from lenbench.run.store import load_cell_results, load_rows
 
+pytestmark = pytest.mark.ray
+
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason='Ray is not installed (pip install -e ".[ray]")')
 
@@ -79,6 +81,7 @@ def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lenbench.cli", *args], capture_output=True, text=True, **kw)
 
 
+@pytest.mark.subprocess
 def test_ray_address_needs_the_ray_executor(tmp_path):
     proc = _cli("run", "--suite", "smoke", "--out", str(tmp_path), "--ray-address", "auto")
     assert proc.returncode == 2 and proc.stderr == "lenbench: error: --ray-address needs --executor ray\n"
@@ -182,6 +185,7 @@ def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_pat
         assert r["error"].endswith("; rerun with --retry-failed")
 
 
+@pytest.mark.subprocess
 @needs_ray
 def test_interrupt_and_kill_lose_nothing_and_a_rerun_resumes(cluster, tmp_path):
     # 6 cells, 2 at a time on the cluster; 300 steps (about a second each), so that the interrupt lands
@@ -233,6 +237,7 @@ def test_interrupt_and_kill_lose_nothing_and_a_rerun_resumes(cluster, tmp_path):
     assert not list((out / "cells").glob(".*.tmp")), "a temporary file was left behind"
 
 
+@pytest.mark.subprocess
 @needs_ray
 def test_no_cluster_at_the_address_is_a_one_line_error(tmp_path):
     proc = _cli("run", "--suite", "smoke", "--out", str(tmp_path), "--device", "cpu", "--quiet",
@@ -243,6 +248,7 @@ def test_no_cluster_at_the_address_is_a_one_line_error(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.subprocess
 @needs_ray
 def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_run, tmp_path):
     suite = tmp_path / "tiny.yaml"

@@ -78,6 +78,7 @@ def stale_after_edit(package: Path, cells: dict, before: dict, rel: str, line: s
             if stale_reasons(before[name].to_json(), after[name])}
 
 
+@pytest.mark.slow
 def test_editing_any_module_of_the_closure_marks_exactly_its_cells_stale(package, cells):
     before = fingerprints(cells)
     assert {n: f.code for n, f in before.items()} == {n: f.code for n, f in fingerprints_of_real(cells).items()}
@@ -230,6 +231,7 @@ print(json.dumps({"package": str(fingerprint.PACKAGE), "pending": [c.encoding.ke
 """
 
 
+@pytest.mark.subprocess
 def test_the_engine_recomputes_rope_variant_cells_after_factor_at_is_edited(tmp_path):
     """The issue's reproduction without training: cells stored under the copy's code, then
     `rope_scaling.factor_at` edited in the copy; the engine (in its own process, reading the copy

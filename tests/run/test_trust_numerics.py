@@ -63,6 +63,7 @@ def _train(**env: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 @needs_pin
 def test_pinned_mode_gives_the_same_bits_whatever_the_libraries_would_choose():
     """A process whose environment asks every library for other code paths (as another CPU's
@@ -78,6 +79,7 @@ def test_pinned_mode_gives_the_same_bits_whatever_the_libraries_would_choose():
     assert native_elsewhere["digest"] != pinned["digest"]
 
 
+@pytest.mark.subprocess
 def test_native_mode_sets_nothing_and_says_which_kernels_ran():
     done = _python("import os, lenbench; from lenbench.numerics import numerics_tag, PINNED_ENV; "
                    "print(numerics_tag(), sorted(k for k in PINNED_ENV if k in os.environ))",
@@ -86,6 +88,7 @@ def test_native_mode_sets_nothing_and_says_which_kernels_ran():
     assert done.stdout.split() == [f"native:{native_capability()}", "[]"]
 
 
+@pytest.mark.subprocess
 @needs_pin
 def test_pinning_after_torch_chose_its_kernels_is_refused_in_one_line():
     done = _python("import torch; torch.ones(4).sum(); import lenbench; from lenbench.numerics import numerics_tag; "
@@ -96,6 +99,7 @@ def test_pinning_after_torch_chose_its_kernels_is_refused_in_one_line():
     assert "LENBENCH_NUMERICS=native" in last
 
 
+@pytest.mark.subprocess
 def test_unknown_mode_is_one_line_from_the_cli(tmp_path):
     suite = write_suite(tmp_path, TINY_SUITE)
     done = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(suite), "--out",
@@ -122,6 +126,7 @@ def _rows(out: Path) -> list[dict]:
     return cells
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("mode", ["pinned", "native"])
 def test_process_workers_run_the_drivers_mode_and_every_row_records_the_machine(tmp_path, mode):
     suite = write_suite(tmp_path, {**TINY_SUITE, "variants": []})

@@ -152,6 +152,7 @@ def kinds(children: dict[int, str]) -> list[str]:
                   for c in children.values())
 
 
+@pytest.mark.subprocess
 def test_sigkilled_lenbench_run_leaves_no_process(tmp_path):
     suite = write_suite(tmp_path, SLOW)
     children = kill_driver_mid_cell(
@@ -160,6 +161,7 @@ def test_sigkilled_lenbench_run_leaves_no_process(tmp_path):
     assert kinds(children) == ["tracker", "worker", "worker"]
 
 
+@pytest.mark.subprocess
 def test_sigkilled_pytest_bench_leaves_no_process(tmp_path):
     suite = write_suite(tmp_path, SLOW)
     children = kill_driver_mid_cell(
@@ -169,6 +171,8 @@ def test_sigkilled_pytest_bench_leaves_no_process(tmp_path):
     assert kinds(children) == ["tracker", "worker", "worker"]
 
 
+@pytest.mark.ray
+@pytest.mark.subprocess
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason='Ray is not installed (pip install -e ".[ray]")')
 def test_sigkilled_lenbench_run_on_a_local_ray_leaves_no_process(tmp_path):
     """Ray's own fate sharing: the node processes a driver's `ray.init` starts (gcs_server, raylet,
@@ -217,6 +221,7 @@ PARENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("how", [
     "sentinel",  # everywhere: the watchdog thread on multiprocessing's parent sentinel
     "poll",  # a child outside multiprocessing: the watchdog polls os.getppid()
@@ -242,6 +247,7 @@ def test_a_child_exits_when_its_parent_is_killed(tmp_path, how):
         parent.wait()
 
 
+@pytest.mark.subprocess
 def test_a_worker_whose_parent_died_before_it_armed_exits_at_once():
     code = "from lenbench.run.executors.parent_watch import watch_parent; import time; watch_parent(0); time.sleep(600)"
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -249,6 +255,7 @@ def test_a_worker_whose_parent_died_before_it_armed_exits_at_once():
     assert (proc.returncode, proc.stderr) == (ORPHANED_EXIT_CODE, "")
 
 
+@pytest.mark.subprocess
 def test_a_watched_process_with_a_live_parent_runs_and_exits_normally():
     code = "import os; from lenbench.run.executors.parent_watch import watch_parent; watch_parent(os.getppid()); print('ran')"
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
