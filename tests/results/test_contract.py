@@ -87,6 +87,7 @@ def test_the_required_columns_are_declared_once_and_enforced_by_loader_and_check
         check_row("x.json: row 0", {**row, "train_len": 0})
 
 
+@pytest.mark.subprocess
 def test_the_contract_imports_no_torch():
     code = ("import sys, lenbench.results.frame, lenbench.results.check, lenbench.results.values; "
             "assert 'torch' not in sys.modules and 'lenbench.encodings' not in sys.modules")
