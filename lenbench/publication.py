@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lenbench.atomic import atomic_write_json
 from lenbench.numerics import cpu_isa, cpu_model
-from lenbench.report.figures import FORMATS
+from lenbench.report.figures import SUFFIXES
 from lenbench.run.store import CELLS, CHECKPOINTS, LOCKS, cell_files, pid_alive
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
@@ -112,7 +112,7 @@ def foreign_entries(directory: Path) -> list[str]:
         if entry.is_symlink() or entry.name.startswith("."):
             foreign.append(entry.name)
         elif entry.name in (CELLS, "encodings") and entry.is_dir():
-            suffixes = (".json",) if entry.name == CELLS else tuple(f".{fmt}" for fmt in FORMATS)
+            suffixes = (".json",) if entry.name == CELLS else SUFFIXES
             foreign += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
                         if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
                         or (entry.name == CELLS and not _is_cell_file(p))]
@@ -141,7 +141,7 @@ def report_foreign_entries(directory: Path) -> list[str]:
             continue
         elif entry.name == "encodings" and entry.is_dir():
             foreign += [f"encodings/{p.name}" for p in sorted(entry.iterdir())
-                        if p.is_symlink() or not p.is_file() or p.suffix not in tuple(f".{fmt}" for fmt in FORMATS)]
+                        if p.is_symlink() or not p.is_file() or p.suffix not in SUFFIXES]
         elif entry.is_dir() and is_nested_publication(entry):
             continue
         elif entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():

@@ -12,14 +12,12 @@ imported by every process and is not walked.
 them, and `test_pending_edges_are_still_there` fails once one is gone, so the list only shrinks.
 """
 
-import ast
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from import_reading import PACKAGE, ROOT, imported_names, module_name
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "lenbench"
 #: Imported by every process before anything else; not a layer, not walked.
 ROOT_MODULES = frozenset({"lenbench", "lenbench.numerics"})
 TORCH = "torch"
@@ -79,36 +77,6 @@ TORCH_DOORS = frozenset({"lenbench.report.geometry"})
 PENDING: dict[tuple[str, str], str] = {
     ("lenbench.kernels.layer", "lenbench.model"): "attend, the eager reference op, moves below model and kernels",
 }
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _runtime_nodes(tree: ast.AST):
-    """Every node of `tree` except those under `if TYPE_CHECKING:`."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and getattr(child.test, "id", getattr(child.test, "attr", "")) == "TYPE_CHECKING":
-                todo.extend(child.orelse)
-                continue
-            todo.append(child)
-
-
-def imported_names(path: Path) -> set[str]:
-    """Every absolute module name a source file imports anywhere in it (`from a import b` gives
-    `a` and `a.b`: b may be a module)."""
-    found = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-    return found
 
 
 def packages_run(importer: str, target: str) -> set[str]:

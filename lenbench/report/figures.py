@@ -20,6 +20,8 @@ import pandas as pd
 
 #: Every figure is written in these formats (the page shows the first).
 FORMATS = ("png", "svg")
+#: Their file suffixes.
+SUFFIXES = tuple(f".{fmt}" for fmt in FORMATS)
 #: What a figure is drawn from: the extrapolation rows and their leaderboard, or the kernel timings.
 SOURCES = ("rows", "cost")
 

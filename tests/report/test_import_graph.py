@@ -18,9 +18,8 @@ import ast
 from pathlib import Path
 
 import pytest
+from import_reading import PACKAGE, imported_names, module_name
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-PACKAGE = ROOT / "lenbench"
 #: The report path in order; a step may import only earlier steps ("lenbench.report.plots" stands
 #: for every module of the figures package).
 REPORT_PATH = ("lenbench.report.cells", "lenbench.report.rows",
@@ -40,36 +39,9 @@ LOADERS = {"lenbench.report.cells": ("cell_rows",),
 PENDING: dict[tuple[str, str], str] = {}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _runtime_nodes(tree: ast.AST):
-    """Every node of `tree` except those under `if TYPE_CHECKING:` (imports for annotations only)."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and getattr(child.test, "id", getattr(child.test, "attr", "")) == "TYPE_CHECKING":
-                todo.extend(child.orelse)
-                continue
-            todo.append(child)
-
-
 def imports_of(path: Path, modules: set[str]) -> set[str]:
     """The lenbench modules a source file imports anywhere in it."""
-    found = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        else:
-            continue
-        found |= {n for n in names if n in modules}
-    return found
+    return imported_names(path) & modules
 
 
 def names_imported_from(path: Path, module: str) -> set[str]:
