@@ -248,17 +248,16 @@ def _run(args: argparse.Namespace) -> int:
         if args.executor != "ray":
             raise ValueError("--ray-address needs --executor ray")
         options["address"] = args.ray_address
-    results = run_suite(suite, out, device=args.device, executor=args.executor, workers=args.workers,
+    run = run_suite(suite, out, device=args.device, executor=args.executor, workers=args.workers,
                         threads=args.threads, retry_failed=args.retry_failed, keep_stale=args.keep_stale,
                         progress=not args.quiet, **options)
-    failed = [r for r in results if r["status"] == "failed"]
     rows = load_rows(out)
-    busy = f", {len(results.busy)} in progress in another run (skipped)" if results.busy else ""
-    print(f"{len(results)} cell(s) run, {results.done} already done{busy}, {len(failed)} failed; "
+    busy = f", {len(run.busy)} in progress in another run (skipped)" if run.busy else ""
+    print(f"{len(run.computed)} cell(s) run, {run.done} already done{busy}, {len(run.failed)} failed; "
           f"{len(rows)} rows in {out}")
-    for r in failed:
+    for r in run.failed:
         print(f"  failed: {r['title']}: {r['error']}")
-    for r in results:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
+    for r in run.computed:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
         if r.get("executor", {}).get("retries"):
             print(f"  retried: {r['title']}: {r['executor']['retries']} time(s) after {'; '.join(r['executor']['lost'])}")
     print(summary_table(out, [cell.cell_id for cell in suite.cells()]))

@@ -335,6 +335,6 @@ def test_the_examples_run_and_their_reference_test_passes(tmp_path, sandbox):
 
     tiny = dataclasses.replace(suite, train=dataclasses.replace(suite.train, steps=5, warmup=1),
                                eval=dataclasses.replace(suite.eval, ratios=(1, 2), samples=4))
-    results = run_suite(tiny, tmp_path / "run", device="cpu", executor="serial", progress=False, log=lambda _: None)
+    results = run_suite(tiny, tmp_path / "run", device="cpu", executor="serial", progress=False, log=lambda _: None).computed
     assert sorted(r["title"] for r in results) == sorted(c.title for c in tiny.cells())
     assert all(r["status"] == "ok" for r in results)

@@ -14,6 +14,7 @@ it is not in any cell's fingerprint, and nothing on the compute path imports it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -173,20 +174,26 @@ def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto"
 # --- a whole suite ------------------------------------------------------------------------------
 
 
-class SuiteRun(list):
-    """The results of the cells `run_suite` computed now (a list), plus what it skipped.
+@dataclasses.dataclass
+class SuiteRun:
+    """What one `run_suite` call did.
 
     Attributes:
+        computed: the results of the cells computed now (cell-result dicts, in completion order).
         done: cells whose valid, current results were reused.
         stale: reason → number of stored cells recomputed for it.
         busy: (cell title, lock holder) of cells another live run is computing (skipped here).
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.done = 0
-        self.stale: dict[str, int] = {}
-        self.busy: list[tuple[str, dict]] = []
+    computed: list[dict] = dataclasses.field(default_factory=list)
+    done: int = 0
+    stale: dict[str, int] = dataclasses.field(default_factory=dict)
+    busy: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict]:
+        """The computed cells that failed."""
+        return [r for r in self.computed if r["status"] == "failed"]
 
 
 def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, keep_stale: bool = False,
@@ -249,7 +256,7 @@ def run_suite(
     threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
     log: Log = stderr_log, only: Collection[str] | None = None, **executor_options: Any,
 ) -> SuiteRun:
-    """Run every unfinished or stale cell of `suite` into `out`; return the results of the cells run now.
+    """Run every unfinished or stale cell of `suite` into `out`; return what ran (`SuiteRun`).
 
     Before anything runs: `out` must be writable (one-line ValueError otherwise), damaged cell files
     and checkpoints are moved aside (`*.corrupt`) and recomputed, and temporary files of a killed
@@ -319,7 +326,7 @@ def run_suite(
     try:
         with cls(workers=workers, suite=suite, **executor_options) as runner:
             for outcome in runner.run(jobs()):
-                run.append(store_outcome(out, outcome))
+                run.computed.append(store_outcome(out, outcome))
                 lock = held.pop(outcome.cell_id, None)
                 if lock is not None:
                     release_cell(lock)
@@ -331,7 +338,7 @@ def run_suite(
         for lock in held.values():
             release_cell(lock)
         bar.close()
-    run.done = total - len(run) - len(run.busy)
+    run.done = total - len(run.computed) - len(run.busy)
     for title, holder in run.busy:
         log(f"lenbench: skipped {title}: another run (pid {holder.get('pid')} on {holder.get('host')}) is computing it")
     return run

@@ -59,7 +59,7 @@ def test_the_largest_seed_trains_and_its_fine_tune_seed_fits(tmp_path):
 
     suite = parse_suite({**TINY, "encodings": ["rope"], "seeds": [2**32 - 1],
                          "variants": [{"rope_type": "linear", "finetune_steps": 1}], "eval": {"ratios": [1], "samples": 2}})
-    (result,) = run_suite(suite, tmp_path, device="cpu", progress=False)
+    (result,) = run_suite(suite, tmp_path, device="cpu", progress=False).computed
     assert result["status"] == "ok" and all(r["status"] == "ok" for r in result["rows"])
     assert set(load_results(tmp_path)["seed"]) == {2**32 - 1}
 
@@ -134,7 +134,7 @@ def test_a_10_byte_lm_corpus_fails_its_cell_with_the_sizes(tmp_path):
     corpus.write_text("abcdefghij")
     suite = parse_suite({**TINY, "tasks": [{"name": "lm", "train_len": 4, "params": {"path": str(corpus)}}],
                          "encodings": ["nope"]})
-    (result,) = run_suite(suite, tmp_path / "out", device="cpu", progress=False)
+    (result,) = run_suite(suite, tmp_path / "out", device="cpu", progress=False).computed
     assert result["status"] == "failed" and result["rows"] == []
     assert result["error"] == (f"ValueError: task 'lm': the corpus has 10 bytes but train_len 4 needs at least 81 (5 to "
                                f"train on in the first 90%, 9 held out to evaluate at the training length: file {corpus}); "

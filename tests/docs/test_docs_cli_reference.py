@@ -19,8 +19,8 @@ from lenbench.cli import build_parser
 pytestmark = pytest.mark.docs
 
 PAGE = DOCS / "cli-reference.md"
-#: Variables the code reads that are not for users: a test hook and one the GPU check passes itself.
-INTERNAL_ENV = {"LENBENCH_RAY_TEST_EXIT_ONCE", "LENBENCH_TF32_OVERRIDES"}
+#: Variables the code reads that are not for users: one the GPU check passes itself.
+INTERNAL_ENV = {"LENBENCH_TF32_OVERRIDES"}
 
 
 def page() -> str:

@@ -63,12 +63,12 @@ def test_same_cell_twice_gives_identical_metrics(tmp_path):
 
 def test_rerun_skips_finished_cells_and_reuses_checkpoints(tmp_path):
     suite = parse_suite(TINY)
-    first = run_suite(suite, tmp_path, device="cpu", progress=False)
+    first = run_suite(suite, tmp_path, device="cpu", progress=False).computed
     assert len(first) == 2 and len(list((tmp_path / "checkpoints").glob("*.pt"))) == 2
-    assert run_suite(suite, tmp_path, device="cpu", progress=False) == []
+    assert run_suite(suite, tmp_path, device="cpu", progress=False).computed == []
     # a new evaluation setting re-evaluates from the cached checkpoints without retraining
     more = parse_suite({**TINY, "eval": {"ratios": [1, 1.5, 2], "samples": 4}})  # same longest length
-    results = run_suite(more, tmp_path, device="cpu", progress=False)
+    results = run_suite(more, tmp_path, device="cpu", progress=False).computed
     assert len(results) == 2 and len(list((tmp_path / "checkpoints").glob("*.pt"))) == 2
     assert {r["ratio"] for r in results[0]["rows"]} == {1.0, 1.5, 2.0}
 
@@ -107,7 +107,7 @@ def test_training_divergence_fails_only_that_cell(tmp_path, monkeypatch):
         return logits * float("nan") if self.training and self.cfg.encoding == "rope" else logits
 
     monkeypatch.setattr(Transformer, "forward", diverging)
-    results = run_suite(parse_suite(TINY), tmp_path, device="cpu", progress=False)
+    results = run_suite(parse_suite(TINY), tmp_path, device="cpu", progress=False).computed
     by_enc = {r["config"]["encoding"]: r for r in results}
     assert by_enc["nope"]["status"] == "ok" and by_enc["nope"]["rows"]
     assert by_enc["rope"]["status"] == "failed" and "nan" in by_enc["rope"]["error"].lower()
@@ -116,7 +116,7 @@ def test_training_divergence_fails_only_that_cell(tmp_path, monkeypatch):
 
 def test_unrepresentable_length_is_a_failed_row_not_a_crash(tmp_path):
     data = {**TINY, "encodings": [{"name": "learned", "params": {"max_len": 8}}]}  # copy L=4 → 8 tokens; 2x needs 16
-    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False)
+    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False).computed
     assert result["status"] == "ok"
     model_rows = [r for r in result["rows"] if not r["encoding"].startswith("baseline:")]  # baselines: every length
     ok = {r["ratio"] for r in model_rows if r["status"] == "ok"}
@@ -128,7 +128,7 @@ def test_unrepresentable_length_is_a_failed_row_not_a_crash(tmp_path):
 def test_finetune_variant_trains_at_target_length(tmp_path):
     data = {**TINY, "encodings": ["rope"],
             "variants": [{"rope_type": "linear", "finetune_steps": 3, "finetune_ratio": 2}]}
-    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False)
+    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False).computed
     variants = {r["variant"] for r in result["rows"]}
     assert variants == {"none", "finetune-linear-x2"}
     assert len(list((tmp_path / "checkpoints").glob("*-ft-*.pt"))) == 1
@@ -191,7 +191,7 @@ def test_every_rope_variant_evaluates_at_16x(tmp_path):
     params = {"longrope": {"short_factor": [1.0] * half, "long_factor": [2.0] * half}, "dynamic": {"factor": 2}}
     variants = [{"rope_type": name, "params": params.get(name, {})} for name in ROPE_TYPES.names()]
     data = {**TINY, "encodings": ["rope"], "eval": {"ratios": [1, 16], "samples": 2}, "variants": variants}
-    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False)
+    (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False).computed
     assert result["status"] == "ok", result["error"]
     assert all(r["status"] == "ok" for r in result["rows"]), [r["error"] for r in result["rows"] if r["error"]]
     keys = {"dynamic@2" if name == "dynamic" else name for name in ROPE_TYPES.names()}

@@ -122,7 +122,7 @@ def test_cells_of_an_older_lenbench_are_stale_and_rerun(tmp_path):
     del old["fingerprint"]
     path.write_text(json.dumps(old))
     again, log = run(TINY, tmp_path)
-    assert [r["cell_id"] for r in again] == [old["cell_id"]]
+    assert [r["cell_id"] for r in again.computed] == [old["cell_id"]]
     assert log == ["lenbench: recomputing 1 stale cell(s): no code fingerprint (made by an older lenbench)"]
 
 
@@ -189,7 +189,7 @@ LM = {**TINY, "tasks": [{"name": "lm", "train_len": 16}], "encodings": ["nope", 
 def test_serial_and_process_workers_give_bit_identical_lm_rows(tmp_path):
     serial, _ = run(LM, tmp_path / "serial")
     pooled, _ = run(LM, tmp_path / "pool", executor="process", workers=2)
-    assert len(serial) == len(pooled) == 2
+    assert len(serial.computed) == len(pooled.computed) == 2
     assert rows_of(tmp_path / "serial") == rows_of(tmp_path / "pool")  # perplexity compared exactly (repr)
     rows = load_rows(tmp_path / "serial")
     assert {"perplexity", "nll"} <= {r["metric"] for r in rows}
@@ -202,7 +202,8 @@ def test_serial_and_process_workers_give_bit_identical_lm_rows(tmp_path):
 def test_thread_count_is_part_of_the_fingerprint(tmp_path):
     data = {**TINY, "encodings": ["nope"]}
     run(data, tmp_path, threads=2)
-    (again,), log = run(data, tmp_path, threads=1)
+    again, log = run(data, tmp_path, threads=1)
+    (again,) = again.computed
     assert log == ["lenbench: recomputing 1 stale cell(s): threads 2 → 1"]
     assert {r["threads"] for r in again["rows"]} == {1}
     assert again["fingerprint"]["threads"] == 1
@@ -271,7 +272,7 @@ def test_truncated_cell_json_is_named_moved_aside_and_recomputed(tmp_path):
     with pytest.raises(ValueError, match=f"cell file {path} is damaged"):
         load_cell_results(tmp_path)
     again, log = run(TINY, tmp_path)
-    assert len(again) == 1 and again[0]["cell_id"] == path.stem
+    assert len(again.computed) == 1 and again.computed[0]["cell_id"] == path.stem
     assert log[0].startswith(f"lenbench: {path} is damaged (JSONDecodeError") and len(log) == 1
     assert (tmp_path / "cells" / f"{path.name}.corrupt").is_file()
     assert rows_of(tmp_path) == reference
@@ -292,7 +293,7 @@ def test_corrupt_or_old_checkpoints_are_moved_aside_and_retrained(tmp_path):
     for r in cells.values():  # the cells must be recomputed from their checkpoints
         (tmp_path / "cells" / f"{r['cell_id']}.json").unlink()
     again, log = run(data, tmp_path)
-    assert len(again) == 2 and all(r["status"] == "ok" for r in again)
+    assert len(again.computed) == 2 and all(r["status"] == "ok" for r in again.computed)
     assert len(log) == 2 and all("is damaged" in line and "moved it aside" in line for line in log)
     assert garbage.with_name(garbage.name + ".corrupt").is_file() and old.with_name(old.name + ".corrupt").is_file()
     assert rows_of(tmp_path) == reference  # retrained deterministically
@@ -327,7 +328,7 @@ def test_leftover_temporary_files_are_cleaned(tmp_path):
     for p in leftovers:
         p.write_text("partial")
     again, log = run(data, tmp_path)
-    assert again == [] and not any(p.exists() for p in leftovers)
+    assert again.computed == [] and not any(p.exists() for p in leftovers)
     assert log == [f"lenbench: removed 2 temporary file(s) left by a killed run in {tmp_path}"]
 
 
@@ -346,8 +347,8 @@ def test_memory_budget_shrinks_the_batch_with_the_same_metrics(tmp_path):
     tokens = task.seq_len(8)
     budget = estimate(model, tokens).peak(3)  # 3 sequences of 2× fit, 8 do not
     tight = {**data, "eval": {**data["eval"], "memory_budget_gb": budget / GIB}}
-    (free,), _ = run(data, tmp_path / "free")
-    (shrunk,), _ = run(tight, tmp_path / "tight")
+    (free,) = run(data, tmp_path / "free")[0].computed
+    (shrunk,) = run(tight, tmp_path / "tight")[0].computed
     assert free["memory"]["batch"] == {}
     assert shrunk["memory"]["batch"]["none@8"] in (2, 3)
     assert shrunk["cell_id"] == free["cell_id"]  # the budget is not part of the cell id
@@ -360,7 +361,7 @@ def test_a_length_that_cannot_fit_fails_only_its_rows(tmp_path):
     model, task = _model(data)
     long = estimate(model, task.seq_len(256))
     budget = long.peak(1) - long.per_sequence // 2  # 1× fits, one sequence at 64× does not
-    (result,), _ = run({**data, "eval": {**data["eval"], "memory_budget_gb": budget / GIB}}, tmp_path)
+    (result,) = run({**data, "eval": {**data["eval"], "memory_budget_gb": budget / GIB}}, tmp_path)[0].computed
     assert result["status"] == "ok"
     model_rows = [r for r in result["rows"] if not r["encoding"].startswith("baseline:")]  # baselines need no model
     ok = [r for r in model_rows if r["status"] == "ok"]
@@ -420,7 +421,7 @@ def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
         lock.parent.mkdir(parents=True)
         lock.write_text(json.dumps({"pid": sleeper.pid, "host": os.uname().nodename, "started": "now"}))
         first, log = run(data, tmp_path)
-        assert [r["cell_id"] for r in first] == [cells[0].cell_id]
+        assert [r["cell_id"] for r in first.computed] == [cells[0].cell_id]
         assert first.busy == [(cells[1].title, json.loads(lock.read_text()))]
         assert log == [f"lenbench: skipped {cells[1].title}: another run (pid {sleeper.pid} on "
                        f"{os.uname().nodename}) is computing it"]
@@ -431,7 +432,7 @@ def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
         sleeper.kill()
         sleeper.wait()
     second, _ = run(data, tmp_path)  # the holder died: its lock is taken over
-    assert [r["cell_id"] for r in second] == [cells[1].cell_id] and not lock.exists()
+    assert [r["cell_id"] for r in second.computed] == [cells[1].cell_id] and not lock.exists()
     assert isinstance(claim_cell(tmp_path, cells[1]), Path)
 
 

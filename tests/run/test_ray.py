@@ -116,7 +116,7 @@ def serial_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ray_run(cluster, tmp_path_factory) -> tuple[Path, list[dict]]:
     out = tmp_path_factory.mktemp("ray")
-    results = run_suite(parse_suite(TINY), out, device="cpu", executor="ray", progress=False)
+    results = run_suite(parse_suite(TINY), out, device="cpu", executor="ray", progress=False).computed
     return out, results
 
 
@@ -153,14 +153,25 @@ def test_suite_resources_reach_the_tasks(ray_run):
     assert all("executor" in s for s in stored) and not any("node_id" in row for s in stored for row in s["rows"])
 
 
-@needs_ray
-def test_worker_killed_mid_cell_is_retried_and_every_row_stored_once(cluster, serial_run, tmp_path, monkeypatch):
-    from lenbench.run.executors.ray import EXIT_ONCE_ENV
+def exit_once(markers: Path):
+    """A Ray task that kills its own worker process (`os._exit`) on each cell's first attempt, after
+    leaving a marker file in `markers`, as a lost worker would; later attempts run the cell."""
+    def task(job):
+        marker = markers / job.cell.cell_id
+        if not marker.exists():
+            marker.touch()
+            os._exit(1)  # a lost worker, as far as Ray can tell
+        from lenbench.run.executors.ray import run_on_worker
 
+        return run_on_worker(job)
+    return task
+
+
+@needs_ray
+def test_worker_killed_mid_cell_is_retried_and_every_row_stored_once(cluster, serial_run, tmp_path):
     (tmp_path / "markers").mkdir()
-    monkeypatch.setenv(EXIT_ONCE_ENV, str(tmp_path / "markers"))  # each cell's first attempt: os._exit
     results = run_suite(parse_suite(TINY), tmp_path / "out", device="cpu", executor="ray", max_retries=2,
-                        progress=False)
+                        task=exit_once(tmp_path / "markers"), progress=False).computed
     assert len(results) == 4 and len(list((tmp_path / "markers").iterdir())) == 4
     for r in results:
         assert r["executor"]["attempts"] == 2 and r["executor"]["retries"] == 1
@@ -170,13 +181,11 @@ def test_worker_killed_mid_cell_is_retried_and_every_row_stored_once(cluster, se
 
 
 @needs_ray
-def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_path, monkeypatch):
-    from lenbench.run.executors.ray import EXIT_ONCE_ENV
-
+def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_path):
     (tmp_path / "markers").mkdir()
-    monkeypatch.setenv(EXIT_ONCE_ENV, str(tmp_path / "markers"))
     suite = parse_suite({**TINY, "tasks": TINY["tasks"][:1]})
-    results = run_suite(suite, tmp_path / "out", device="cpu", executor="ray", max_retries=0, progress=False)
+    results = run_suite(suite, tmp_path / "out", device="cpu", executor="ray", max_retries=0,
+                        task=exit_once(tmp_path / "markers"), progress=False).computed
     assert len(results) == 2
     for r in results:
         assert r["status"] == "failed" and r["rows"] == [] and r["executor"]["attempts"] == 1
@@ -300,12 +309,12 @@ def test_plugins_on_the_cluster_match_the_process_executor_and_edits_recompute_t
         suite = parse_suite(data)
         local, remote = tmp_path / "process", tmp_path / "ray"
         run_suite(suite, local, device="cpu", executor="process", workers=2, progress=False, log=lambda _: None)
-        results = run_suite(suite, remote, device="cpu", executor="ray", progress=False, log=lambda _: None)
+        results = run_suite(suite, remote, device="cpu", executor="ray", progress=False, log=lambda _: None).computed
         assert len(results) == 4 and {r["status"] for r in results} == {"ok"}, [r["error"] for r in results]
         assert comparable_rows(remote) == comparable_rows(local)
         assert len({r["executor"]["node_id"] for r in load_cell_results(remote)}) == 2
         enc.write_text(enc.read_text().replace("scale: float = 2.0", "scale: float = 3.0"))
         lines: list[str] = []
-        again = run_suite(parse_suite(data), remote, device="cpu", executor="ray", progress=False, log=lines.append)
+        again = run_suite(parse_suite(data), remote, device="cpu", executor="ray", progress=False, log=lines.append).computed
         assert sorted(r["title"] for r in again) == ["ep-running-max-alibi-steep-L8-s0", "ep-running-max-alibi-steep-L8-s1"]
         assert "lenbench: recomputing 2 stale cell(s): source changed: plugin:steep.py" in lines

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,6 @@ from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
 
 #: The checkout whose lenbench the workers import (prepended to their PYTHONPATH).
 CHECKOUT = Path(__file__).resolve().parents[3]  # lenbench/run/executors/ray.py → the checkout
-#: Test hook: when set to a directory, each cell's first attempt kills its worker process
-#: (`os._exit`) after leaving a marker file there, as a lost worker would. Tests only.
-EXIT_ONCE_ENV = "LENBENCH_RAY_TEST_EXIT_ONCE"
 #: Driver environment variables with this prefix are passed on to the workers.
 FORWARDED_ENV_PREFIX = "LENBENCH_"
 
@@ -78,12 +75,6 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
 
 def run_on_worker(job: CellJob) -> CellOutcome:
     """The Ray task: run one cell and note where it ran (node, process, the resources Ray assigned)."""
-    marker_dir = os.environ.get(EXIT_ONCE_ENV)
-    if marker_dir:
-        marker = Path(marker_dir) / job.cell.cell_id
-        if not marker.exists():
-            marker.touch()
-            os._exit(1)  # a lost worker, as far as Ray can tell
     outcome = compute_cell(job)
     ctx = ray.get_runtime_context()
     outcome.notes.update(node_id=ctx.get_node_id(), hostname=socket.gethostname(), pid=os.getpid(),
@@ -145,10 +136,13 @@ class RayExecutor(Executor):
         max_retries: resubmissions of a cell whose worker or node was lost.
         max_in_flight: tasks submitted at once (default: twice the cells the cluster can run at
             once), so the object store holds few jobs' checkpoint bytes at a time.
+        task: the function each Ray task runs on a job (default `run_on_worker`); it must return
+            that function's `CellOutcome` (a test passes one that first kills its own worker).
     """
 
     def __init__(self, address: str | None = None, suite=None, resources: ResourceSpec | None = None,
-                 max_retries: int = 3, max_in_flight: int | None = None, **_: Any) -> None:
+                 max_retries: int = 3, max_in_flight: int | None = None,
+                 task: Callable[[CellJob], CellOutcome] = run_on_worker, **_: Any) -> None:
         if ray is None:
             raise RayExecutorError('the ray executor needs Ray: pip install -e ".[ray]"')
         if max_retries < 0:
@@ -157,6 +151,7 @@ class RayExecutor(Executor):
         self.resources = resources or getattr(suite, "resources", None) or ResourceSpec()
         self.max_retries = max_retries
         self.max_in_flight = max_in_flight
+        self.task = task
         self._initialised_here = False
         self._pending: dict[Any, _Pending] = {}
 
@@ -188,7 +183,7 @@ class RayExecutor(Executor):
     def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
         self._connect()
         self._check_fits()
-        task = ray.remote(run_on_worker).options(**task_options(self.resources),
+        task = ray.remote(self.task).options(**task_options(self.resources),
                                                  runtime_env={"env_vars": worker_env()})
         limit = self.max_in_flight or 2 * self._slots()
         todo = iter(jobs)
