@@ -21,6 +21,9 @@ One slow test (~1 min on 2 loaded cores: build, venv, install, `list suites`, a 
    from a temporary directory outside the checkout.
 4. `lenbench list suites` (the venv's console script) names every preset, and
    `lenbench run --suite smoke --out DIR --quiet` ends with every cell ok.
+5. The installed benchmarks run without a checkout: `pytest --pyargs lenbench.benchmark.bench
+   --suite smoke -k attention_baseline` (the `--suite` option comes from the plugin's `pytest11`
+   entry point) writes a benchmark JSON with the attention baseline's timings.
 """
 
 from __future__ import annotations
@@ -121,3 +124,11 @@ def test_wheel_install_outside_the_checkout_lists_the_presets_and_runs_smoke(tmp
     cells = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
     assert cells and all(c["status"] == "ok" for c in cells), [(c["cell_id"], c["status"], c["error"]) for c in cells]
     assert len(cells) == len(load_suite("smoke").cells())
+
+    bench_json = away / "kernels.json"
+    _run([str(python), "-m", "pytest", "--pyargs", "lenbench.benchmark.bench", "--suite", "smoke", "-k",
+          "attention_baseline", "-q", "-p", "no:cacheprovider", "--benchmark-json", str(bench_json)],
+         cwd=away, env=env, timeout=600)
+    timed = json.loads(bench_json.read_text())["benchmarks"]
+    assert timed and {b["name"].split("[")[0] for b in timed} == {"test_attention_baseline"}, [b["name"] for b in timed]
+    assert all(b["extra_info"]["kind"] == "attention-baseline" and b["extra_info"]["seconds"] > 0 for b in timed)

@@ -185,7 +185,8 @@ def test_release_freed_memory_hands_the_kept_heap_back():
 
 @pytest.mark.subprocess
 def test_every_kernel_benchmark_releases_memory_after_it():
-    """bench/test_kernels.py's autouse fixture runs around every test of the module (setup plan)."""
+    """The benchmarks' autouse fixture (`lenbench.benchmark.bench.common`) runs around every test of
+    bench/test_kernels.py, the kernel and the training benchmarks alike (setup plan)."""
     env = {**os.environ, "LENBENCH_KERNEL_LENGTHS": "64", "LENBENCH_KERNEL_DTYPES": "fp32",
            "LENBENCH_KERNEL_ENCODINGS": "alibi,rope"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_kernels.py", "--suite", "smoke", "--setup-plan",
@@ -193,5 +194,5 @@ def test_every_kernel_benchmark_releases_memory_after_it():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # the plan's test lines; not the "slowest durations" lines, which name tests too, more of them on a busy machine
     tests = [line for line in proc.stdout.splitlines() if "bench/test_kernels.py::" in line and "(fixtures used:" in line]
-    releases = [line for line in proc.stdout.splitlines() if "TEARDOWN F _release_memory_after_each_test" in line]
+    releases = [line for line in proc.stdout.splitlines() if "TEARDOWN F release_memory_after_each_test" in line]
     assert tests and len(releases) == len(tests), proc.stdout[-3000:]
