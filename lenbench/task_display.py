@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: The built-in tasks in registration order (`lenbench.tasks.TASKS.names()`).
-TASK_ORDER: tuple[str, ...] = ("addition", "copy", "lm", "parity", "passkey", "recall", "reverse", "sort")
+TASK_ORDER: tuple[str, ...] = ("addition", "copy", "count", "lm", "parity", "passkey", "recall", "reverse", "sort")
 
 #: Chance-level token accuracy of each built-in task at its default parameters (`Task.chance`);
 #: tasks without one (lm) are left out.
-CHANCE: dict[str, float] = {"addition": 0.1, "copy": 1.0 / 8, "parity": 0.5, "passkey": 0.1, "recall": 0.125,
+CHANCE: dict[str, float] = {"addition": 0.1, "copy": 1.0 / 8, "count": 1.0 / 257, "parity": 0.5, "passkey": 0.1, "recall": 0.125,
                             "reverse": 1.0 / 8, "sort": 1.0 / 8}
 
 

@@ -1,9 +1,10 @@
 """Tasks: one module per task, all registered in `TASKS`."""
 
-from lenbench.tasks import addition, copying, lm, parity, passkey, recall, reversal, sorting  # noqa: F401 (register)
+from lenbench.tasks import addition, copying, count, lm, parity, passkey, recall, reversal, sorting  # noqa: F401 (register)
 from lenbench.tasks.addition import AdditionTask
 from lenbench.tasks.base import TASKS, Batch, Task, build_task, register_task
 from lenbench.tasks.copying import CopyTask
+from lenbench.tasks.count import CountTask
 from lenbench.tasks.lm import ByteLMTask
 from lenbench.tasks.parity import ParityTask
 from lenbench.tasks.passkey import PasskeyTask
@@ -18,6 +19,7 @@ __all__ = [
     "Batch",
     "ByteLMTask",
     "CopyTask",
+    "CountTask",
     "ParityTask",
     "PasskeyTask",
     "ReverseTask",

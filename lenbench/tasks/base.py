@@ -61,6 +61,9 @@ class Task:
         chance: chance-level token accuracy (None where not meaningful), drawn on plots.
         eval_scope_without_length: the evaluation generator's scope leaves out the length, so every
             length scores the same held-out data (`lenbench.tasks.eval_data.eval_generator`).
+        solvable_past_training: False for a negative control, whose answers past the training
+            length cannot be learned from its training data (`count`): a score above its floor
+            there is a leak in the evaluation, not extrapolation.
     """
 
     name: ClassVar[str] = ""
@@ -69,6 +72,7 @@ class Task:
     kind: ClassVar[str] = "sequence"
     chance: ClassVar[float | None] = None
     eval_scope_without_length: ClassVar[bool] = False
+    solvable_past_training: ClassVar[bool] = True
 
     @property
     def vocab_size(self) -> int:

@@ -17,6 +17,7 @@ from lenbench.tasks import (
     addition,
     build_task,
     copying,
+    count,
     lm,
     parity,
     passkey,
@@ -37,10 +38,11 @@ CASES = {
     "passkey": ({}, 40, 5),
     "addition": ({}, 7, 8),
     "parity": ({}, 7, 1),
+    "count": ({}, 7, 1),
     "lm": ({}, 40, 40),  # train split: every target
 }
 EXPECTED_SEQ_LEN = {  # length 7 (40 for token-unit tasks) → T, from each task's documented layout
-    "copy": 14, "reverse": 14, "sort": 14, "recall": 16, "passkey": 40, "addition": 23, "parity": 8, "lm": 40,
+    "copy": 14, "reverse": 14, "sort": 14, "recall": 16, "passkey": 40, "addition": 23, "parity": 8, "count": 8, "lm": 40,
 }  # fmt: skip
 EXPECTED_VOCAB = {
     "copy": 9,
@@ -50,6 +52,7 @@ EXPECTED_VOCAB = {
     "passkey": 17,
     "addition": 12,
     "parity": 3,
+    "count": 262,
     "lm": 256,
 }
 EXPECTED_CHANCE = {
@@ -60,6 +63,7 @@ EXPECTED_CHANCE = {
     "passkey": 0.1,
     "addition": 0.1,
     "parity": 0.5,
+    "count": 1 / 257,
     "lm": None,
 }
 
@@ -314,9 +318,65 @@ def test_sample_agrees_with_sequence():
     task, batch = draw("parity")
     for row in full(batch).tolist():
         assert task.sequence(row[:7]) == row
+    task, batch = draw("count")
+    for row in full(batch).tolist():
+        assert task.sequence(row[:7]) == row
+    task, batch = draw("recall", queries="all", distinct_values=True, num_values=16)
+    n = CASES["recall"][1]
+    for row in full(batch).tolist():
+        keys, vals = row[0 : 2 * n : 2], [v - task.num_keys for v in row[1 : 2 * n : 2]]
+        assert task.sequence(keys, vals, row[2 * n + 1 :: 2]) == row
 
 
-@pytest.mark.parametrize("module", [addition, copying, lm, parity, passkey, recall, reversal, sorting])
+def test_count_answer_is_the_length_as_one_symbol_never_seen_past_training():
+    task = build_task("count")
+    for n in (1, 5, 8):
+        s = full(task.sample(B, n, gen(n)))
+        assert (s[:, n] == task.mark).all() and (s[:, -1] == task.count_token(n)).all()
+    # every target of training at lengths 1 … 8 (inputs and answers): no count symbol above 8 occurs
+    seen = {t for n in range(1, 9) for t in full(task.sample(B, n, gen(n))).flatten().tolist()}
+    assert task.count_token(8) in seen and not any(task.count_token(c) in seen for c in range(9, task.max_count + 1))
+    assert task.solvable_past_training is False and build_task("parity").solvable_past_training is True
+    with pytest.raises(ValueError, match=r"length 300 exceeds max_count=256 .* pass max_count >= 300"):
+        task.seq_len(300)
+
+
+def test_mqar_queries_every_key_once_with_distinct_values():
+    n = 12
+    task, batch = draw("recall", length=n, queries="all", distinct_values=True, num_values=32)
+    s = full(batch)
+    assert s.shape[1] == 4 * n + 1 and task.seq_len(n) == 4 * n
+    assert batch.loss_mask.sum(1).eq(n).all()  # every query's answer is scored
+    for row in s.tolist():
+        keys, vals = row[0 : 2 * n : 2], row[1 : 2 * n : 2]
+        asked, answers = row[2 * n + 1 :: 2], row[2 * n + 2 :: 2]
+        assert len(set(vals)) == n and sorted(asked) == sorted(keys)  # distinct values; every key queried
+        assert answers == [dict(zip(keys, vals, strict=True))[k] for k in asked]
+    # distinct values: the most frequent value of a sample occurs once, so naming it is chance
+    assert all(max(row[1 : 2 * n : 2].count(v) for v in row[1 : 2 * n : 2]) == 1 for row in s.tolist())
+    with pytest.raises(ValueError, match=r"length 40 exceeds num_values=32 \(distinct_values"):
+        task.seq_len(40)
+    # Zoology's layout: each answer predicted at its query, never an input
+    zoo = build_task("recall", queries="all", distinct_values=True, feed_answers=False, num_values=32)
+    batch = zoo.sample(B, n, gen(1))
+    assert batch.inputs.shape == (B, 3 * n + 1) and zoo.seq_len(n) == 3 * n + 1
+    assert batch.loss_mask[:, 2 * n + 1 :].all() and not batch.loss_mask[:, : 2 * n + 1].any()
+    values = set(range(zoo.num_keys, zoo.num_keys + zoo.num_values))
+    assert not any(t in values for t in batch.inputs[:, 2 * n + 1 :].flatten().tolist())  # no answer fed back
+    for inputs, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
+        pairs = dict(zip(inputs[0 : 2 * n : 2], inputs[1 : 2 * n : 2], strict=True))
+        asked = inputs[2 * n + 1 :]
+        assert sorted(asked) == sorted(pairs) and targets[2 * n + 1 :] == [pairs[k] for k in asked]
+        assert targets[: 2 * n + 1] == inputs[1 : 2 * n + 2]  # the unscored prefix is the usual shift
+    with pytest.raises(ValueError, match="distinct_values must be true or false"):
+        build_task("recall", distinct_values="yes")
+    with pytest.raises(ValueError, match="queries must be an int >= 1"):
+        build_task("recall", queries="some")
+    with pytest.raises(ValueError, match="feed_answers must be true or false"):
+        build_task("recall", feed_answers=1)
+
+
+@pytest.mark.parametrize("module", [addition, copying, count, lm, parity, passkey, recall, reversal, sorting])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
