@@ -35,6 +35,7 @@ class ModelConfig:
         max_len: longest sequence the model will be evaluated at (sizes tables such as `learned`).
         train_len: training length in tokens (None: unknown); length-relative encoding defaults
             derive from it (see `EncodingDims`).
+        embedding_std: standard deviation of the token embeddings' normal initialisation.
     """
 
     vocab_size: int
@@ -48,6 +49,7 @@ class ModelConfig:
     encoding_params: dict = field(default_factory=dict)
     max_len: int = 4096
     train_len: int | None = None
+    embedding_std: float = 0.02
 
     def dims(self) -> EncodingDims:
         return EncodingDims(d_model=self.d_model, n_heads=self.n_heads, max_len=self.max_len, causal=self.causal,
@@ -148,7 +150,8 @@ class Transformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        """Normal(0, 0.02) linear and token-embedding weights, zero biases (GPT-2 / nanoGPT).
+        """Normal(0, 0.02) linear weights, Normal(0, `embedding_std`) token embeddings (0.02 by
+        default, as GPT-2 / nanoGPT), zero biases.
 
         The encoding's own parameters (FIRE's MLP, the `learned` table …) keep the initialisation
         their encoding chose.
@@ -157,7 +160,7 @@ class Transformer(nn.Module):
             if name.startswith("pos_enc"):
                 continue
             if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=0.02)
+                nn.init.normal_(m.weight, std=self.cfg.embedding_std if m is self.tok else 0.02)
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
 

@@ -170,3 +170,16 @@ def test_shared_rows_collapses_identical_position_rows_only():
     offsets = same + torch.tensor([[0], [0], [2]])
     assert shared_rows(offsets) is offsets
     assert shared_rows(offsets[:1]).shape == (1, 5)
+
+
+def test_embedding_std_scales_the_token_embeddings_alone_and_draws_the_same_random_stream():
+    """A larger `embedding_std` changes the token embeddings' scale and nothing else: every other
+    weight comes from the same random draws (the same op per parameter, in the same order)."""
+    models = {}
+    for std in (0.02, 1.0):
+        torch.manual_seed(0)
+        models[std] = Transformer(ModelConfig(vocab_size=50, d_model=32, n_heads=4, encoding="rope", embedding_std=std))
+    small, big = (dict(models[s].named_parameters()) for s in (0.02, 1.0))
+    torch.testing.assert_close(big["tok.weight"], small["tok.weight"] * 50, rtol=1e-5, atol=1e-6)  # same draws, scaled
+    assert 0.9 < big["tok.weight"].std().item() < 1.1
+    assert all(torch.equal(small[k], big[k]) for k in small if k != "tok.weight")

@@ -16,14 +16,16 @@ numeric strings, since PyYAML reads an exponent without a sign or dot (``1e-3``,
 string. A grid entry listed twice (same task and length, same encoding label, same seed, same
 variant) runs once, with a `SuiteWarning`.
 
-A task entry may override the suite's `train:` fields and `eval:` fields for that task alone,
+A task entry may override the suite's `train:`, `eval:` and `model:` fields for that task alone,
 checked exactly like the suite's own sections (unknown keys with did-you-mean, types, `RANGES`):
 
     tasks:
       - {name: copy, train_len: 16}                                    # the suite's settings
       - {name: copy, train_len: 16, label: copy_long, train: {steps: 3000}, eval: {samples: 128}}
+      - {name: recall, train_len: 8, model: {embedding_std: 1.0}}
 
-Its cells get the suite's TrainSpec / EvalSpec with those fields replaced (`TaskSpec.train_spec`);
+Its cells get the suite's TrainSpec / EvalSpec / ModelSpec with those fields replaced
+(`TaskSpec.train_spec`);
 an entry without overrides makes the very cells (ids, checkpoints) it made before. `label` names
 the entry in results (the `task` column, `TaskSpec.key`): one task at one training length under one
 label is one leaderboard board, so two entries that would share a board with different settings
@@ -122,6 +124,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.n_heads": (lambda v: v >= 1, ">= 1"),
     "model.ff_mult": (lambda v: v >= 1, ">= 1"),
     "model.dropout": (lambda v: 0 <= v < 1, "0 <= dropout < 1"),
+    "model.embedding_std": (lambda v: 0 < v < math.inf, "> 0 and finite"),
     "train.steps": (lambda v: v >= 1, ">= 1"),
     "train.batch_size": (lambda v: v >= 1, ">= 1"),
     "train.lr": (lambda v: 0 < v < math.inf, "> 0 and finite"),
@@ -224,6 +227,26 @@ def _variant_mapping(v: Any, where: str, source: str) -> dict:
     return v
 
 
+def _model_section(data: Any, where: str, source: str) -> ModelSpec:
+    """A `model:` mapping as a ModelSpec, every value type- and range-checked (`RANGES`).
+
+    Args:
+        data: the mapping (None: every default).
+        where: its place in the file for the error ("model", or "tasks[2].model" for a task's overrides).
+        source: the suite file.
+    """
+    model = typed(ModelSpec, data or {}, where, source)
+    _check_ranges(model, "model", source, where)
+    return model
+
+
+def _check_heads(model: ModelSpec, where: str, source: str) -> None:
+    """d_model must split evenly into the heads (`where`: the section whose values make `model`)."""
+    if model.d_model % model.n_heads:
+        raise SuiteError(f"{source}: {where}.d_model = {model.d_model} is out of range (valid: a multiple of "
+                         f"{where}.n_heads = {model.n_heads})")
+
+
 def _train_section(data: Any, where: str, source: str) -> TrainSpec:
     """A `train:` mapping as a TrainSpec, every value type- and range-checked (`RANGES`).
 
@@ -291,14 +314,15 @@ def _task_label(value: Any, name: str, where: str, source: str) -> str:
 
 
 def _differences(a: tuple, b: tuple) -> list[str]:
-    """What two task entries' signatures (`_tasks`) differ in: "task", "params", "train.<field>", "eval.<field>"."""
+    """What two task entries' signatures (`_tasks`) differ in: "task", "params", "train.<field>",
+    "eval.<field>", "model.<field>"."""
     out = [what for what, x, y in (("task", a[0], b[0]), ("params", a[1], b[1])) if x != y]
-    for section, x, y in (("train", a[2], b[2]), ("eval", a[3], b[3])):
+    for section, x, y in (("train", a[2], b[2]), ("eval", a[3], b[3]), ("model", a[4], b[4])):
         out += [f"{section}.{f.name}" for f in dataclasses.fields(x) if getattr(x, f.name) != getattr(y, f.name)]
     return out
 
 
-def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, source: str) -> list[TaskSpec]:
+def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, model: ModelSpec, source: str) -> list[TaskSpec]:
     """The `tasks:` entries as TaskSpecs, with their per-task overrides checked like the suite's sections.
 
     One (label, train_len) is one board of results. An entry that repeats an earlier one at a
@@ -309,6 +333,7 @@ def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, source: str) -> list[TaskS
         data: the `tasks:` list.
         train: the suite's training settings (a task's `train:` overrides replace fields of it).
         ev: the suite's evaluation settings (likewise for `eval:`).
+        model: the suite's model (likewise for `model:`).
         source: the suite file.
     """
     tasks = []
@@ -327,12 +352,14 @@ def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, source: str) -> list[TaskS
         params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
         label = _task_label(t.get("label"), name, where, source)
         overrides = {}
-        for section, parse in (("train", _train_section), ("eval", _eval_section)):
+        for section, parse in (("train", _train_section), ("eval", _eval_section), ("model", _model_section)):
             given = t.get(section) or {}
             spec = parse(given, f"{where}.{section}", source)
             overrides[section] = {k: getattr(spec, k) for k in given}
         spec = TaskSpec(name=name, train_len=lens, params=params, label=label, **overrides)
-        signature = (name, _canon(params), spec.train_spec(train), spec.eval_spec(ev))
+        if spec.model:
+            _check_heads(spec.model_spec(model), f"{where}.model", source)
+        signature = (name, _canon(params), spec.train_spec(train), spec.eval_spec(ev), spec.model_spec(model))
         kept = []
         for n in lens:
             first = boards.get((spec.key, n))
@@ -359,7 +386,7 @@ def _label_hint(name: str, diff: list[str], signature: tuple, params: dict, inde
         section, _, field = d.partition(".")
         if field or section == "params":
             if field:
-                value = getattr(signature[2 if section == "train" else 3], field)
+                value = getattr(signature[{"train": 2, "eval": 3, "model": 4}[section]], field)
             elif params:
                 field, value = sorted(params.items())[0]
             else:
@@ -385,12 +412,9 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
 
     train = _train_section(data.get("train"), "train", source)
     ev = _eval_section(data.get("eval"), "eval", source)
-    tasks = _tasks(data["tasks"], train, ev, source)
-    model = typed(ModelSpec, data.get("model") or {}, "model", source)
-    _check_ranges(model, "model", source)
-    if model.d_model % model.n_heads:
-        raise SuiteError(f"{source}: model.d_model = {model.d_model} is out of range (valid: a multiple of "
-                         f"model.n_heads = {model.n_heads})")
+    model = _model_section(data.get("model"), "model", source)
+    _check_heads(model, "model", source)
+    tasks = _tasks(data["tasks"], train, ev, model, source)
     encodings = []
     for i, e in enumerate(_entries(data["encodings"], "encodings", source)):
         where = f"encodings[{i}]"

@@ -57,15 +57,39 @@ class KernelSpec:
     train_rounds: int = 20
 
 
+#: ModelSpec fields added after the first published cells, each with the default that leaves it out
+#: of a cell's id (`ModelSpec.identity`) and its settings line (`Cell.settings`).
+LATER_MODEL_FIELDS: dict[str, Any] = {"embedding_std": 0.02}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """Model geometry shared by every cell (see `lenbench.model.ModelConfig`)."""
+    """Model geometry and initialisation of the cells (see `lenbench.model.ModelConfig`).
+
+    `embedding_std` is the standard deviation of the token embeddings' normal initialisation
+    (GPT-2's 0.02 by default; studies/tasks/ measured why multi-query recall needs 1.0).
+    """
 
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
     ff_mult: int = 4
     dropout: float = 0.0
+    embedding_std: float = 0.02
+
+    def identity(self) -> dict:
+        """The fields that name a cell (`Cell.training_config`): every field, except those added after
+        the first published cells (`LATER_FIELDS`) while they keep their default, so those cells keep
+        their ids."""
+        out = dataclasses.asdict(self)
+        for name, default in LATER_MODEL_FIELDS.items():
+            if out[name] == default:
+                del out[name]
+        return out
+
+    def later_settings(self) -> dict:
+        """The `LATER_MODEL_FIELDS` set away from their defaults (what `Cell.settings` adds)."""
+        return {k: v for k, v in self.identity().items() if k in LATER_MODEL_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -118,6 +142,8 @@ class TaskSpec:
         eval: per-task overrides of the suite's `eval:` section, likewise: any field (a leaderboard
             board is one task at one training length, so its ratios, samples and batching may be
             its own; `memory_budget_gb` only bounds how samples are batched).
+        model: per-task overrides of the suite's `model:` section, likewise (e.g. a task whose
+            models learn only from larger token embeddings, `embedding_std`).
 
     An entry without overrides makes exactly the cells it made before overrides existed: its cells'
     TrainSpec and EvalSpec are the suite's, and `label` enters the cell config only when given.
@@ -129,6 +155,7 @@ class TaskSpec:
     label: str = ""
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
+    model: dict = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -142,6 +169,10 @@ class TaskSpec:
     def eval_spec(self, suite: EvalSpec) -> EvalSpec:
         """The effective evaluation settings of this task's cells: `suite` with `eval` replaced."""
         return dataclasses.replace(suite, **self.eval) if self.eval else suite
+
+    def model_spec(self, suite: ModelSpec) -> ModelSpec:
+        """The effective model of this task's cells: `suite` with `model` replaced."""
+        return dataclasses.replace(suite, **self.model) if self.model else suite
 
 
 @dataclass(frozen=True)
@@ -227,7 +258,7 @@ class Suite:
         """Expand to cells in a stable order: task × train_len × encoding × seed; each cell gets its
         task entry's effective training and evaluation settings (`TaskSpec.train_spec`, `eval_spec`)."""
         return [
-            Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=self.model,
+            Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=t.model_spec(self.model),
                  train=t.train_spec(self.train), eval=t.eval_spec(self.eval), variants=self.variants)
             for t in self.tasks for n in t.train_len for e in self.encodings for s in self.seeds
         ]
@@ -253,7 +284,7 @@ class Cell:
             "lenbench_version": lenbench.__version__,
             "task": self.task.name, "task_params": self.task.params, "train_len": self.train_len,
             "encoding": self.encoding.name, "encoding_params": self.encoding.params, "seed": self.seed,
-            "model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train),
+            "model": self.model.identity(), "train": dataclasses.asdict(self.train),
             "max_ratio": max(self.eval.ratios),  # sizes position tables such as `learned`
         }
 
@@ -271,10 +302,13 @@ class Cell:
         them (the `settings` column; per-task overrides show here), e.g.
         "train: steps=1000 batch_size=32 lr=0.002 warmup=100 weight_decay=0.01 grad_clip=1
         length_sampling=uniform; eval: samples=64 tokens_per_batch=16384". The evaluation ratios are
-        the rows' own `ratio` column; `memory_budget_gb` changes no result and is left out."""
+        the rows' own `ratio` column; `memory_budget_gb` changes no result and is left out. A model
+        setting added later (`LATER_MODEL_FIELDS`) set away from its default ends the line, e.g.
+        "; model: embedding_std=1"."""
         train = " ".join(f"{k}={_setting(v)}" for k, v in dataclasses.asdict(self.train).items())
         ev = " ".join(f"{k}={_setting(getattr(self.eval, k))}" for k in ("samples", "tokens_per_batch"))
-        return f"train: {train}; eval: {ev}"
+        later = " ".join(f"{k}={_setting(v)}" for k, v in self.model.later_settings().items())
+        return f"train: {train}; eval: {ev}" + (f"; model: {later}" if later else "")
 
     @property
     def train_id(self) -> str:

@@ -1,6 +1,6 @@
-"""Per-task overrides of the suite's `train:` and `eval:` sections (issue 24, part 1).
+"""Per-task overrides of the suite's `train:`, `eval:` and `model:` sections.
 
-A task entry's `train:` / `eval:` fields replace the suite's for that entry's cells alone, checked
+A task entry's `train:` / `eval:` / `model:` fields replace the suite's for that entry's cells alone, checked
 like the suite's own sections; entries without overrides keep the very cell ids and training
 configs they had before overrides existed (golden ids computed on main); `label` keeps two entries
 of one task apart in rows, titles and leaderboard boards, whose provenance shows the settings.
@@ -111,6 +111,22 @@ def test_settings_name_every_effective_training_field_and_the_evaluation_samples
                                            "grad_clip=1 length_sampling=fixed; eval: samples=6 tokens_per_batch=16384")
 
 
+def test_a_model_override_changes_that_entrys_cells_alone_and_a_later_field_at_its_default_no_id():
+    wide = {"name": "copy", "train_len": 4, "label": "copy_emb", "model": {"embedding_std": 1.0}}
+    suite = parse_suite(tiny(*TINY_SUITE["tasks"], wide))
+    cells = {c.title: c for c in suite.cells()}
+    emb = [c for c in cells.values() if c.task.key == "copy_emb"]
+    assert emb and all(c.model.embedding_std == 1.0 and c.training_config()["model"]["embedding_std"] == 1.0
+                       for c in emb)
+    assert all(c.settings.endswith("; eval: samples=4 tokens_per_batch=16384; model: embedding_std=1") for c in emb)
+    plain = parse_suite(tiny()).cells()
+    for c in plain:  # the default is left out of ids and settings: the cells of main
+        assert cells[c.title].cell_id == c.cell_id and "embedding_std" not in c.training_config()["model"]
+        assert "model:" not in c.settings
+    explicit = parse_suite(tiny(model={**TINY_SUITE["model"], "embedding_std": 0.02})).cells()
+    assert [c.cell_id for c in explicit] == [c.cell_id for c in plain]
+
+
 # --- validation: exactly like the suite's sections --------------------------------------------------
 
 
@@ -129,7 +145,11 @@ def test_settings_name_every_effective_training_field_and_the_evaluation_samples
     ({"eval": {"ratios": []}}, "tasks[0].eval.ratios must be a non-empty list of positive numbers"),
     ({"train": [3000]}, "tasks[0].train must be a mapping, got list"),
     ({"trian": {"steps": 3}}, "unknown key tasks[0].trian; did you mean 'train'? (valid: name, train_len, params, "
-                              "label, train, eval)"),
+                              "label, train, eval, model)"),
+    ({"model": {"embedding_std": 0}}, "tasks[0].model.embedding_std = 0.0 is out of range (valid: > 0 and finite)"),
+    ({"model": {"embeding_std": 1}}, "unknown key tasks[0].model.embeding_std; did you mean 'embedding_std'? (valid: "
+                                     "d_model, n_layers, n_heads, ff_mult, dropout, embedding_std)"),
+    ({"model": {"n_heads": 3}}, "tasks[0].model.d_model = 16 is out of range (valid: a multiple of tasks[0].model.n_heads = 3)"),
     ({"label": "copy-long"}, "tasks[0].label 'copy-long' is not a task label (letters, digits and _ . + @, starting "
                              "with a letter or digit; no '-', which separates the parts of a cell title); e.g. label: copy_long"),
     ({"label": 3000}, "tasks[0].label 3000 is not a task label (letters, digits and _ . + @, starting with a letter or "

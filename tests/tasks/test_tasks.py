@@ -52,7 +52,7 @@ EXPECTED_VOCAB = {
     "passkey": 17,
     "addition": 12,
     "parity": 3,
-    "count": 262,
+    "count": 263,
     "lm": 256,
 }
 EXPECTED_CHANCE = {
@@ -320,7 +320,7 @@ def test_sample_agrees_with_sequence():
         assert task.sequence(row[:7]) == row
     task, batch = draw("count")
     for row in full(batch).tolist():
-        assert task.sequence(row[:7]) == row
+        assert task.sequence([None if x == task.filler else x for x in row[:7]]) == row
     task, batch = draw("recall", queries="all", distinct_values=True, num_values=16)
     n = CASES["recall"][1]
     for row in full(batch).tolist():
@@ -328,14 +328,18 @@ def test_sample_agrees_with_sequence():
         assert task.sequence(keys, vals, row[2 * n + 1 :: 2]) == row
 
 
-def test_count_answer_is_the_length_as_one_symbol_never_seen_past_training():
+def test_count_answer_is_the_number_of_items_and_never_seen_past_training():
     task = build_task("count")
-    for n in (1, 5, 8):
-        s = full(task.sample(B, n, gen(n)))
-        assert (s[:, n] == task.mark).all() and (s[:, -1] == task.count_token(n)).all()
-    # every target of training at lengths 1 … 8 (inputs and answers): no count symbol above 8 occurs
-    seen = {t for n in range(1, 9) for t in full(task.sample(B, n, gen(n))).flatten().tolist()}
+    for ell in (1, 5, 8):
+        s = full(task.sample(64, ell, gen(ell)))
+        n = (s[:, :ell] != task.filler).sum(1)  # (B,) items among the slots
+        assert (s[:, ell] == task.mark).all() and torch.equal(s[:, -1], task.count_token(0) + n)
+        assert set(n.tolist()) == set(range(max(1, ell - task.spread + 1), ell + 1))  # the last `spread` counts
+    # training at lengths 1 … 8 never shows a count symbol above 8; from 8 + spread on every answer is one
+    seen = {t for ell in range(1, 9) for t in full(task.sample(B, ell, gen(ell))).flatten().tolist()}
     assert task.count_token(8) in seen and not any(task.count_token(c) in seen for c in range(9, task.max_count + 1))
+    past = full(task.sample(B, 8 + task.spread, gen(0)))[:, -1]
+    assert (past > task.count_token(8)).all()
     assert task.solvable_past_training is False and build_task("parity").solvable_past_training is True
     with pytest.raises(ValueError, match=r"length 300 exceeds max_count=256 .* pass max_count >= 300"):
         task.seq_len(300)
