@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lenbench.encodings import EncodingDims, PositionalEncoding, build_encoding
+from lenbench.encodings.attention import attend
 from lenbench.encodings.base import shared_rows
 
 
@@ -89,27 +89,6 @@ class Attention(nn.Module):
         else:
             y = attend(q, k, v, mask, is_causal and mask is None, self.dropout if self.training else 0.0)  # (B, H, T, Dh)
         return self.out(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
-
-
-def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, dropout_p: float
-) -> torch.Tensor:
-    """softmax(q·kᵀ/√Dh + mask)·v for (B, H, T, Dh) inputs and an additive (B|1, H|1, T, T) mask.
-
-    Scaled dot-product attention. SDPA's fused kernels (flash on the CPU) give no gradient to
-    `attn_mask`, so when the mask carries a learned bias (T5, KERPLE, FIRE: it requires grad)
-    SDPA falls back to its math path on the CPU. There the explicit form below is the same
-    computation in fewer passes over the (B, H, T, T) scores (queries pre-scaled, the mask added
-    in place into the product: no second (B, H, T, T) buffer), measurably faster at the model's
-    sizes; everything else goes to SDPA.
-    """
-    if mask is not None and mask.requires_grad and torch.is_grad_enabled() and q.device.type == "cpu":
-        scores = ((q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)).add_(mask)  # (B, H, T, T)
-        p = scores.softmax(dim=-1)  # (B, H, T, T)
-        if dropout_p:
-            p = F.dropout(p, dropout_p)  # (B, H, T, T)
-        return p @ v  # (B, H, T, Dh)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)  # (B, H, T, Dh)
 
 
 class Block(nn.Module):

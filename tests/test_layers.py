@@ -74,9 +74,7 @@ LAYERS: dict[str, Layer] = {
 TORCH_DOORS = frozenset({"lenbench.report.geometry"})
 
 #: Edges that break a rule today, each with what removes it.
-PENDING: dict[tuple[str, str], str] = {
-    ("lenbench.kernels.layer", "lenbench.model"): "attend, the eager reference op, moves below model and kernels",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def packages_run(importer: str, target: str) -> set[str]:

@@ -138,7 +138,7 @@ def test_explicit_attention_equals_sdpa_math_in_values_and_every_gradient():
     gives SDPA's math-path output and the same gradients for q, k, v and the broadcast mask."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from lenbench.model import attend
+    from lenbench.encodings.attention import attend
 
     torch.manual_seed(0)
     B, H, T, Dh = 3, 2, 7, 4

@@ -25,12 +25,12 @@ from collections.abc import Callable
 import torch
 
 from lenbench.encodings import PositionalEncoding
+from lenbench.encodings.attention import attend
 from lenbench.encodings.base import shared_rows
 from lenbench.kernels._inductor_patch import patch_inductor_flex_cpu_names
 from lenbench.kernels.bias import causal_additive_mask, causal_block_mask, flex_block_size
 from lenbench.kernels.dispatch import declares_score_vector
 from lenbench.kernels.support import flex_attention, lazy_compile
-from lenbench.model import attend
 
 
 def layer_mask(enc: PositionalEncoding, pos: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:

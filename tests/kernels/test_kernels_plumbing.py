@@ -22,7 +22,8 @@ from lenbench.benchmark import timing
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
-from lenbench.model import ModelConfig, Transformer, attend
+from lenbench.encodings.attention import attend
+from lenbench.model import ModelConfig, Transformer
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMS = EncodingDims(d_model=64, n_heads=4, max_len=256)
