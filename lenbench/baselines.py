@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from lenbench import metrics
 from lenbench.evaluate import (
     METRICS,
     encode_samples,
@@ -95,8 +96,9 @@ def _chance(task: Task, batch) -> dict[str, tuple[list, list]] | None:
         return None
     scored = batch.loss_mask.sum(1).double()  # (B,)
     exact = torch.tensor(float(task.chance), dtype=torch.float64) ** scored  # (B,): P(all answer tokens guessed)
-    return {"token_accuracy": ((scored * task.chance).tolist(), scored.tolist()),
-            "exact_match": (exact.tolist(), [1.0] * len(exact))}
+    sums = {"tokens": ((scored * task.chance).tolist(), scored.tolist()),  # lenbench.metrics.SUMS
+            "examples": (exact.tolist(), [1.0] * len(exact))}
+    return {m.name: sums[m.sums] for m in metrics.registered() if m.sums in sums}
 
 
 @register_baseline("chance", kinds=("lm",))

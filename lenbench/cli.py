@@ -24,8 +24,10 @@ def _list(what: str) -> int:
     if what == "encodings":
         from lenbench.encodings import ENCODINGS
 
+        from lenbench.encoding_display import encoding_rank
+
         _broken(ENCODINGS.load_all())
-        for name, cls in ENCODINGS.items():
+        for name, cls in sorted(ENCODINGS.items(), key=lambda item: encoding_rank(item[0])):  # the boards' order
             print(f"{name:<12} {cls.description}")
             origin = _origin(ENCODINGS, name)
             if origin:

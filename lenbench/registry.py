@@ -13,8 +13,10 @@ Example:
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
-from collections.abc import Callable, Iterator
+import pkgutil
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from lenbench import plugins
@@ -41,6 +43,18 @@ def check_keywords(what: str, fn: Callable, params: dict, skip: tuple[str, ...] 
                 f"{what} has no parameter {key!r}{did_you_mean(key, accepted)} "
                 f"(parameters: {', '.join(accepted) or 'none'})"
             )
+
+
+def import_members(package: str, path: Iterable[str], skip: Collection[str] = ()) -> list[str]:
+    """Import every public module of `package` (its `__path__` is `path`) but those in `skip`, by
+    name: a package whose modules register themselves on import (the encodings, the tasks) needs no
+    list of them, so a new encoding or task is one new file. Returns the module names, in import order.
+    """
+    names = sorted(info.name for info in pkgutil.iter_modules(list(path))
+                   if not info.name.startswith("_") and info.name not in skip)
+    for name in names:
+        importlib.import_module(f"{package}.{name}")
+    return names
 
 
 class UnknownNameError(KeyError):

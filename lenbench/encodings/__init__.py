@@ -1,23 +1,13 @@
-"""Positional encodings: one module per family, all registered in `ENCODINGS`.
+"""Positional encodings: one module per family, each registering itself in `ENCODINGS` on import.
+
+Every public module of this package is imported here (`lenbench.registry.import_members`), so a new
+encoding is one new file; the report's order and colours are declared by name in
+`lenbench.encoding_display` (an encoding not named there sorts after those that are).
 
     >>> from lenbench.encodings import build_encoding, EncodingDims
     >>> enc = build_encoding("alibi", EncodingDims(d_model=64, n_heads=8))
 """
 
-from lenbench.encodings import (  # noqa: F401  (registers)
-    alibi,
-    cope,
-    fire,
-    kerple,
-    learned,
-    nope,
-    randomized,
-    rope,
-    sandwich,
-    sinusoidal,
-    t5,
-    xpos,
-)
 from lenbench.encodings.base import (
     ENCODINGS,
     EncodingDims,
@@ -26,6 +16,7 @@ from lenbench.encodings.base import (
     encoding_parameters,
     register_encoding,
 )
+from lenbench.registry import import_members
 
 __all__ = [
     "ENCODINGS",
@@ -36,7 +27,4 @@ __all__ = [
     "register_encoding",
 ]
 
-
-# The 2024–2025 frontier, listed after the catalog above (`lenbench list encodings` shows them
-# last); the report's order and colours are declared by name in `lenbench.encoding_display`.
-from lenbench.encodings import fox, stickbreaking, prope, ssmax, dape  # noqa: E402, F401, I001  (registers)
+import_members(__name__, __path__)

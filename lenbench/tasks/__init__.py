@@ -1,6 +1,10 @@
-"""Tasks: one module per task, all registered in `TASKS`."""
+"""Tasks: one module per task, each registering itself in `TASKS` on import.
 
-from lenbench.tasks import addition, copying, count, lm, parity, passkey, recall, reversal, sorting  # noqa: F401 (register)
+Every public module of this package is imported here (`lenbench.registry.import_members`), so a new
+task is one new file; the classes below are re-exported for `from lenbench.tasks import CopyTask`.
+"""
+
+from lenbench.registry import import_members
 from lenbench.tasks.addition import AdditionTask
 from lenbench.tasks.base import TASKS, Batch, Task, build_task, register_task
 from lenbench.tasks.copying import CopyTask
@@ -28,3 +32,5 @@ __all__ = [
     "build_task",
     "register_task",
 ]
+
+import_members(__name__, __path__)

@@ -29,7 +29,7 @@ SUITE = {**TINY_SUITE, "encodings": ["alibi", "rope", {"name": "randomized", "pa
 #: Package modules no cell's compute path imports: among them the driver, the results-directory
 #: layout and the executors, which only read and write files or decide where cells run.
 OUTSIDE = ("report/plots/_style.py", "compare/gate.py", "cli.py", "report/rows.py", "report/tables.py", "report/page.py", "publish.py", "kernels/bias.py",
-           "encodings/t5.py", "tasks/parity.py", "encodings/__init__.py", "tasks/__init__.py",
+           "encodings/t5.py", "tasks/parity.py",
            "run/driver.py", "run/store.py", "run/executors/base.py", "run/executors/local.py", "run/executors/ray.py",
            "run/executors/parent_watch.py", "atomic.py", "config/kernels.py")
 
@@ -141,10 +141,11 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
     No driver, store or executor module: the compute path (`run/cell.py`) imports none of them."""
     assert source_files(cells["alibi/copy"]) == [
         "__init__.py", "baselines.py", "config/fields.py", "config/resources.py",
-        "config/schema.py", "device.py", "encodings/alibi.py", "encodings/attention.py", "encodings/base.py", "encodings/rope_scaling.py",
+        "config/schema.py", "device.py", "encodings/__init__.py", "encodings/alibi.py", "encodings/attention.py",
+        "encodings/base.py", "encodings/rope_scaling.py",
         "evaluate.py", "labels.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py",
         "results/schema.py", "rope_factors.py", "run/cell.py", "run/closure.py",
-        "run/fingerprint.py", "run/memory.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py",
+        "run/fingerprint.py", "run/memory.py", "tasks/__init__.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py",
         "tasks/eval_data.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
         "encodings/rope.py", "tasks/lm.py", "tasks/lm_context.py"}
@@ -162,13 +163,17 @@ def test_code_in_a_package_init_is_hashed_but_its_registrations_are_not_followed
 def test_the_compute_closure_loads_no_code_by_path(cells):
     """The closure follows imports; a load by file path would be a hole. The compute closure's only
     dynamic loads are `plugins.py`'s, which load the plugins themselves — code outside lenbench
-    whose sources the fingerprint hashes as ``plugin:…`` keys (tests/test_plugins.py); the
+    whose sources the fingerprint hashes as ``plugin:…`` keys (tests/test_plugins.py) — and
+    `registry.import_members`, with which the encodings' and tasks' `__init__`s import their own
+    members so that each registers itself: the closure never follows a package `__init__` into its
+    members (its rule), and a cell's own encoding and task modules are roots of its closure. The
     executors' `import_module` of a `LAZY_EXECUTORS` name (outside it) is followed by name, as the
     closure's rule says."""
     files = sorted(set().union(*(source_files(c) for c in cells.values())))
     loads = [site for rel in files for site in dynamic_loads(rel, ROOT / "lenbench")]
-    assert {site.split(":")[0] for site in loads} == {"plugins.py"}
+    assert {site.split(":")[0] for site in loads} == {"plugins.py", "registry.py"}
     assert sorted({site.split()[-1] for site in loads}) == ["exec", "import_module"]
+    assert [site.split()[-1] for site in loads if site.startswith("registry.py")] == ["import_module"]
     executors = import_closure(["run/executors/base.py"], ROOT / "lenbench")
     loads = dynamic_loads("run/executors/base.py", ROOT / "lenbench")
     assert [site.split(":")[0] + " " + site.split()[-1] for site in loads] == ["run/executors/base.py import_module"]

@@ -1,0 +1,98 @@
+"""Adding an encoding, a task or a metric to lenbench is one file (plus its test).
+
+Each test copies the package, makes exactly one change in the copy (a new module in
+`lenbench/encodings/` or `lenbench/tasks/`, one `register_metric` call appended to
+`lenbench/metrics.py`) and shows, in a fresh interpreter importing the copy, that the addition is
+picked up everywhere a user meets it: `lenbench list`, a run of a tiny suite, the rows and the
+board. Nothing else in the copy is edited, so no second list has to know about it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lenbench_testing import PLUGIN_ENCODING, PLUGIN_TASK, TINY_SUITE, write_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [pytest.mark.subprocess]
+
+
+def package_copy(tmp_path: Path) -> Path:
+    """A copy of the lenbench package under tmp_path/src (the PYTHONPATH of the commands)."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "lenbench", src / "lenbench", ignore=shutil.ignore_patterns("__pycache__"))
+    return src
+
+
+def lenbench(src: Path, *args: str, cwd: Path) -> str:
+    """`python -m lenbench.cli ARGS` importing the copy; its stdout (fails the test on a non-zero exit)."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, "-m", "lenbench.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def python(src: Path, code: str, cwd: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def run_tiny(src: Path, tmp_path: Path, **suite) -> list[dict]:
+    """Run a tiny suite (TINY_SUITE with `suite` replaced) with the copy; every row of its cells."""
+    path = write_suite(tmp_path, {**TINY_SUITE, "variants": [], **suite})
+    out = tmp_path / "out"
+    lenbench(src, "run", "--suite", str(path), "--out", str(out), "--quiet", "--executor", "serial", cwd=tmp_path)
+    cells = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    assert cells and all(c["status"] == "ok" for c in cells), [(c["title"], c["error"]) for c in cells]
+    return [r for c in cells for r in c["rows"]]
+
+
+def test_a_new_encoding_is_one_module_in_the_encodings_package(tmp_path):
+    src = package_copy(tmp_path)
+    (src / "lenbench" / "encodings" / "steep.py").write_text(PLUGIN_ENCODING.format(name="alibi-steep", scale=2.0))
+    listed = lenbench(src, "list", "encodings", cwd=tmp_path)
+    assert "alibi-steep  ALiBi with steeper slopes" in listed and "plugin:" not in listed  # a built-in, listed last
+    assert [line.split()[0] for line in listed.splitlines() if line[:1].strip()][-1] == "alibi-steep"
+    colour = python(src, "from lenbench.encoding_display import OTHER_COLORS, encoding_color\n"
+                         "c = encoding_color('alibi-steep'); print(c, c in OTHER_COLORS)", cwd=tmp_path).split()
+    assert colour[1] == "True"  # a declared colour of its own: never the grey of "not learned"
+    rows = run_tiny(src, tmp_path, encodings=["nope", "alibi-steep"])
+    assert {r["encoding"] for r in rows} >= {"nope", "alibi-steep"}
+    lenbench(src, "report", str(tmp_path / "out"), "--out", str(tmp_path / "board"), cwd=tmp_path)
+    assert "alibi-steep" in (tmp_path / "board" / "leaderboard.md").read_text()
+
+
+def test_a_new_task_is_one_module_in_the_tasks_package(tmp_path):
+    src = package_copy(tmp_path)
+    (src / "lenbench" / "tasks" / "running_max.py").write_text(PLUGIN_TASK.format(name="running-max", vocab=10))
+    listed = lenbench(src, "list", "tasks", cwd=tmp_path)
+    assert "running-max [digits] the running maximum of a digit string" in listed and "plugin:" not in listed
+    rows = run_tiny(src, tmp_path, tasks=[{"name": "running-max", "train_len": 8}])
+    assert {r["task"] for r in rows} == {"running-max"}
+    assert {r["metric"] for r in rows} >= {"exact_match", "token_accuracy"}  # its kind's metrics, without a list
+    lenbench(src, "report", str(tmp_path / "out"), "--out", str(tmp_path / "board"), cwd=tmp_path)
+    assert "running-max" in (tmp_path / "board" / "leaderboard.md").read_text()
+
+
+def test_a_new_metric_is_one_register_metric_call(tmp_path):
+    src = package_copy(tmp_path)
+    with (src / "lenbench" / "metrics.py").open("a") as f:
+        f.write('\nregister_metric("token_error", higher_is_better=False, sums="tokens", recorded_for=("sequence",),\n'
+                '                worst=1.0, transform=lambda ratio, xp: 1 - ratio, bounds=(0.0, 1.0),\n'
+                '                description="scored answer tokens wrong (a test metric)")\n')
+    rows = run_tiny(src, tmp_path)
+    value = {(r["encoding"], r["ratio"], r["metric"]): r["value"] for r in rows if not r.get("bucket")}
+    errors = {k: v for k, v in value.items() if k[2] == "token_error"}
+    assert errors and {k[0] for k in errors} >= {"nope", "rope"}  # computed for every sequence row, baselines too
+    for (encoding, ratio, _), err in errors.items():
+        assert err == pytest.approx(1 - value[(encoding, ratio, "token_accuracy")], abs=1e-12)
