@@ -1,8 +1,8 @@
-"""Adding an encoding, a task or a metric to lenbench is one file (plus its test).
+"""Adding an encoding, a task, a metric or a figure to lenbench is one file (plus its test).
 
 Each test copies the package, makes exactly one change in the copy (a new module in
-`lenbench/encodings/` or `lenbench/tasks/`, one `register_metric` call appended to
-`lenbench/metrics.py`) and shows, in a fresh interpreter importing the copy, that the addition is
+`lenbench/encodings/`, `lenbench/tasks/` or `lenbench/report/plots/`, one `register_metric` call
+appended to `lenbench/metrics.py`) and shows, in a fresh interpreter importing the copy, that the addition is
 picked up everywhere a user meets it: `lenbench list`, a run of a tiny suite, the rows and the
 board. Nothing else in the copy is edited, so no second list has to know about it.
 """
@@ -96,3 +96,33 @@ def test_a_new_metric_is_one_register_metric_call(tmp_path):
     assert errors and {k[0] for k in errors} >= {"nope", "rope"}  # computed for every sequence row, baselines too
     for (encoding, ratio, _), err in errors.items():
         assert err == pytest.approx(1 - value[(encoding, ratio, "token_accuracy")], abs=1e-12)
+
+
+TOY_FIGURE = """
+from lenbench.report.figures import FigureSpec
+from lenbench.report.plots._style import figure, save_figure
+
+FIGURES = (FigureSpec(stem="toy_bars", title="a toy figure", source="rows", draw="draw_figure", order=45),)
+CAPTION = "Rows per encoding (a test figure)."
+
+
+def draw_figure(inputs, path):
+    counts = inputs.rows.groupby("encoding").size()
+    fig = figure(4, 3)
+    fig.add_subplot().bar(range(len(counts)), counts.to_numpy())
+    return save_figure(fig, path)
+"""
+
+
+def test_a_new_figure_is_one_plot_module(tmp_path):
+    src = package_copy(tmp_path)
+    (src / "lenbench" / "report" / "plots" / "toy.py").write_text(TOY_FIGURE)
+    listed = python(src, "from lenbench.report.figures import FIGURES, figure_files\n"
+                         "print([s.stem for s in FIGURES]); print(sorted(figure_files()))", cwd=tmp_path)
+    stems = eval(listed.splitlines()[0])  # noqa: S307 (a list literal this test printed)
+    assert stems.index("toy_bars") == stems.index("needle_depth") + 1  # its declared order (45)
+    assert "toy_bars.svg" in listed.splitlines()[1]
+    run_tiny(src, tmp_path)
+    lenbench(src, "report", str(tmp_path / "out"), "--out", str(tmp_path / "board"), cwd=tmp_path)
+    assert (tmp_path / "board" / "toy_bars.png").is_file() and (tmp_path / "board" / "toy_bars.svg").is_file()
+    assert "a toy figure" in (tmp_path / "board" / "index.html").read_text()

@@ -1,10 +1,15 @@
-"""The report's figures, declared once: each figure's file stem, page title, what it is drawn from
-and which plot function draws it.
+"""The report's figures: each declared once, in the plot module that draws it.
+
+A plot module under `lenbench.report.plots` declares its figures at module level as
+``FIGURES = (FigureSpec(stem=..., title=..., source=..., draw=..., order=...), ...)`` with literal
+arguments; this module reads those declarations from the modules' source (`ast`, without importing
+them, so reading the list imports no matplotlib) into `FIGURES`, ordered by `order`. A new figure is
+therefore one new plot module (or one more entry in an existing one).
 
 `lenbench.report.build` draws every figure of `FIGURES` whose input the source has, in this order,
 as PNG and SVG; `lenbench.publication` reads the stems from here to know which files a publication
 may hold; the page (`lenbench.report.page`) shows them in this order under their titles. The plot
-modules are imported only when a figure is drawn, so reading this list imports no matplotlib.
+modules are imported only when a figure is drawn.
 
 The per-encoding position patterns (``encodings/<name>.{png,svg}``, `lenbench.report.geometry`)
 are one figure per encoding in a folder of their own and are drawn by the build directly.
@@ -12,8 +17,10 @@ are one figure per encoding in a folder of their own and are drawn by the build 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -39,30 +46,33 @@ class FigureInputs:
 
 @dataclasses.dataclass(frozen=True)
 class FigureSpec:
-    """One figure of the report.
+    """One figure of the report, declared in the plot module that draws it.
 
     Attributes:
         stem: the file name without its format (``<stem>.png``, ``<stem>.svg``).
         title: its heading on the page.
         source: "rows" (drawn after the tables, when the source has extrapolation rows) or "cost"
             (drawn after the cost table, when it has kernel timings).
-        module: the plot module under `lenbench.report.plots` that draws it.
         draw: ``draw(inputs, path) -> Path``, by the name of its function in `module`.
+        order: its place on the page and in the build (ascending; distinct per figure).
         caption: the name of the caption string in `module`.
         left_out: ``left_out(inputs) -> {panel: reason}``, by name in `module`; "" when it leaves
             nothing out.
         needs: ``needs(inputs) -> bool``, by name in `module`, whether the source has what it
             draws; "" when its source is enough.
+        module: the plot module under `lenbench.report.plots` that declares and draws it (filled in
+            from where the declaration is found).
     """
 
     stem: str
     title: str
     source: str
-    module: str
     draw: str
+    order: int
     caption: str = "CAPTION"
     left_out: str = ""
     needs: str = ""
+    module: str = ""
 
     def _attr(self, name: str):
         return getattr(importlib.import_module(f"lenbench.report.plots.{self.module}"), name)
@@ -80,21 +90,36 @@ class FigureSpec:
         return self._attr(self.left_out)(inputs) if self.left_out else {}
 
 
-FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("extrapolation", "metric against evaluation length", "rows", "extrapolation", "draw_figure",
-               left_out="figure_left_out"),
-    FigureSpec("leaderboard_heatmap", "leaderboard heatmap", "rows", "heatmap", "draw_figure",
-               left_out="figure_left_out"),
-    FigureSpec("position_loss", "lm loss by position", "rows", "position", "draw_figure",
-               left_out="figure_left_out", needs="figure_needs"),
-    FigureSpec("needle_depth", "passkey: needle depth × length", "rows", "needle", "draw_figure",
-               left_out="figure_left_out", needs="figure_needs"),
-    FigureSpec("cost", "kernel time against sequence length", "cost", "cost", "cost_figure",
-               caption="COST_CAPTION"),
-    FigureSpec("quality_cost", "quality against training cost", "cost", "cost", "quality_cost_figure",
-               caption="QUALITY_COST_CAPTION", left_out="quality_cost_figure_left_out",
-               needs="quality_cost_figure_needs"),
-)
+#: The plot modules, where figures are declared.
+PLOTS = Path(__file__).resolve().parent / "plots"
+
+
+def declared_figures(plots: Path = PLOTS) -> tuple[FigureSpec, ...]:
+    """Every figure the plot modules in `plots` declare (their module-level ``FIGURES`` tuples of
+    ``FigureSpec(...)`` calls with literal keyword arguments), by `order`.
+
+    Raises:
+        ValueError: a declaration that is not such a tuple, one line naming the module.
+    """
+    found = []
+    for path in sorted(plots.glob("[!_]*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FIGURES"
+                                                            for t in node.targets)):
+                continue
+            calls = node.value.elts if isinstance(node.value, ast.Tuple) else None
+            if calls is None or not all(isinstance(c, ast.Call) and getattr(c.func, "id", "") == "FigureSpec"
+                                        and not c.args for c in calls):
+                raise ValueError(f"{path.name}: FIGURES must be a tuple of FigureSpec(...) calls with keyword arguments")
+            try:
+                found += [FigureSpec(**{k.arg: ast.literal_eval(k.value) for k in c.keywords}, module=path.stem)
+                          for c in calls]
+            except ValueError as err:
+                raise ValueError(f"{path.name}: a FigureSpec argument is not a literal ({err})") from None
+    return tuple(sorted(found, key=lambda spec: spec.order))
+
+
+FIGURES: tuple[FigureSpec, ...] = declared_figures()
 
 #: The file stems of every figure, in page order.
 FIGURE_STEMS: tuple[str, ...] = tuple(spec.stem for spec in FIGURES)
@@ -109,6 +134,9 @@ def _check(figures: tuple[FigureSpec, ...]) -> None:
     stems = [spec.stem for spec in figures]
     if len(set(stems)) != len(stems):
         raise ValueError(f"a figure stem is declared twice: {stems}")
+    orders = [spec.order for spec in figures]
+    if len(set(orders)) != len(orders):
+        raise ValueError(f"two figures share an order: {[(s.stem, s.order) for s in figures]}")
     for spec in figures:
         if spec.source not in SOURCES:
             raise ValueError(f"figure {spec.stem!r}: source {spec.source!r} is not one of {', '.join(SOURCES)}")

@@ -54,7 +54,8 @@ def test_a_source_without_rows_or_timings_is_a_one_line_error(tmp_path):
 def test_the_figures_written_are_the_declared_list(tmp_path, monkeypatch):
     """`lenbench.report.figures.FIGURES` is the one figure list: the build draws exactly the
     declared figures the source can draw, in that order, the page shows each under its title, and a
-    publication may hold exactly their files. A figure added to the list is drawn with no other edit."""
+    publication may hold exactly their files. A figure added to the list is drawn with no other edit
+    (one declared in a new plot module joins the list by itself: tests/test_extension.py)."""
     import importlib
 
     from lenbench import publication
@@ -74,7 +75,7 @@ def test_the_figures_written_are_the_declared_list(tmp_path, monkeypatch):
     assert set(figure_files) <= publication.published_names()
     assert figures.figure_files() <= publication.published_names()
 
-    toy = FigureSpec("toy_figure", "a toy figure", "cost", "cost", "cost_figure", caption="COST_CAPTION")
+    toy = FigureSpec("toy_figure", "a toy figure", "cost", "cost_figure", order=70, caption="COST_CAPTION", module="cost")
     monkeypatch.setattr(figures, "FIGURES", (*FIGURES, toy))
     monkeypatch.setattr(build, "FIGURES", figures.FIGURES)
     written = [p.name for p in write_report(source, tmp_path / "toy")]

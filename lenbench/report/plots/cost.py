@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from lenbench.report.figures import FigureSpec
 from lenbench.report.plots._style import (
     ALL_ZERO,
     NOT_LEARNED,
@@ -27,6 +28,15 @@ from lenbench.report.plots._style import (
     save_figure,
 )
 from lenbench.report.rows import BASE_VARIANT, series_order
+
+#: The figures this module draws (read by `lenbench.report.figures` without importing it).
+FIGURES = (
+    FigureSpec(stem="cost", title="kernel time against sequence length", source="cost", draw="cost_figure",
+               order=50, caption="COST_CAPTION"),
+    FigureSpec(stem="quality_cost", title="quality against training cost", source="cost",
+               draw="quality_cost_figure", order=60, caption="QUALITY_COST_CAPTION",
+               left_out="quality_cost_figure_left_out", needs="quality_cost_figure_needs"),
+)
 
 #: The captions of the two figures on the page (`lenbench.report.page`), and for docs to quote.
 COST_CAPTION = ("Forward-kernel time per call against sequence length (log-log), one colour and marker per "

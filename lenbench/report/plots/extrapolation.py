@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from lenbench.metrics import find_metric
+from lenbench.report.figures import FigureSpec
 from lenbench.report.plots._style import (
     BASELINE_STYLES,
     NOT_LEARNED_ALPHA,
@@ -33,6 +34,10 @@ from lenbench.report.plots._style import (
 from lenbench.report.rows import primary_metric, series_label, task_order, whole_length
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
 from lenbench.task_display import task_chance
+
+#: The figures this module draws (read by `lenbench.report.figures` without importing it).
+FIGURES = (FigureSpec(stem="extrapolation", title="metric against evaluation length", source="rows",
+                      draw="draw_figure", order=10, left_out="figure_left_out"),)
 
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against evaluation length on a log2 axis: "

@@ -14,6 +14,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from lenbench.metrics import find_metric
+from lenbench.report.figures import FigureSpec
 from lenbench.report.plots._style import (
     PAPER_FONT_SIZE,
     board_label,
@@ -24,6 +25,10 @@ from lenbench.report.plots._style import (
     save_figure,
 )
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
+
+#: The figures this module draws (read by `lenbench.report.figures` without importing it).
+FIGURES = (FigureSpec(stem="leaderboard_heatmap", title="leaderboard heatmap", source="rows", draw="draw_figure",
+                      order=20, left_out="figure_left_out"),)
 
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("The leaderboard as heatmaps: each task's primary metric (mean over seeds) for every trained model, "

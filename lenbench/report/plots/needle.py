@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
+from lenbench.report.figures import FigureSpec
 from lenbench.report.plots._buckets import bucketed, has_bucket_rows
 from lenbench.report.plots._style import (
     ALL_ZERO,
@@ -23,6 +24,10 @@ from lenbench.report.plots._style import (
 )
 from lenbench.report.rows import primary_metric, series_label, series_order, task_order, whole_length
 from lenbench.report.tables import Leaderboard, leaderboard
+
+#: The figures this module draws (read by `lenbench.report.figures` without importing it).
+FIGURES = (FigureSpec(stem="needle_depth", title="passkey: needle depth × length", source="rows",
+                      draw="draw_figure", order=40, left_out="figure_left_out", needs="figure_needs"),)
 
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Passkey retrieval by needle depth (rows, shallow at the top) and evaluation length (columns): the "

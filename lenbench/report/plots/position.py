@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from lenbench.report.figures import FigureSpec
 from lenbench.report.plots._buckets import bucketed, has_bucket_rows
 from lenbench.report.plots._style import (
     NOT_LEARNED_ALPHA,
@@ -25,6 +26,10 @@ from lenbench.report.plots._style import (
 )
 from lenbench.report.rows import series_order
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
+
+#: The figures this module draws (read by `lenbench.report.figures` without importing it).
+FIGURES = (FigureSpec(stem="position_loss", title="lm loss by position", source="rows", draw="draw_figure",
+                      order=30, left_out="figure_left_out", needs="figure_needs"),)
 
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Language-model loss (nll, nats) by target position within the window at the longest evaluated "
