@@ -1,8 +1,8 @@
-"""Adding an encoding, a task, a metric or a figure to lenbench is one file (plus its test).
+"""Adding an encoding, a task, a metric, a figure or an executor to lenbench is one file (plus its test).
 
 Each test copies the package, makes exactly one change in the copy (a new module in
-`lenbench/encodings/`, `lenbench/tasks/` or `lenbench/report/plots/`, one `register_metric` call
-appended to `lenbench/metrics.py`) and shows, in a fresh interpreter importing the copy, that the addition is
+`lenbench/encodings/`, `lenbench/tasks/`, `lenbench/report/plots/` or `lenbench/run/executors/`,
+one `register_metric` call appended to `lenbench/metrics.py`) and shows, in a fresh interpreter importing the copy, that the addition is
 picked up everywhere a user meets it: `lenbench list`, a run of a tiny suite, the rows and the
 board. Nothing else in the copy is edited, so no second list has to know about it.
 """
@@ -126,3 +126,33 @@ def test_a_new_figure_is_one_plot_module(tmp_path):
     lenbench(src, "report", str(tmp_path / "out"), "--out", str(tmp_path / "board"), cwd=tmp_path)
     assert (tmp_path / "board" / "toy_bars.png").is_file() and (tmp_path / "board" / "toy_bars.svg").is_file()
     assert "a toy figure" in (tmp_path / "board" / "index.html").read_text()
+
+
+TOY_EXECUTOR = """
+from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
+
+EXECUTOR_NAMES = ("reversed",)
+
+
+@EXECUTORS.register("reversed", set_name=True)
+class ReversedExecutor(Executor):
+    \"\"\"The cells in this process, last first (a test executor).\"\"\"
+
+    def run(self, jobs):
+        for job in reversed(list(jobs)):
+            yield compute_cell(job)
+"""
+
+
+def test_a_new_executor_is_one_module_in_the_executors_package(tmp_path):
+    src = package_copy(tmp_path)
+    (src / "lenbench" / "run" / "executors" / "toy.py").write_text(TOY_EXECUTOR)
+    path = write_suite(tmp_path, {**TINY_SUITE, "variants": []})
+    out = tmp_path / "out"
+    lenbench(src, "run", "--suite", str(path), "--out", str(out), "--quiet", "--executor", "reversed", cwd=tmp_path)
+    cells = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    assert len(cells) == 2 and all(c["status"] == "ok" for c in cells)
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    wrong = subprocess.run([sys.executable, "-m", "lenbench.cli", "run", "--suite", str(path), "--out", str(out),
+                            "--executor", "reverse"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and "did you mean 'reversed'?" in wrong.stderr and "reversed, serial" in wrong.stderr

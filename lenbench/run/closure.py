@@ -7,9 +7,9 @@ the AST without importing anything. Three rules make it exact rather than a hand
 
 - A plain module imported (`import lenbench.x`, `from lenbench.x import y`, `from . import x`)
   is in the closure, and so is `lenbench.x.y` when `y` is itself a module.
-- A string constant that is exactly the dotted name of a package module (e.g. the
-  `"lenbench.run.executors.ray"` that `executors.LAZY_EXECUTORS` hands to `importlib.import_module`)
-  counts as an import of it: dynamic imports by name are followed.
+- A string constant that is exactly the dotted name of a package module (e.g. a
+  `"lenbench.x.y"` handed to `importlib.import_module`) counts as an import of it: dynamic imports
+  by a literal name are followed.
 - A package's `__init__.py` runs on every import of one of its members, and the packages'
   `__init__`s import every member to register it: following those would make everything depend
   on everything. So an `__init__` is never *followed* into its own package's members; a name

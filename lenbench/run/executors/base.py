@@ -6,8 +6,10 @@ and every outcome carries what it made (the cell result and any newly trained ch
 bytes), so workers need no shared filesystem. The driver (`lenbench.run.driver.run_suite`) alone
 writes results, atomically, whichever executor ran the cells.
 
-Adding an executor is one class and one registry line:
+Adding an executor is one module in this package: a class, its registry line, and the names it
+registers declared at module level, so that looking an executor up imports its module alone:
 
+    >>> EXECUTOR_NAMES = ("mine",)
     >>> @EXECUTORS.register("mine", set_name=True)
     ... class MyExecutor(Executor):
     ...     def run(self, jobs):
@@ -18,17 +20,20 @@ Jobs and outcomes (`CellJob`, `CellOutcome`) are defined with the compute path i
 `lenbench.run.cell`. This module holds the interface, the registry (`get_executor`, with
 did-you-mean), the workers' entry point `compute_cell` and `plan_execution`; it imports neither
 torch nor the executors themselves. Executors shipped, each imported on first use
-(`LAZY_EXECUTORS`): ``serial`` (in this process) and ``process`` (a local process pool,
+(`executor_modules`): ``serial`` (in this process) and ``process`` (a local process pool,
 `--workers N`) in `lenbench.run.executors.local`, ``ray`` (a Ray cluster) in
 `lenbench.run.executors.ray`.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import importlib
 import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from lenbench.registry import Registry
@@ -57,10 +62,15 @@ class Executor:
     """Runs jobs, yielding an outcome as each finishes (in any order).
 
     Subclasses implement `run`; `close` cancels whatever is still outstanding (Ctrl-C, errors).
-    Used as a context manager by the driver.
+    Used as a context manager by the driver, which constructs it with the worker count, the suite
+    and the run's executor options (e.g. Ray's `address`); this default takes and ignores them.
     """
 
     name: ClassVar[str] = ""
+
+    def __init__(self, workers: int | None = None, suite=None, **options) -> None:
+        self.workers = workers
+        self.suite = suite
 
     def run(self, jobs: Iterable[CellJob]) -> Iterator[CellOutcome]:
         raise NotImplementedError
@@ -78,18 +88,30 @@ class Executor:
 EXECUTORS: Registry[type[Executor]] = Registry("executor")
 
 
-#: Executors living in other modules, imported when first asked for (Ray: an optional dependency).
-LAZY_EXECUTORS = {"serial": "lenbench.run.executors.local", "process": "lenbench.run.executors.local",
-                  "ray": "lenbench.run.executors.ray"}
+@functools.cache
+def executor_modules() -> dict[str, str]:
+    """Executor name → the module of this package that registers it, from each module's own
+    ``EXECUTOR_NAMES = (...)`` declaration, read from its source without importing it (Ray is an
+    optional dependency and slow to import): a new executor is one new module here."""
+    found: dict[str, str] = {}
+    for path in sorted(Path(__file__).resolve().parent.glob("[!_]*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EXECUTOR_NAMES"
+                                                    for t in node.targets):
+                found.update(dict.fromkeys(ast.literal_eval(node.value), f"{__package__}.{path.stem}"))
+    return found
 
 
 def get_executor(name: str) -> type[Executor]:
-    """The executor class `name` (importing an optional module on first use)."""
-    if name not in EXECUTORS and name in LAZY_EXECUTORS:
-        importlib.import_module(LAZY_EXECUTORS[name])
+    """The executor class `name` (importing the module that declares it on first use)."""
+    modules = executor_modules()
+    if name not in EXECUTORS and name in modules:
+        importlib.import_module(modules[name])
+        if name not in EXECUTORS:
+            raise ValueError(f"{modules[name]} declares executor {name!r} in EXECUTOR_NAMES but registers no such executor")
     if name not in EXECUTORS:
-        # The registry's own error lists the lazily importable names too.
-        known = sorted({*EXECUTORS.names(), *LAZY_EXECUTORS})
+        # The registry's own error lists the executors not imported yet too.
+        known = sorted({*EXECUTORS.names(), *modules})
         from lenbench.registry import UnknownNameError, did_you_mean
 
         raise UnknownNameError(f"unknown executor {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})")

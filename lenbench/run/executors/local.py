@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from lenbench.run.cell import CellJob, CellOutcome
 
 
+#: The executors this module registers (read by `lenbench.run.executors.base.executor_modules`).
+EXECUTOR_NAMES = ("serial", "process")
+
+
 @EXECUTORS.register("serial", set_name=True)
 class SerialExecutor(Executor):
     """One cell after another in this process."""

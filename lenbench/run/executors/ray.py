@@ -122,6 +122,10 @@ class _Pending:
     lost: list[str] = dataclasses.field(default_factory=list)
 
 
+#: The executors this module registers (read by `lenbench.run.executors.base.executor_modules`).
+EXECUTOR_NAMES = ("ray",)
+
+
 @EXECUTORS.register("ray", set_name=True)
 class RayExecutor(Executor):
     """Cells as Ray tasks, yielded as they finish.
