@@ -54,7 +54,8 @@ from lenbench.config.kernels import parse_kernels
 from lenbench.config.resources import parse_resources
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES, factor_mode
+from lenbench.encodings.rope_scaling import factor_mode
+from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.plugins import PluginError, load_plugins
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS

@@ -18,7 +18,7 @@ from lenbench.config.parse import RANGES, VARIANT_EXTRA_KEYS
 from lenbench.config.resources import ResourceSpec
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.tasks import TASKS
 
 pytestmark = pytest.mark.docs
