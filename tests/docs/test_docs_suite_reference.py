@@ -14,9 +14,9 @@ import yaml
 from docs_markdown import DOCS, code_spans, table_after
 
 from lenbench.config.kernels import KernelSpec
-from lenbench.config.sections import RANGES, VARIANT_EXTRA_KEYS
 from lenbench.config.resources import ResourceSpec
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
+from lenbench.config.sections import RANGES, VARIANT_EXTRA_KEYS
 from lenbench.encodings import ENCODINGS
 from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.tasks import TASKS
