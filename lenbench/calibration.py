@@ -243,7 +243,7 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
 def markdown(table: pd.DataFrame, suite: Suite) -> str:
     """The calibration table as markdown: one row per rung tried, the verdicts in bold."""
     from lenbench.escape import md_text
-    from lenbench.report.tables import markdown_table, wrap_prose
+    from lenbench.report.formatting import markdown_table, wrap_prose
 
     n = len(suite.encodings)
     head = [f"# Calibration of suite {md_text(suite.name)}", "",

@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgb
 from lenbench import encoding_display
 from lenbench.encoding_display import BUILTIN, OTHER_COLORS, encoding_color, encoding_rank
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.report.plots._style import BASELINE_STYLES
 
 ROOT = Path(__file__).resolve().parents[1]

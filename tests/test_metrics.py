@@ -19,7 +19,7 @@ from lenbench.compare import compare
 from lenbench.compare import stats as compare_stats
 from lenbench.metrics import Margin, register_metric, unregister_metric
 from lenbench.registry import UnknownNameError
-from lenbench.report import stats
+from lenbench.report import intervals, stats
 from lenbench.report.rows import normalize, primary_metric
 from lenbench.report.tables import leaderboard
 
@@ -60,7 +60,7 @@ def test_the_transforms_are_the_same_float_operations_as_before():
         scalar = [metrics.metric_transform(m, float(r)) for r in ratios]
         assert scalar == [old_scalar.get(m, lambda r: r)(float(r)) for r in ratios], m
         assert np.array_equal(metrics.transform_array(m, ratios), old_array.get(m, lambda r: r)(ratios)), m
-    assert stats.transform is metrics.transform_array and stats.decode is metrics.decode_arrays
+    assert intervals.transform is metrics.transform_array and intervals.decode is metrics.decode_arrays
 
 
 def test_one_decoder_of_the_stored_form():
@@ -190,8 +190,8 @@ def test_a_toy_metric_flows_through_compare_margins(toy, tmp_path, capsys):
 def test_display_facts_come_from_the_registration():
     """Figures and tables read direction, bounds and scale from `register_metric`, not from names:
     a new metric declares them once and every output follows."""
+    from lenbench.report.formatting import _fmt
     from lenbench.report.plots import extrapolation, heatmap
-    from lenbench.report.tables import _fmt
 
     with pytest.raises(ValueError, match=r"metric 'toy_rate': bounds \(1, 0\) is not a \(low, high\) pair"):
         register_metric(TOY, higher_is_better=True, bounds=(1, 0))

@@ -36,7 +36,7 @@ from lenbench.compare.quality import (
 from lenbench.compare.sides import compare_setups, load_side
 from lenbench.compare.speed import FASTER, KERNEL_JOIN, SLOWER, compare_speed
 from lenbench.compare.stats import parse_margins, summary_line, units_table
-from lenbench.report.tables import markdown_table
+from lenbench.report.formatting import markdown_table
 from lenbench.results.schema import ResultsError
 
 

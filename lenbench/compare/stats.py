@@ -14,7 +14,7 @@ measurement ok on one side and failed or absent on the other keeps its exact sta
 when it failed in head).
 
 **Interval**: a hierarchical percentile bootstrap on the leaderboard's resampler
-(`lenbench.report.stats.Resampler`: `N_BOOT` resamples, `BOOT_SEED`, 95 %): one per board (task,
+(`lenbench.report.intervals.Resampler`: `N_BOOT` resamples, `BOOT_SEED`, 95 %): one per board (task,
 train_len, metric) draws seeds with replacement, then samples within each drawn seed (one draw of
 sample indices for every length), the same draws for base and head, so ``head − base`` is a
 paired difference; without sample scores only seeds are resampled, and with one seed and no sample
@@ -44,18 +44,18 @@ import numpy as np
 import pandas as pd
 
 from lenbench.metrics import FALLBACK_MARGIN, MARGINS, METRICS, Margin
-from lenbench.report.rows import whole_length
-from lenbench.report.stats import (
+from lenbench.report.formatting import markdown_table
+from lenbench.report.intervals import (
     BOOT_SEED,
     LEVEL,
     N_BOOT,
     Resampler,
-    _nanmean,
     board_series,
     interval,
+    nanmean,
     replicate_curves,
 )
-from lenbench.report.tables import markdown_table
+from lenbench.report.rows import whole_length
 from lenbench.results.schema import ResultsError
 
 REGRESSION, IMPROVED, UNCHANGED = "REGRESSION", "improved", "unchanged"  # the same labels as lenbench.compare.quality
@@ -148,7 +148,7 @@ def _board_units(board: tuple, base: pd.DataFrame, head: pd.DataFrame, margins: 
     for key, b in sb.items():
         h = sh[key]
         rb, rh = replicate_curves(b, res, metric, cache), replicate_curves(h, res, metric, cache)  # (B, R)
-        pb, ph = _nanmean(b.value, axis=0), _nanmean(h.value, axis=0)  # (R,)
+        pb, ph = nanmean(b.value, axis=0), nanmean(h.value, axis=0)  # (R,)
         has_interval = bool(b.samples and h.samples) or len(seeds) > 1
         for r, ratio in enumerate(ratios):
             present = b.present[:, r]

@@ -9,7 +9,7 @@ the file, the key and the closest valid name.
     >>> cells = suite.cells()               # task × encoding × train_len × seed
     >>> cells[0].cell_id                    # stable hash of the canonical config + lenbench version
 
-Every number is range-checked at load time (`RANGES`; seeds and encoding parameters:
+Every number is range-checked at load time (`lenbench.config.sections.RANGES`; seeds and encoding parameters:
 `lenbench.config.checks`, each encoding built once for the suite's model): a value out of range is
 a one-line `SuiteError` naming the file, the key, the value and the valid range. Float fields also accept
 numeric strings, since PyYAML reads an exponent without a sign or dot (``1e-3``, ``1.0e9``) as a
@@ -30,31 +30,43 @@ an entry without overrides makes the very cells (ids, checkpoints) it made befor
 the entry in results (the `task` column, `TaskSpec.key`): one task at one training length under one
 label is one leaderboard board, so two entries that would share a board with different settings
 are an error asking for a label (`TASK_LABEL`: no "-", not another task's name, not "overall"). The suite `name` becomes a directory (``runs/<name>``):
-an explicit name must be a safe directory name (`SAFE_NAME`), else a one-line error; a name taken
+an explicit name must be a safe directory name (`lenbench.config.sections.SAFE_NAME`), else a one-line error; a name taken
 from the file name is sanitised (other characters become ``_``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import json
-import math
 import re
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from lenbench.config.checks import DuplicateKeyError, check_seed, probe_encoding, read_yaml
-from lenbench.config.fields import SuiteError, SuiteWarning, check_keys, numeric_string, registered, typed
+from lenbench.config.fields import SuiteError, SuiteWarning, check_keys, numeric_string, registered
 from lenbench.config.kernels import parse_kernels
 from lenbench.config.resources import parse_resources
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
+from lenbench.config.sections import (
+    VARIANT_EXTRA_KEYS,
+    canonical_params,
+    check_heads,
+    check_range,
+    checked_params,
+    dedupe,
+    entry_list,
+    eval_section,
+    model_section,
+    sanitise_name,
+    suite_name,
+    train_section,
+    variant_mapping,
+)
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES, factor_mode
+from lenbench.encodings.rope_scaling import factor_mode
+from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.plugins import PluginError, load_plugins
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
@@ -92,199 +104,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise SuiteError(f"{path}:{where} is not valid YAML ({getattr(err, 'problem', err)})") from None
-    return parse_suite(data, source=str(path), default_name=_sanitise_name(path.stem), base_dir=path.parent)
-
-
-# --- validation -------------------------------------------------------------------------------
-
-
-
-def _entries(data: Any, where: str, source: str) -> list[dict]:
-    """A list of mappings; a bare string `x` is shorthand for `{name: x}`."""
-    if not isinstance(data, list) or not data:
-        raise SuiteError(f"{source}: {where} must be a non-empty list")
-    return [{"name": d} if isinstance(d, str) else d for d in data]
-
-
-def _params(data: dict, where: str, source: str, check) -> dict:
-    params = data.get("params", {}) or {}
-    if not isinstance(params, dict):
-        raise SuiteError(f"{source}: {where}.params must be a mapping")
-    try:
-        check(params)
-    except ValueError as err:
-        raise SuiteError(f"{source}: {where}: {err}") from None
-    return params
-
-
-#: Valid range of every numeric suite field: key → (predicate, the range in words).
-RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "model.d_model": (lambda v: v >= 1, ">= 1"),
-    "model.n_layers": (lambda v: v >= 1, ">= 1"),
-    "model.n_heads": (lambda v: v >= 1, ">= 1"),
-    "model.ff_mult": (lambda v: v >= 1, ">= 1"),
-    "model.dropout": (lambda v: 0 <= v < 1, "0 <= dropout < 1"),
-    "model.embedding_std": (lambda v: 0 < v < math.inf, "> 0 and finite"),
-    "train.steps": (lambda v: v >= 1, ">= 1"),
-    "train.batch_size": (lambda v: v >= 1, ">= 1"),
-    "train.lr": (lambda v: 0 < v < math.inf, "> 0 and finite"),
-    "train.warmup": (lambda v: v >= 0, ">= 0"),
-    "train.weight_decay": (lambda v: 0 <= v < math.inf, ">= 0 and finite"),
-    "train.grad_clip": (lambda v: v > 0, "> 0 (.inf: no clipping)"),
-    "eval.samples": (lambda v: v >= 1, ">= 1"),
-    "eval.tokens_per_batch": (lambda v: v >= 1, ">= 1"),
-    "eval.memory_budget_gb": (lambda v: 0 <= v < math.inf, "0 for automatic, or a positive finite number of GiB"),
-    "variants.finetune_steps": (lambda v: v >= 0, ">= 0"),
-    "variants.finetune_ratio": (lambda v: 1 <= v < math.inf, ">= 1 and finite, with finetune_steps > 0"),
-    "variants.finetune_lr": (lambda v: 0 < v < math.inf, "> 0 and finite, with finetune_steps > 0"),
-}
-
-#: A suite name that is safe as one directory under runs/: no path separator, no leading dot.
-SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
-
-
-def _check_range(key: str, value: Any, where: str, source: str) -> None:
-    ok, valid = RANGES[key]
-    if not ok(value):
-        raise SuiteError(f"{source}: {where} = {value!r} is out of range (valid: {valid})")
-
-
-def _check_ranges(spec: Any, section: str, source: str, where: str | None = None) -> None:
-    """Range-check every field of a ModelSpec / TrainSpec / EvalSpec that has an entry in `RANGES`.
-
-    Args:
-        spec: the section's dataclass.
-        section: its `RANGES` prefix ("model", "train", "eval").
-        source: the suite file.
-        where: its place in the file for the error (default `section`; "tasks[2].train" for a task's overrides).
-    """
-    for f in dataclasses.fields(spec):
-        key = f"{section}.{f.name}"
-        if key in RANGES:
-            _check_range(key, getattr(spec, f.name), f"{where or section}.{f.name}", source)
-
-
-def _sanitise_name(stem: str) -> str:
-    """A safe directory name from a file name: characters outside `SAFE_NAME` become ``_``."""
-    name = re.sub(r"[^A-Za-z0-9._+-]", "_", stem)
-    return "_" + name if name[:1] in ("", ".", "-", "+") else name
-
-
-def _suite_name(name: Any, source: str) -> str:
-    name = str(name)
-    if not SAFE_NAME.fullmatch(name):
-        raise SuiteError(f"{source}: name {name!r} is not a safe directory name for runs/<name> (letters, digits and "
-                         f"._+- only, not starting with . + or -); e.g. name: {_sanitise_name(name.replace('/', '_'))!r}")
-    return name
-
-
-def _dedupe(items: list, key: Callable[[Any], Any], what: Callable[[Any], str], source: str) -> list:
-    """`items` without repeats of `key` (first kept), warning once per dropped repeat."""
-    seen, out = set(), []
-    for item in items:
-        k = key(item)
-        if k in seen:
-            warnings.warn(f"{source}: {what(item)} is listed twice; it runs once", SuiteWarning, stacklevel=4)
-            continue
-        seen.add(k)
-        out.append(item)
-    return out
-
-
-def _canon(params: dict) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
-
-
-#: Keys of a transformers rope dict that are not parameters of a rope_type function.
-VARIANT_EXTRA_KEYS = ("theta", "rope_theta", "partial_rotary_factor")
-
-
-def _variant_mapping(v: Any, where: str, source: str) -> dict:
-    """A variant mapping with rope parameters given beside `rope_type` moved into `params`, so a
-    transformers `rope_scaling` dict pasted as a variant works unchanged (`type` is an alias of
-    `rope_type`) and `{rope_type: yarn, factor: 16}` pins a factor."""
-    if not isinstance(v, dict):
-        raise SuiteError(f"{source}: {where} must be a mapping, got {type(v).__name__}")
-    v = dict(v)
-    if "type" in v and "rope_type" not in v:
-        v["rope_type"] = v.pop("type")
-    fields = [f.name for f in dataclasses.fields(VariantSpec)]
-    rope_type = v.get("rope_type")
-    accepted = list(inspect.signature(ROPE_TYPES.get(rope_type)).parameters) if rope_type in ROPE_TYPES else []
-    extra = {k: v.pop(k) for k in list(v) if k not in fields}
-    for key in extra:
-        if key not in accepted and key not in VARIANT_EXTRA_KEYS:
-            valid = [*fields, *(a for a in accepted if a not in ("dim", "base", "seq_len"))]
-            raise SuiteError(f"{source}: unknown key {where}.{key}{did_you_mean(str(key), valid)} (valid: {', '.join(valid)})")
-    if extra:
-        params = v.get("params") or {}
-        if not isinstance(params, dict):
-            raise SuiteError(f"{source}: {where}.params must be a mapping")
-        both = sorted(set(params) & set(extra))
-        if both:
-            raise SuiteError(f"{source}: {where} gives {both[0]!r} both beside rope_type and in params; keep one")
-        v["params"] = {**extra, **params}
-    return v
-
-
-def _model_section(data: Any, where: str, source: str) -> ModelSpec:
-    """A `model:` mapping as a ModelSpec, every value type- and range-checked (`RANGES`).
-
-    Args:
-        data: the mapping (None: every default).
-        where: its place in the file for the error ("model", or "tasks[2].model" for a task's overrides).
-        source: the suite file.
-    """
-    model = typed(ModelSpec, data or {}, where, source)
-    _check_ranges(model, "model", source, where)
-    return model
-
-
-def _check_heads(model: ModelSpec, where: str, source: str) -> None:
-    """d_model must split evenly into the heads (`where`: the section whose values make `model`)."""
-    if model.d_model % model.n_heads:
-        raise SuiteError(f"{source}: {where}.d_model = {model.d_model} is out of range (valid: a multiple of "
-                         f"{where}.n_heads = {model.n_heads})")
-
-
-def _train_section(data: Any, where: str, source: str) -> TrainSpec:
-    """A `train:` mapping as a TrainSpec, every value type- and range-checked (`RANGES`).
-
-    Args:
-        data: the mapping (None: every default).
-        where: its place in the file for the error ("train", or "tasks[2].train" for a task's overrides).
-        source: the suite file.
-    """
-    train = typed(TrainSpec, data or {}, where, source)
-    _check_ranges(train, "train", source, where)
-    if train.length_sampling not in ("fixed", "uniform"):
-        raise SuiteError(f"{source}: {where}.length_sampling must be 'fixed' or 'uniform', got {train.length_sampling!r}")
-    return train
-
-
-def _eval_section(data: Any, where: str, source: str) -> EvalSpec:
-    """An `eval:` mapping as an EvalSpec, every value type- and range-checked, ratios numbers > 0
-    (numeric strings accepted) with repeats dropped (a `SuiteWarning`).
-
-    Args:
-        data: the mapping (None: every default).
-        where: its place in the file for the error ("eval", or "tasks[2].eval").
-        source: the suite file.
-    """
-    ev = typed(EvalSpec, data or {}, where, source)
-    _check_ranges(ev, "eval", source, where)
-    ratios = []
-    for i, r in enumerate(ev.ratios):
-        value = numeric_string(r) if isinstance(r, str) else r
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise SuiteError(f"{source}: {where}.ratios[{i}] must be a number, got {r!r}")
-        if not 0 < value < math.inf:
-            raise SuiteError(f"{source}: {where}.ratios[{i}] = {r!r} is out of range (valid: > 0 and finite)")
-        ratios.append(value)
-    if not ratios:
-        raise SuiteError(f"{source}: {where}.ratios must be a non-empty list of positive numbers")
-    name = "eval ratio" if where == "eval" else f"{where} ratio"
-    return dataclasses.replace(ev, ratios=tuple(_dedupe(ratios, key=float, what=lambda r: f"{name} {r!r}", source=source)))
+    return parse_suite(data, source=str(path), default_name=sanitise_name(path.stem), base_dir=path.parent)
 
 
 #: A task label: one name in results and cell titles, where "-" separates a title's parts.
@@ -338,7 +158,7 @@ def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, model: ModelSpec, source: 
     """
     tasks = []
     boards: dict[tuple[str, int], tuple[str, tuple]] = {}  # (label, train_len) → (where, signature)
-    for i, t in enumerate(_entries(data, "tasks", source)):
+    for i, t in enumerate(entry_list(data, "tasks", source)):
         where = f"tasks[{i}]"
         check_keys(t, TaskSpec, where, source)
         name = registered("task", t.get("name"), TASKS, where, source)
@@ -349,17 +169,17 @@ def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, model: ModelSpec, source: 
         lens = tuple(lens) if isinstance(lens, (list, tuple)) else (lens,) if lens is not None else ()
         if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
-        params = _params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
+        params = checked_params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
         label = _task_label(t.get("label"), name, where, source)
         overrides = {}
-        for section, parse in (("train", _train_section), ("eval", _eval_section), ("model", _model_section)):
+        for section, parse in (("train", train_section), ("eval", eval_section), ("model", model_section)):
             given = t.get(section) or {}
             spec = parse(given, f"{where}.{section}", source)
             overrides[section] = {k: getattr(spec, k) for k in given}
         spec = TaskSpec(name=name, train_len=lens, params=params, label=label, **overrides)
         if spec.model:
-            _check_heads(spec.model_spec(model), f"{where}.model", source)
-        signature = (name, _canon(params), spec.train_spec(train), spec.eval_spec(ev), spec.model_spec(model))
+            check_heads(spec.model_spec(model), f"{where}.model", source)
+        signature = (name, canonical_params(params), spec.train_spec(train), spec.eval_spec(ev), spec.model_spec(model))
         kept = []
         for n in lens:
             first = boards.get((spec.key, n))
@@ -410,23 +230,23 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
             raise SuiteError(f"{source}: missing required key {required!r}")
     plugin_specs = _plugins(data.get("plugins"), source, base_dir)
 
-    train = _train_section(data.get("train"), "train", source)
-    ev = _eval_section(data.get("eval"), "eval", source)
-    model = _model_section(data.get("model"), "model", source)
-    _check_heads(model, "model", source)
+    train = train_section(data.get("train"), "train", source)
+    ev = eval_section(data.get("eval"), "eval", source)
+    model = model_section(data.get("model"), "model", source)
+    check_heads(model, "model", source)
     tasks = _tasks(data["tasks"], train, ev, model, source)
     encodings = []
-    for i, e in enumerate(_entries(data["encodings"], "encodings", source)):
+    for i, e in enumerate(entry_list(data["encodings"], "encodings", source)):
         where = f"encodings[{i}]"
         check_keys(e, EncodingSpec, where, source)
         name = registered("encoding", e.get("name"), ENCODINGS, where, source)
-        params = _params(e, where, source,
+        params = checked_params(e, where, source,
                          lambda p, n=name: check_keywords(f"encoding {n!r}", ENCODINGS.get(n).__init__, p, skip=("dims",)))
         reason = probe_encoding(name, params, model.d_model, model.n_heads)  # every parameter in range, now
         if reason:
             raise SuiteError(f"{source}: {where}: {reason}")
         encodings.append(EncodingSpec(name=name, params=params, label=str(e.get("label", ""))))
-    encodings = _dedupe(encodings, key=lambda e: (e.name, _canon(e.params), e.key),
+    encodings = dedupe(encodings, key=lambda e: (e.name, canonical_params(e.params), e.key),
                         what=lambda e: f"encoding {e.key!r}", source=source)
     labels = [e.key for e in encodings]
     if len(set(labels)) != len(labels):
@@ -436,9 +256,9 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
     for i, v in enumerate(data.get("variants") or []):
         where = f"variants[{i}]"
         v = {"rope_type": v} if isinstance(v, str) else v
-        v = _variant_mapping(v, where, source)
+        v = variant_mapping(v, where, source)
         rope_type = registered("variant", v.get("rope_type"), ROPE_TYPES, where, source)
-        params = _params(v, where, source, lambda p, r=rope_type: check_keywords(
+        params = checked_params(v, where, source, lambda p, r=rope_type: check_keywords(
             f"rope_type {r!r}", ROPE_TYPES.get(r), {k: x for k, x in p.items() if k not in VARIANT_EXTRA_KEYS},
             skip=("dim", "base", "seq_len")))
         extra = {k: v[k] for k in ("name", "finetune_steps", "finetune_ratio", "finetune_lr") if k in v}
@@ -453,12 +273,12 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
             factor_mode(variant)  # dynamic without a pinned factor: one line with the fix
         except ValueError as err:
             raise SuiteError(f"{source}: {where}: {err}") from None
-        _check_range("variants.finetune_steps", variant.finetune_steps, f"{where}.finetune_steps", source)
+        check_range("variants.finetune_steps", variant.finetune_steps, f"{where}.finetune_steps", source)
         if variant.finetune_steps:
-            _check_range("variants.finetune_ratio", variant.finetune_ratio, f"{where}.finetune_ratio", source)
-            _check_range("variants.finetune_lr", variant.finetune_lr, f"{where}.finetune_lr", source)
+            check_range("variants.finetune_ratio", variant.finetune_ratio, f"{where}.finetune_ratio", source)
+            check_range("variants.finetune_lr", variant.finetune_lr, f"{where}.finetune_lr", source)
         variants.append(variant)
-    variants = _dedupe(variants, key=lambda v: (v.key, v.rope_type, _canon(v.params), v.finetune_steps,
+    variants = dedupe(variants, key=lambda v: (v.key, v.rope_type, canonical_params(v.params), v.finetune_steps,
                                                 v.finetune_ratio, v.finetune_lr),
                        what=lambda v: f"variant {v.key!r}", source=source)
     keys = [v.key for v in variants]
@@ -473,9 +293,9 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         valid = check_seed(s)
         if valid:
             raise SuiteError(f"{source}: seeds = {s} is out of range (valid: {valid})")
-    seeds = tuple(_dedupe(list(seeds), key=lambda s: s, what=lambda s: f"seed {s}", source=source))
+    seeds = tuple(dedupe(list(seeds), key=lambda s: s, what=lambda s: f"seed {s}", source=source))
     return Suite(
-        name=_suite_name(data["name"], source) if "name" in data else default_name,
+        name=suite_name(data["name"], source) if "name" in data else default_name,
         description=str(data.get("description", "")),
         tasks=tuple(tasks), encodings=tuple(encodings), seeds=seeds,
         model=model, train=train, eval=ev,

@@ -15,7 +15,8 @@ from lenbench.encodings.base import (
     number_param,
     register_encoding,
 )
-from lenbench.encodings.rope_scaling import ROPE_TYPES, complete_scaling, rope_parameters, uses_seq_len
+from lenbench.encodings.rope_scaling import complete_scaling, rope_parameters, uses_seq_len
+from lenbench.encodings.rope_types import ROPE_TYPES
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

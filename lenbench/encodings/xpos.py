@@ -14,7 +14,7 @@ from lenbench.encodings.base import (
     register_encoding,
 )
 from lenbench.encodings.rope import rotary_tables, rotate_qk
-from lenbench.encodings.rope_scaling import default_inv_freq
+from lenbench.encodings.rope_types import default_inv_freq
 
 
 def xpos_zeta(head_dim: int, gamma: float) -> torch.Tensor:

@@ -26,15 +26,11 @@ from lenbench.report.claims import claims_markdown
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
 from lenbench.report.figures import FIGURES, FORMATS, FigureInputs
 from lenbench.report.findings import findings_markdown
+from lenbench.report.formatting import to_csv_text
+from lenbench.report.markdown import leaderboard_markdown, summary_markdown
 from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import is_benchmark_json, load_results
-from lenbench.report.tables import (
-    Leaderboard,
-    leaderboard,
-    leaderboard_markdown,
-    summary_markdown,
-    to_csv_text,
-)
+from lenbench.report.tables import Leaderboard, leaderboard
 from lenbench.report.timings import load_kernel_timings, load_training_steps
 from lenbench.results.schema import EXPECTED_SOURCES, ResultsError
 

@@ -1,12 +1,12 @@
 """Each encoding's paper claim, judged on the board by the board's own paired test: ``claims.md``.
 
 A claim is one comparison on one or more boards: entry A against entries B… (`CLAIMS`). Every
-comparison is the leaderboard's paired t test over seeds (`lenbench.report.stats.estimate` of
+comparison is the leaderboard's paired t test over seeds (`lenbench.report.intervals.estimate` of
 the per-seed differences, the same seeds and evaluation samples) on mean past train of the metric
 the board ranks by, and on boards whose metric is built from nll sums (lm) also on the
 *degradation* (nll past the training length − nll at 1×, in nats): the claims are about holding
 up past the training length, which the level alone confounds with in-distribution fit. All
-comparisons of all claims form one family, Holm-corrected at `lenbench.report.stats.ALPHA`.
+comparisons of all claims form one family, Holm-corrected at `lenbench.report.ranks.ALPHA`.
 
 Per (claim, board, statistic) the verdict is "agrees" when A is better than every B with
 support, "disagrees" when worse than every B, "not separated" when no comparison is supported,
@@ -25,8 +25,9 @@ import pandas as pd
 
 from lenbench.escape import md_text
 from lenbench.metrics import METRICS
-from lenbench.report import stats
-from lenbench.report.tables import Leaderboard, _fmt, _fmt_ci, wrap_prose
+from lenbench.report import intervals, ranks, stats
+from lenbench.report.formatting import _fmt, _fmt_ci, wrap_prose
+from lenbench.report.tables import Leaderboard
 
 ROPE_REGIME = "RoPE at head_dim 16 has 8 frequency pairs"
 
@@ -106,7 +107,7 @@ class _Test:
     train_len: int
     statistic: str
     b: str
-    est: stats.Estimate
+    est: intervals.Estimate
     reject: bool = False
 
 
@@ -143,8 +144,8 @@ def judge(board: Leaderboard, claims=CLAIMS) -> list[tuple[Claim, list[str]]]:
                     for s in c.bs:
                         diff = b.seed_stats[key[c.a]][stat] - b.seed_stats[key[s]][stat]
                         tests.append(_Test(i, task, int(train_len), stat, s,
-                                           stats.estimate(diff if better_high else -diff)))
-    for t, rej in zip(tests, stats.holm([t.est.p_two_sided() for t in tests]), strict=True):
+                                           intervals.estimate(diff if better_high else -diff)))
+    for t, rej in zip(tests, ranks.holm([t.est.p_two_sided() for t in tests]), strict=True):
         t.reject = rej
     out = []
     for i, c in enumerate(claims):
@@ -201,7 +202,7 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
 INTRO = ("Each claim is judged by the board's own paired test: the t test over seeds of A − B (same seeds, same "
          "evaluation samples) on mean past train of the metric the board ranks by and, for lm, on the degradation "
          "(nll past the training length minus nll at 1×, the same scored bytes), every comparison of every claim "
-         f"Holm-corrected together at a family-wise {stats.ALPHA:g}. *agrees*: A better than every B with support; "
+         f"Holm-corrected together at a family-wise {ranks.ALPHA:g}. *agrees*: A better than every B with support; "
          "*disagrees*: worse than every B; *not separated*: no comparison supported; *mixed*: otherwise; *cannot "
          "tell*: an entry is not learned (or uncertain) at 1×. Each claim says where the method ran outside its "
          "designed regime at this scale.")

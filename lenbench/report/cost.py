@@ -14,8 +14,9 @@ import math
 import pandas as pd
 
 from lenbench.escape import md_text
+from lenbench.report.formatting import markdown_table
 from lenbench.report.rows import encoding_sort_key
-from lenbench.report.tables import Leaderboard, markdown_table
+from lenbench.report.tables import Leaderboard
 
 #: Implementations that are references, not fused kernels (`bench/test_kernels.py`).
 REFERENCE_IMPLS = ("eager", "hf")

@@ -1,14 +1,14 @@
 """What a board shows, read off its own numbers: ``findings.md``.
 
 Per board (task × training length), in sentences whose every mean and interval is a cell of the
-same report's ``leaderboard.md`` (the same formatting, `lenbench.report.tables._fmt_ci`):
+same report's ``leaderboard.md`` (the same formatting, `lenbench.report.formatting._fmt_ci`):
 
 - how many trained encodings learned the task at 1×, which are uncertain and which did not (only
   learned ones are ranked);
 - the floor (the best trivial baseline past the training length) and which learned entries are
   above it with support; entries at the floor are never named as winners;
 - rank 1 past the training length (no entry better with support: the paired t test over seeds,
-  Holm-corrected, `lenbench.report.stats.support_ranks`), with each entry's mean past train ±
+  Holm-corrected, `lenbench.report.ranks.support_ranks`), with each entry's mean past train ±
   half-width, by the metric the board ranks by (the secondary where the primary cannot rank,
   `lenbench.report.secondary`);
 - the best entry outside rank 1, and how far the best rank-1 mean is ahead of it (a difference of
@@ -26,8 +26,8 @@ from __future__ import annotations
 import pandas as pd
 
 from lenbench.escape import md_text
+from lenbench.report.formatting import _fmt, _fmt_ci, wrap_prose
 from lenbench.report.stats import LEARNED, NOT_LEARNED, UNCERTAIN
-from lenbench.report.tables import _fmt, _fmt_ci, wrap_prose
 from lenbench.results.values import to_bool
 
 ARROW = {True: "↑", False: "↓"}

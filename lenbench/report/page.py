@@ -12,8 +12,8 @@ one table per encoding with inference-time variants; every table sorts by a clic
 and filters by the text typed above it. Then the overall ranking, the figures (`Figure`), each with
 its caption: the ``CAPTION`` of its plot module, kept there once so docs can quote it, and the
 panels it left out, the cost view (when the source is a benchmark JSON with kernel timings) and a
-provenance footer. The lede defines the tables' terms; "holds to" is `lenbench.report.tables.HOLDS_TO`. The cells are
-the strings of `leaderboard.md` (`lenbench.report.tables.board_table_rows`), so the two never disagree.
+provenance footer. The lede defines the tables' terms; "holds to" is `lenbench.report.markdown.HOLDS_TO`. The cells are
+the strings of `leaderboard.md` (`lenbench.report.markdown.board_table_rows`), so the two never disagree.
 """
 
 from __future__ import annotations
@@ -27,14 +27,12 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.report.cost import _fmt_seconds, _fmt_x
-from lenbench.report.secondary import ranking_note
-from lenbench.report.tables import (
+from lenbench.report.formatting import _fmt_ci
+from lenbench.report.markdown import (
     HOLDS_TO,
     OVERALL_HEADER,
     OVERALL_NOTE,
     RANK_MARKS,
-    Leaderboard,
-    _fmt_ci,
     _learnability_note,
     board_align,
     board_degrades,
@@ -46,6 +44,8 @@ from lenbench.report.tables import (
     overall_lines,
     variant_table,
 )
+from lenbench.report.secondary import ranking_note
+from lenbench.report.tables import Leaderboard
 
 # --- index.html ---------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ Bernoulli(p_s) evaluation samples. The estimand is μ. Three intervals of the se
 - ``percentile bootstrap``: the two-stage percentile bootstrap the board used before (draw K seeds
   with replacement, then each drawn seed's n samples with replacement; 2.5 / 97.5 % quantiles);
 - ``t over seeds``: mean ± t(K − 1) · s / √K of the K seed accuracies;
-- ``lenbench``: `lenbench.report.stats.estimate`, the t interval with the sampling-variance floor
+- ``lenbench``: `lenbench.report.intervals.estimate`, the t interval with the sampling-variance floor
   se² = max(s²/K, Σ V_s / K²), V_s from a bootstrap of seed s's samples (what the board uses).
 
 ``difference`` rows: two entries scored on the same samples (each of the second's wrong answers is
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lenbench.report.stats import SeedValues, estimate
+from lenbench.report.intervals import SeedValues, estimate
 
 KS = (3, 5)
 SDS = (0.02, 0.05, 0.1, 0.2)

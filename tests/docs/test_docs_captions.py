@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lenbench.report import tables
+from lenbench.report import markdown
 from lenbench.report.plots import cost, extrapolation, geometry, heatmap, needle, position
 
 pytestmark = pytest.mark.docs
@@ -16,7 +16,7 @@ BOARD = Path(__file__).resolve().parents[2] / "docs" / "board.md"
 
 
 @pytest.mark.parametrize("caption", [extrapolation.CAPTION, heatmap.CAPTION, position.CAPTION, needle.CAPTION,
-                                     cost.COST_CAPTION, cost.QUALITY_COST_CAPTION, geometry.CAPTION, tables.HOLDS_TO])
+                                     cost.COST_CAPTION, cost.QUALITY_COST_CAPTION, geometry.CAPTION, markdown.HOLDS_TO])
 def test_board_page_quotes_the_caption(caption):
     text = " ".join(BOARD.read_text().split())
     assert " ".join(caption.split()) in text

@@ -2,7 +2,7 @@
 
 Checked against the schema itself: the fields of the dataclasses of `lenbench.config.schema`,
 `config.kernels` and `config.resources` (every key, no extra one), their defaults (rendered as YAML
-flow, the way a suite writes them), `lenbench.config.parse.RANGES` (the *valid* column, verbatim),
+flow, the way a suite writes them), `lenbench.config.sections.RANGES` (the *valid* column, verbatim),
 and the keyword parameters of every registered encoding, task and rope type (with their defaults).
 """
 
@@ -14,11 +14,11 @@ import yaml
 from docs_markdown import DOCS, code_spans, table_after
 
 from lenbench.config.kernels import KernelSpec
-from lenbench.config.parse import RANGES, VARIANT_EXTRA_KEYS
 from lenbench.config.resources import ResourceSpec
 from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
+from lenbench.config.sections import RANGES, VARIANT_EXTRA_KEYS
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import ROPE_TYPES
+from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.tasks import TASKS
 
 pytestmark = pytest.mark.docs

@@ -11,7 +11,8 @@ import torch
 from lenbench_testing import assert_scores_depend_on_distance_only
 
 from lenbench.encodings import EncodingDims, build_encoding
-from lenbench.encodings.rope_scaling import ROPE_TYPES, SEQ_LEN_TYPES, rope_parameters, uses_seq_len
+from lenbench.encodings.rope_scaling import SEQ_LEN_TYPES, rope_parameters, uses_seq_len
+from lenbench.encodings.rope_types import ROPE_TYPES
 
 BASE = 1e4
 DIMS = [64, 128]

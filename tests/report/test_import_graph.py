@@ -22,9 +22,10 @@ from import_reading import PACKAGE, imported_names, module_name
 
 #: The report path in order; a step may import only earlier steps ("lenbench.report.plots" stands
 #: for every module of the figures package).
-REPORT_PATH = ("lenbench.report.cells", "lenbench.report.rows",
-               "lenbench.report.timings", "lenbench.report.stats", "lenbench.report.secondary",
-               "lenbench.report.tables", "lenbench.report.findings", "lenbench.report.claims", "lenbench.report.cost",
+REPORT_PATH = ("lenbench.report.cells", "lenbench.report.rows", "lenbench.report.timings",
+               "lenbench.report.intervals", "lenbench.report.ranks", "lenbench.report.stats", "lenbench.report.secondary",
+               "lenbench.report.formatting", "lenbench.report.tables", "lenbench.report.markdown",
+               "lenbench.report.findings", "lenbench.report.claims", "lenbench.report.cost",
                "lenbench.report.figures", "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
 GEOMETRY = "lenbench.report.geometry"
 #: Modules the report path must never reach.

@@ -207,7 +207,8 @@ def test_every_figure_has_its_caption_once_and_says_what_it_left_out(report):
 def test_holds_to_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp_path):
     from test_results import row
 
-    from lenbench.report.tables import HOLDS_TO, board_table_rows, leaderboard
+    from lenbench.report.markdown import HOLDS_TO, board_table_rows
+    from lenbench.report.tables import leaderboard
 
     rows = [row("copy", e, "none", 10, r, "exact_match", v, s) for s in (0, 1)
             for e, vals in (("rope", (1.0, 0.95, 0.5)), ("nope", (0.0, 0.0, 0.0)), ("alibi", (0.0, 0.2, 0.1)))

@@ -11,8 +11,10 @@ from lenbench_testing import write_cells
 
 from lenbench.cli import main
 from lenbench.report.build import write_report
+from lenbench.report.formatting import to_csv_text
+from lenbench.report.markdown import leaderboard_markdown
 from lenbench.report.rows import load_results
-from lenbench.report.tables import leaderboard, leaderboard_markdown, read_leaderboard_csv, to_csv_text
+from lenbench.report.tables import leaderboard, read_leaderboard_csv
 from lenbench.report.timings import load_kernel_timings
 from lenbench.results.schema import COLUMNS, ResultsError
 

@@ -11,8 +11,9 @@ from lenbench import metrics
 from lenbench.evaluate import encode_samples
 from lenbench.report import secondary
 from lenbench.report.build import write_report
+from lenbench.report.markdown import leaderboard_markdown
 from lenbench.report.rows import load_results
-from lenbench.report.tables import leaderboard, leaderboard_markdown
+from lenbench.report.tables import leaderboard
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
               "dtype": "float32", "timestamp": "2026-01-01T00:00:00+00:00", "train_seconds": 1.0}

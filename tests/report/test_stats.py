@@ -11,10 +11,11 @@ import torch
 from lenbench.baselines import baseline_rows
 from lenbench.evaluate import decode_samples, encode_samples, eval_batches, evaluate_length, metric_transform
 from lenbench.model import ModelConfig, Transformer
-from lenbench.report import stats
+from lenbench.report import intervals, ranks, stats
 from lenbench.report.build import write_report
+from lenbench.report.markdown import leaderboard_markdown, summary_markdown
 from lenbench.report.rows import load_results
-from lenbench.report.tables import leaderboard, leaderboard_markdown, summary_markdown
+from lenbench.report.tables import leaderboard
 from lenbench.tasks import build_task
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
@@ -79,26 +80,26 @@ def test_an_entry_missing_a_seed_or_a_length_is_incomplete_and_never_ranked():
 
 def seed_values(theta, boot=None):
     theta = np.asarray(theta, dtype=float)
-    return stats.SeedValues(theta, np.zeros((10, len(theta))) + theta if boot is None else boot)
+    return intervals.SeedValues(theta, np.zeros((10, len(theta))) + theta if boot is None else boot)
 
 
 def test_support_ranks_test_the_seed_differences_with_holm():
     # x beats y on every seed by 0.5 ± 0.01: separated; z is y plus noise of the size of the gap: tied with both
     x, y = seed_values([0.9, 0.8, 0.85]), seed_values([0.4, 0.31, 0.34])
     z = seed_values([0.9, 0.1, 0.5])
-    assert stats.support_ranks({"x": x, "y": y}, ["x", "y"]) == {"x": 1, "y": 2}
-    assert stats.support_ranks({"x": x, "y": y, "z": z}, ["x", "y", "z"]) == {"x": 1, "y": 2, "z": 1}
+    assert ranks.support_ranks({"x": x, "y": y}, ["x", "y"]) == {"x": 1, "y": 2}
+    assert ranks.support_ranks({"x": x, "y": y, "z": z}, ["x", "y", "z"]) == {"x": 1, "y": 2, "z": 1}
     # Holm: p-values of a family of three, one at 0.02 (≤ 0.05/3 fails, so nothing is rejected)
-    assert stats.holm([0.02, 0.5, 0.9]) == [False, False, False]
-    assert stats.holm([0.01, 0.02, 0.9]) == [True, True, False]  # 0.01 ≤ 0.05/3, then 0.02 ≤ 0.05/2
-    assert stats.holm([0.04, 0.001]) == [True, True]
+    assert ranks.holm([0.02, 0.5, 0.9]) == [False, False, False]
+    assert ranks.holm([0.01, 0.02, 0.9]) == [True, True, False]  # 0.01 ≤ 0.05/3, then 0.02 ≤ 0.05/2
+    assert ranks.holm([0.04, 0.001]) == [True, True]
 
 
 def test_entries_failed_everywhere_tie_with_each_other():
     worst = seed_values([-np.inf] * 3)  # goodness of two entries whose every length failed (perplexity inf)
-    ranks = stats.support_ranks({"x": worst, "y": seed_values([-np.inf] * 3), "z": seed_values([0.0, 0.1, 0.05])},
-                                ["x", "y", "z"])
-    assert ranks == {"x": 2, "y": 2, "z": 1}
+    got = ranks.support_ranks({"x": worst, "y": seed_values([-np.inf] * 3), "z": seed_values([0.0, 0.1, 0.05])},
+                          ["x", "y", "z"])
+    assert got == {"x": 2, "y": 2, "z": 1}
 
 
 def test_comparisons_are_paired_on_the_same_samples():
@@ -135,7 +136,7 @@ def test_samples_scored_at_every_ratio_are_resampled_as_one_draw():
         e = board.entries.set_index("encoding").loc[key[0]]
         assert (e.retention, e.retention_ci_low, e.retention_ci_high) == (1.0, 1.0, 1.0)
         assert (e.degradation, e.degradation_ci_low, e.degradation_ci_high) == (0.0, 0.0, 0.0)
-    diff = stats.estimate(board.seed_stats[("rope", "none")]["in_dist"] - board.seed_stats[("alibi", "none")]["in_dist"])
+    diff = intervals.estimate(board.seed_stats[("rope", "none")]["in_dist"] - board.seed_stats[("alibi", "none")]["in_dist"])
     ppl = {s: (np.exp(nll[s].mean() + 0.25) - np.exp(nll[s].mean())) for s in (0, 1, 2)}
     assert diff.mean == pytest.approx(np.mean(list(ppl.values())))
 
@@ -220,9 +221,9 @@ def test_sample_scores_encode_and_decode():
     text = encode_samples([1.0, 0.0, 13.0, 2.5], [1.0, 1.0, 16.0, 3.0])
     assert text == "1 0 13/16 2.5/3"
     assert decode_samples(text) == ([1.0, 0.0, 13.0, 2.5], [1.0, 1.0, 16.0, 3.0])
-    num, den = stats.decode(text)
+    num, den = intervals.decode(text)
     assert num.tolist() == [1.0, 0.0, 13.0, 2.5] and den.tolist() == [1.0, 1.0, 16.0, 3.0]
-    assert stats.decode("") is None
+    assert intervals.decode("") is None
     # a row may carry a list: it is stored as the compact string
     df = load_results([{"task": "copy", "encoding": "rope", "variant": "none", "train_len": 4, "eval_len": 4,
                         "metric": "exact_match", "value": 0.5, "sample_scores": [1, 0, [3, 4]]}])

@@ -184,7 +184,7 @@ def test_cli_lists_encodings_tasks_and_suites():
 
 def test_every_rope_variant_evaluates_at_16x(tmp_path):
     """Each rope_type of the registry, swapped onto a trained model, evaluates at 16× the training length."""
-    from lenbench.encodings.rope_scaling import ROPE_TYPES
+    from lenbench.encodings.rope_types import ROPE_TYPES
 
     half = 8 // 2  # head_dim 8 → 4 frequencies
     # dynamic NTK takes a pinned factor, as deployed (key "dynamic@2"); longrope its factor lists

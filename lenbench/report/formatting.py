@@ -1,0 +1,99 @@
+"""Number formatting and markdown primitives of the report's tables: a value, a value with its
+interval's half-width, a "holds to" ratio, a rank with why an entry is unranked, hard-wrapped prose,
+a GitHub markdown table and exact CSV text.
+
+The leaderboard's markdown (`lenbench.report.markdown`), the page, the findings and the claims
+format their numbers here, so one value reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+from lenbench.escape import csv_text, md_cell
+from lenbench.metrics import find_metric
+from lenbench.report import stats
+
+
+def to_csv_text(df: pd.DataFrame) -> str:
+    """CSV text with floats written by repr (exact round trip), NaN as empty, inf as "inf"; string
+    cells a spreadsheet would run as formulas are quoted (`lenbench.escape.csv_text`)."""
+    return csv_text(df)
+
+
+def _fmt(value: float, metric: str = "") -> str:
+    if math.isnan(value):
+        return "fail" if metric and metric != "retention" else "–"
+    facts = find_metric(metric)
+    if math.isinf(value):
+        worst = facts is not None and (value < 0) == facts.higher_is_better
+        return "fail" if worst else f"{value}"
+    if facts is not None and facts.bounds is None and abs(value) >= 1000:
+        return f"{value:.4g}"
+    text = f"{value:.3f}"
+    return "0.000" if text == "-0.000" else text
+
+
+def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
+    text = _fmt(mean, metric)
+    if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(mean):
+        text += f" ± {_fmt((hi - lo) / 2)}"
+    return text
+
+
+def _holds_nothing(r: dict) -> bool:
+    """An entry whose in-dist score is 0 on a higher-is-better metric: "holds to" is n/a for it."""
+    return bool(r["higher_is_better"]) and r["in_dist"] == 0
+
+
+def _fmt_ratio(mean: float, *, holds_nothing: bool = False) -> str:
+    """"Holds to": a ratio, never with an interval (it is discrete)."""
+    if holds_nothing:
+        return "n/a"
+    return "–" if math.isnan(mean) else f"{mean:g}×"
+
+
+def wrap_prose(text: str, indent: str = "") -> str:
+    """Prose hard-wrapped at 110 characters, as the docs pages are (a table row is not); `indent`
+    starts every line after the first (a list item's continuation)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=110, subsequent_indent=indent, break_long_words=False,
+                                    break_on_hyphens=False))
+
+
+def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    """A GitHub markdown table (no tabulate needed); `align` per column: "l" or "r". Every cell
+    is escaped (`lenbench.escape.md_cell`)."""
+    align = align or ["l"] * len(header)
+    esc = md_cell
+
+    widths = [max(len(esc(h)), *(len(esc(r[i])) for r in rows)) if rows else len(esc(h)) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(  # noqa: E731
+        esc(c).rjust(w) if a == "r" else esc(c).ljust(w) for c, w, a in zip(cells, widths, align, strict=True)) + " |"
+    rule = "| " + " | ".join(("-" * (w - 1) + ":") if a == "r" else "-" * w for w, a in zip(widths, align, strict=True)) + " |"
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model", *,
+              learnability: str = "", complete: bool = True, above_floor: bool = True) -> str:
+    """"3" for a rank of its own, "=3" for a rank shared with another entry of the table; for an
+    unranked entry why (`RANK_MARKS`): "inc" incomplete, "?" uncertain, "n/l" not learned,
+    "floor" at the floor, "–" otherwise (baselines)."""
+    if kind == "baseline":
+        return "–"
+    if not complete:
+        return "inc"
+    if learnability == stats.UNCERTAIN:
+        return "?"
+    if not_learned:
+        return "n/l"
+    if not above_floor:
+        return "floor"
+    if math.isnan(rank):
+        return "–"
+    shared = sum(1 for r in ranks if r == rank) > 1
+    return f"{'=' if shared else ''}{int(rank)}"

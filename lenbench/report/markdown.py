@@ -1,0 +1,325 @@
+"""The leaderboard's markdown: each board's main and variant tables with their notes, the overall
+ranking and the summary (leaderboard.md and summary.md), and the table rows the page shows too.
+
+Reads the leaderboard frames (`lenbench.report.tables`) and formats their numbers with
+`lenbench.report.formatting`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+import pandas as pd
+
+from lenbench.escape import md_text
+from lenbench.metrics import METRICS
+from lenbench.report import secondary, stats
+from lenbench.report.formatting import (
+    _fmt,
+    _fmt_ci,
+    _fmt_rank,
+    _fmt_ratio,
+    _holds_nothing,
+    markdown_table,
+    wrap_prose,
+)
+from lenbench.report.ranks import ALPHA
+from lenbench.report.rows import (
+    variant_sort_key,
+)
+from lenbench.report.tables import Leaderboard, ratio_label
+
+#: What "holds to" means, where a table shows it (leaderboard.md and the page quote this one sentence).
+HOLDS_TO = (f"*holds to*: the largest length ratio up to which every score stays within {stats.WITHIN * 100:g} % of the in-dist "
+            f"score (at least {(1 - stats.WITHIN) * 100:g} % of it; for perplexity at most {(1 + stats.WITHIN) * 100:g} %), of the "
+            "mean over seeds (a discrete statistic: no interval); n/a for an entry whose in-dist score is 0, such as "
+            "one at zero everywhere: it has nothing to hold.")
+#: The rank column's marks (leaderboard.md, summary.md and the page quote this one sentence).
+RANK_MARKS = ("\"=3\": a rank shared by entries the data do not separate; *?*: uncertain whether learned at 1× (the "
+              "interval of its in-dist score straddles the threshold); *n/l*: not learned at 1×; *inc*: a length or "
+              "seed missing; *floor*: not above the best trivial baseline past the training length with support. "
+              "Only learned, complete entries above the floor are ranked; baselines are not ranked.")
+
+
+def entry_rank(r: dict, rank_col: str, ranks: Iterable[float]) -> str:
+    """`_fmt_rank` of one `Leaderboard.per_task` record."""
+    return _fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"], learnability=r.get("learnability", ""),
+                     complete=bool(r.get("complete", True)), above_floor=bool(r.get("above_floor", True)))
+
+
+def entry_label(r: dict) -> str:
+    """An entry's series with why it is unranked, where that is its learnability or completeness."""
+    if r["kind"] == "baseline":
+        return r["series"]
+    if not r.get("complete", True):
+        return r["series"] + " (incomplete)"
+    if r.get("learnability") == stats.UNCERTAIN:
+        return r["series"] + " (uncertain)"
+    return r["series"] + (" (not learned)" if r["not_learned"] else "")
+
+
+BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r", "r"]
+
+
+def board_second(rows: pd.DataFrame) -> str:
+    """The secondary metric a board's tables show ("" when it has none)."""
+    return str(rows["secondary_metric"].iloc[0]) if len(rows) and "secondary_metric" in rows else ""
+
+
+def board_degrades(rows: pd.DataFrame) -> bool:
+    """Whether a board's tables show the degradation (metrics built from nll sums: lm)."""
+    return "degradation" in rows and bool(rows["degradation"].notna().any())
+
+
+def board_header(metric: str, hib: bool, second: str = "", degradation: bool = False) -> list[str]:
+    """Column names of a task's main or variant table (markdown and web page alike); with the
+    secondary metric `second`, its mean past train after the primary's; with `degradation`, the
+    nll past the training length minus the nll at 1× after retention."""
+    arrow = {True: "↑", False: "↓"}
+    extra = [f"past train {second} {arrow[bool(METRICS.get(second, True))]}"] if second else []
+    return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}", *extra,
+            "margin over floor ↑", "retention ↑", *(["degradation (nats) ↓"] if degradation else []),
+            "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
+
+
+def board_align(second: str = "", degradation: bool = False) -> list[str]:
+    """Column alignment of `board_header`'s table."""
+    return [*BOARD_ALIGN[:4], *(["r"] if second else []), *BOARD_ALIGN[4:], *(["r"] if degradation else [])]
+
+
+def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[list[str]]:
+    """The formatted cells of a main (`rank_col` "rank") or variant ("variant_rank") table: rank
+    (`RANK_MARKS`), series, then ``mean ± half-width`` of each statistic, the margin over the floor
+    (of the metric the board ranks by), failed lengths and seeds, one list per row of `table`
+    (`Leaderboard.per_task` rows)."""
+    ranks = list(table[rank_col])
+    second = board_second(table)
+    degrades = board_degrades(table)
+    return [[entry_rank(r, rank_col, ranks), entry_label(r),
+             _fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
+             _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
+             *([_fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
+                        r["secondary_past_train_mean_ci_high"], second)] if second else []),
+             "–" if r["kind"] == "baseline" or math.isnan(r["margin"]) else
+             _fmt_ci(r["margin"], r["margin_ci_low"], r["margin_ci_high"], r["ranked_by"]).replace("fail", "–"),
+             _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
+             *([_fmt_ci(r["degradation"], r["degradation_ci_low"], r["degradation_ci_high"], "retention")]
+               if degrades else []),
+             _fmt_ratio(r["max_ratio_within_10pct"], holds_nothing=_holds_nothing(r)),
+             f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
+
+
+def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
+    """One encoding's trained model and its inference-time variants of a board, by variant rank."""
+    table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
+    sign = -1.0 if bool(table["higher_is_better"].iloc[0]) else 1.0
+
+    def key(i: int) -> tuple:
+        rank, past = table["variant_rank"].iloc[i], table["past_train_mean"].iloc[i]
+        return (math.inf if math.isnan(rank) else rank, math.inf if math.isnan(past) else sign * past,
+                variant_sort_key(table["variant"].iloc[i]))
+
+    return table.iloc[sorted(range(len(table)), key=key)]
+
+
+def floor_sentence(rows: pd.DataFrame) -> str | None:
+    """The board's sentence naming its floor (the best trivial baseline past the training length,
+    of the metric it ranks by) and how many learned models are above it; None without baselines."""
+    models = rows[rows["kind"] == "model"]
+    named = sorted(set(models["floor_baseline"]) - {""})
+    if not named:
+        return None
+    learned = models[models["learnability"] == stats.LEARNED]
+    above = int(learned["above_floor"].astype(bool).sum())
+    by = rows["ranked_by"].iloc[0]
+    base = rows[(rows["encoding"] == named[0]) & (rows["kind"] == "baseline")]
+    level = ""
+    if len(base) and by == rows["metric"].iloc[0]:
+        b = base.iloc[0]
+        level = f" ({_fmt_ci(b['past_train_mean'], b['past_train_mean_ci_low'], b['past_train_mean_ci_high'], by)})"
+    return (f"Floor: {named[0]}{level}, the best trivial baseline by {by} past the training length; "
+            f"{above} of {len(learned)} learned models are above it with support (the 95 % interval of the margin).")
+
+
+def learnability_lines(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[list[str]]:
+    """Rows of a board's learnability table: series, the pooled verdict with the interval it used,
+    and each seed's verdict with its 1× score."""
+    seeds = board.seeds[(board.seeds["task"] == task) & (board.seeds["train_len"] == train_len)] \
+        if len(board.seeds) else board.seeds
+    metric = rows["metric"].iloc[0]
+    out = []
+    for r in rows[rows["kind"] != "baseline"].to_dict("records"):
+        lo, hi = r["learned_ci_low"], r["learned_ci_high"]
+        against = "" if math.isnan(lo) else f" [{_fmt(lo)}, {_fmt(hi)}]"
+        own = seeds[(seeds["encoding"] == r["encoding"]) & (seeds["variant"] == r["variant"])] if len(seeds) else seeds
+        per_seed = ", ".join(f"{int(x['seed'])}: {_fmt(x['in_dist'], metric)} {_SHORT[x['learnability']]}"
+                             for x in own.to_dict("records"))
+        out.append([r["series"], r["learnability"] + against, per_seed or "–"])
+    return out
+
+
+_SHORT = {stats.LEARNED: "✓", stats.NOT_LEARNED: "✗", stats.UNCERTAIN: "?"}
+
+
+def _learnability_note(metric: str, hib: bool, task: str) -> str:
+    if hib and stats.learned_threshold(task, metric) is None:
+        return f"Learnability at 1×: {metric} states no learned threshold, so every entry counts as learned."
+    if hib:
+        return (f"Learnability at 1× (in-dist {metric} against {stats.learned_threshold(task, metric):g}): learned when "
+                "the 95 % interval lies at or above the threshold, not learned when below, uncertain otherwise; per "
+                "seed from that seed's evaluation samples (✓ learned, ✗ not, ? uncertain).")
+    return (f"Learnability at 1× ({metric} against {stats.LEARNED_BASELINE}): the 95 % interval of the paired "
+            "difference (model − baseline) below 0 is learned, above 0 not learned, otherwise uncertain; per seed "
+            "from that seed's evaluation samples (✓ learned, ✗ not, ? uncertain).")
+
+
+def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
+    arrow = {True: "↑", False: "↓"}
+    metric = rows["metric"].iloc[0]
+    hib = bool(rows["higher_is_better"].iloc[0])
+    parts = [f"## {md_text(task)} (train length {train_len}, {md_text(metric)} {arrow[hib]})", ""]
+    methods = sorted(set(rows.loc[rows["kind"] != "baseline", "ci_method"]))
+    if methods:
+        parts += [f"Intervals: {md_text('; '.join(methods))}.", ""]
+    second = board_second(rows)
+    header = board_header(metric, hib, second, board_degrades(rows))
+
+    def body(table: pd.DataFrame, rank_col: str) -> list[list[str]]:
+        return board_table_rows(table, rank_col, metric)
+
+    align = board_align(second, board_degrades(rows))
+    note = secondary.ranking_note(rows)
+    if note:
+        parts += [f"**{md_text(note)}**", ""]
+    floor = floor_sentence(rows)
+    if floor:
+        parts += [md_text(floor), ""]
+    main = rows[rows["kind"].isin(["model", "baseline"])]
+    parts += [markdown_table(header, body(main, "rank"), align), ""]
+    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
+                      & (board.wide["kind"] != "variant")]
+    ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
+    if ratio_cols:
+        parts += [f"{md_text(metric)} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
+        lines = [[entry_label(r), *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                 for r in wide.assign(learnability=wide.set_index(["encoding", "variant"]).index.map(
+                     rows.set_index(["encoding", "variant"])["learnability"]).fillna("")).to_dict("records")]
+        parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
+    parts += [_learnability_note(metric, hib, task), ""]
+    parts += [markdown_table(["entry", "learnability (95 % interval)", "per seed: in-dist"],
+                             learnability_lines(board, task, train_len, rows[rows["kind"] != "variant"]),
+                             ["l", "l", "l"]), ""]
+    for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+        table = variant_table(rows, encoding)
+        parts += [f"### {md_text(task)}: {md_text(encoding)} and its inference-time variants (ranked among themselves)", ""]
+        parts += [markdown_table(header, body(table, "variant_rank"), align), ""]
+    return parts
+
+
+#: The sentence on the statistics every leaderboard.md opens with (docs/statistics.md says more).
+STATISTICS_NOTE = ("↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its "
+                   "95 % interval: a t interval over the seeds (the unit of replication), never narrower than the "
+                   "evaluation samples allow. *In-dist*: score at the training length; *mean past train*: mean over "
+                   "ratios > 1 (a failed length scores 0 accuracy / infinite perplexity); *margin over floor*: mean "
+                   "past train minus the best trivial baseline's (better positive); *retention*: (score − chance) / "
+                   "(in-dist − chance) averaged past 1× (ppl: in-dist / ppl); *degradation* (lm): nll past the training "
+                   "length minus nll at 1×, in nats, on the same scored bytes; ")
+
+
+def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
+    """The leaderboard as markdown: per task (and training length) the main table (trained
+    models and baselines), the scores by length ratio, the learnability table and one table per
+    encoding with variants; then the overall ranking. Values are ``mean ± 95 % half-width``;
+    shared ranks show as "=3"."""
+    parts = ["# lenbench leaderboard", ""]
+    if df is not None and len(df):
+        suites = md_text(", ".join(sorted(set(df["suite"]) - {""})) or "?")
+        seeds = sorted(set(df["seed"]))
+        prov = {c: ", ".join(sorted(set(df[c]) - {""})) or "?" for c in ("lenbench_version", "torch_version", "device", "git_sha")}
+        prov = {c: md_text(v[:12] if c == "git_sha" else v) for c, v in prov.items()}
+        one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
+        parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
+                  f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha']}.", ""]
+    parts += [STATISTICS_NOTE + f"{HOLDS_TO} Rank = 1 + the number of entries better with support: the paired t test "
+              "on the seeds' differences in mean past train, Holm-corrected over every pair of the table at a "
+              f"family-wise {ALPHA:g}. {RANK_MARKS}", ""]
+    for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+        parts += _board_sections(board, task, int(train_len), rows)
+    parts += ["## Overall ranking (trained models; mean rank over the boards where each learned the task)", "",
+              OVERALL_NOTE, ""]
+    parts += [markdown_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"]), ""]
+    return "\n".join(parts)
+
+
+#: The overall table's header and note (leaderboard.md, summary.md and the page).
+OVERALL_HEADER = ["rank ↓", "encoding", "mean rank ↓", "boards counted", "at floor", "uncertain", "not learned"]
+OVERALL_NOTE = ("Mean rank over the boards where the encoding learned the task (and the board ranked anything); on a "
+                "board where it is at the floor it counts as that board's last place. Boards counted says on how "
+                "many; uncertain and not learned boards are not counted.")
+
+
+def overall_lines(board: Leaderboard) -> list[list[str]]:
+    ranks = list(board.overall["rank"])
+    return [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
+             "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_at_floor),
+             str(r.n_uncertain), str(r.n_not_learned)] for r in board.overall.itertuples(index=False)]
+
+
+#: The ratios the summary shows where a board has them, with the board's longest ratio always added.
+SUMMARY_RATIOS = (1.0, 2.0, 4.0)
+
+
+def summary_ratios(wide: pd.DataFrame, ratios: Iterable[float] | None = None) -> list[str]:
+    """The ratio columns of a board's summary: `ratios` (default `SUMMARY_RATIOS` plus the board's
+    longest evaluated ratio, so a suite evaluated to 8× or 32× shows its own end) among those measured."""
+    measured = [c for c in wide.columns if re.fullmatch(r"[0-9.]+x", c) and wide[c].notna().any()]
+    if ratios is None:
+        longest = max((float(c[:-1]) for c in measured), default=None)
+        ratios = [*SUMMARY_RATIOS, *([longest] if longest is not None else [])]
+    return list(dict.fromkeys(c for c in (ratio_label(r) for r in ratios) if c in measured))
+
+
+def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
+    """Lines of a summary table: rank, series, the metric at each ratio column, mean past train."""
+    ranks = list(table[rank_col])
+    lines = []
+    for r in table.to_dict("records"):
+        w = wide.loc[(r["encoding"], r["variant"])]
+        lines.append([entry_rank(r, rank_col, ranks), entry_label(r),
+                      *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
+                      _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
+    return lines
+
+
+def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None) -> str:
+    """The short tables docs/board.md quotes: per task (and training length) the trained models and
+    baselines, primary metric at `ratios` (default: `summary_ratios`, 1×, 2×, 4× and the board's
+    longest; mean ± 95 % half-width), main-table rank
+    (`RANK_MARKS`); then the overall ranking. `write_report` writes it as ``summary.md``; a test
+    keeps docs/board.md's copy equal to the published one."""
+    arrow = {True: "↑", False: "↓"}
+    parts = []
+    for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
+        metric = rows["metric"].iloc[0]
+        hib = bool(rows["higher_is_better"].iloc[0])
+        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
+            ["encoding", "variant"])
+        cols = summary_ratios(wide, ratios)
+        header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
+        align = ["r", "l", *["r"] * (len(cols) + 1)]
+        parts += [f"**{md_text(task)}** (train length {train_len}, {md_text(metric)} {arrow[hib]})", ""]
+        note = secondary.ranking_note(rows)
+        if note:
+            parts += [f"Ranked by {md_text(rows['ranked_by'].iloc[0])} past the training length (see leaderboard.md).",
+                      ""]
+        parts += [markdown_table(header, _summary_body(rows[rows["kind"].isin(["model", "baseline"])], "rank", wide, cols,
+                                                       metric), align), ""]
+        for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
+            table = variant_table(rows, encoding)
+            parts += [f"**{md_text(task)}**: {md_text(encoding)} and its inference-time variants, ranked among themselves", "",
+                      markdown_table(header, _summary_body(table, "variant_rank", wide, cols, metric), align), ""]
+    parts += ["**overall** (trained models)", "", wrap_prose(OVERALL_NOTE), "",
+              markdown_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"]), ""]
+    return "\n".join(parts)
