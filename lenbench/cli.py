@@ -22,9 +22,8 @@ from pathlib import Path
 
 def _list(what: str) -> int:
     if what == "encodings":
-        from lenbench.encodings import ENCODINGS
-
         from lenbench.encoding_display import encoding_rank
+        from lenbench.encodings import ENCODINGS
 
         _broken(ENCODINGS.load_all())
         for name, cls in sorted(ENCODINGS.items(), key=lambda item: encoding_rank(item[0])):  # the boards' order

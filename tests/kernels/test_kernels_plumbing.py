@@ -20,9 +20,9 @@ from lenbench import kernels as K
 from lenbench.benchmark import plans as P
 from lenbench.benchmark import timing
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
+from lenbench.encodings.attention import attend
 from lenbench.encodings.rope import apply_rotary, apply_rotary_tables
 from lenbench.encodings.t5 import t5_bucket
-from lenbench.encodings.attention import attend
 from lenbench.model import ModelConfig, Transformer
 
 ROOT = Path(__file__).resolve().parents[2]
