@@ -37,8 +37,8 @@ from lenbench.evaluate import (
     sample_sums,
     task_metrics,
 )
-from lenbench.labels import BASELINE_PREFIX as PREFIX
-from lenbench.labels import is_baseline  # noqa: F401 (re-exported)
+from lenbench.results.labels import BASELINE_PREFIX as PREFIX
+from lenbench.results.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
 
 

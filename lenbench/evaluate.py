@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from lenbench import metrics
-from lenbench.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
+from lenbench.results.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported for the evaluation's callers)
     METRICS,
     PRIMARY_METRIC,

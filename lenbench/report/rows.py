@@ -35,7 +35,7 @@ import pandas as pd
 
 from lenbench.encoding_display import ROPE_TYPES, encoding_rank
 from lenbench.escape import uncsv_frame
-from lenbench.labels import BASE_VARIANT
+from lenbench.results.labels import BASE_VARIANT
 from lenbench.metrics import leaderboard_metric
 from lenbench.report.cells import cell_rows, check_one_cell_per_measurement
 from lenbench.results.frame import empty_frame, normalize

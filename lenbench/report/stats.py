@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lenbench.labels import BASELINE_PREFIX
+from lenbench.results.labels import BASELINE_PREFIX
 from lenbench.metrics import decode_arrays as decode
 from lenbench.metrics import get_metric, learned_min, worst_value
 from lenbench.metrics import transform_array as transform

@@ -38,7 +38,7 @@ from lenbench.config import Cell, VariantSpec, digest
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import scaling_for
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
-from lenbench.labels import BASE_VARIANT, error_line
+from lenbench.results.labels import BASE_VARIANT, error_line
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin

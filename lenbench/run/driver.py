@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from lenbench import plugins
 from lenbench.config import Cell, Suite
 from lenbench.device import resolve_device
-from lenbench.labels import error_line
+from lenbench.results.labels import error_line
 from lenbench.run.cell import (
     CellJob,
     CellOutcome,
