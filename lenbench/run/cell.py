@@ -39,6 +39,7 @@ from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin
 from lenbench.plugins import ensure as ensure_plugins
+from lenbench.results.build import failed_row, measured_row, point
 from lenbench.results.labels import BASE_VARIANT, error_line
 from lenbench.results.schema import SCHEMA_VERSION
 from lenbench.run.checkpoint import CheckpointCache, finetune_checkpoint_name
@@ -213,7 +214,7 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
                     net = _finetuned_model(cell, task, variant, model, cache, device, progress)
                 for ratio in cell.eval.ratios:
                     eval_len = max(1, round(ratio * cell.train_len))
-                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio), "bucket": ""}
+                    row_base = point(base, key, eval_len, ratio)
                     try:
                         if variant is not None:
                             factor = variant.finetune_ratio if variant.finetune_steps else ratio
@@ -226,15 +227,12 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
                         values, n, scores = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
                                                             tokens_per_batch=batch * tokens, seed=cell.seed,
                                                             device=device)
-                        rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
-                                  "higher_is_better": METRICS[m], "status": "ok", "error": "",
-                                  "sample_scores": scores[m]} for m in metrics]
+                        rows += [measured_row(row_base, {"metric": m, "value": values[m], "n_samples": n},
+                                              METRICS[m], sample_scores=scores[m]) for m in metrics]
                         rows += protocol_rows(net, task, cell, eval_len, ratio, row_base, device,
                                               tokens_per_batch=batch * tokens)
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
-                        rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
-                                  "higher_is_better": METRICS[m], "status": "failed", "error": error_line(err)}
-                                 for m in metrics]
+                        rows += [failed_row(row_base, m, METRICS[m], error_line(err)) for m in metrics]
             finally:
                 if variant is not None:
                     model.pos_enc.set_scaling(trained_scaling)
@@ -285,11 +283,9 @@ def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio
     """
     kw = {"samples": cell.eval.samples, "tokens_per_batch": tokens_per_batch or cell.eval.tokens_per_batch,
           "seed": cell.seed, "device": device}
-    ok = {"status": "ok", "error": ""}
     try:
         found = task.extra_measurements(net, eval_len, cell.train_len, ratio, **kw)
-        return [{**row_base, **m, "higher_is_better": METRICS[m["metric"]], **ok} for m in found]
+        return [measured_row(row_base, m, METRICS[m["metric"]]) for m in found]
     except Exception as err:  # the length's own rows stand; these are recorded as failed
-        return [{**row_base, "metric": m, "value": None, "n_samples": 0, "higher_is_better": METRICS[m],
-                 "status": "failed", "error": error_line(err)} for m in task.extra_metrics(ratio)]
+        return [failed_row(row_base, m, METRICS[m], error_line(err)) for m in task.extra_metrics(ratio)]
 
