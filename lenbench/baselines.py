@@ -37,8 +37,9 @@ from lenbench.evaluate import (
     sample_sums,
     task_metrics,
 )
-from lenbench.labels import BASELINE_PREFIX as PREFIX
-from lenbench.labels import is_baseline  # noqa: F401 (re-exported)
+from lenbench.results.build import measured_row
+from lenbench.results.labels import BASELINE_PREFIX as PREFIX
+from lenbench.results.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
 
 
@@ -156,7 +157,7 @@ def baseline_rows(task: Task, train_len: int, ratios, *, samples: int, tokens_pe
                 continue
             if not num[metrics[0]]:
                 continue
-            rows += [{**row_base, "metric": m, "value": metric_transform(m, math.fsum(num[m]) / math.fsum(den[m])),
-                      "n_samples": len(num[m]), "higher_is_better": METRICS[m], "status": "ok", "error": "",
-                      "sample_scores": encode_samples(num[m], den[m])} for m in metrics]
+            rows += [measured_row(row_base, {"metric": m, "value": metric_transform(m, math.fsum(num[m]) / math.fsum(den[m])),
+                                             "n_samples": len(num[m])},
+                                  METRICS[m], sample_scores=encode_samples(num[m], den[m])) for m in metrics]
     return rows

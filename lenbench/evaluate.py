@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 
 from lenbench import metrics
-from lenbench.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported for the evaluation's callers)
     METRICS,
     PRIMARY_METRIC,
@@ -20,6 +19,7 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
     encode_samples,
     metric_transform,
 )
+from lenbench.results.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.tasks.base import Task
 from lenbench.tasks.eval_data import eval_batches, eval_generator  # noqa: F401 (re-exported)
 

@@ -35,13 +35,12 @@ class Layer:
 
 FOUNDATION = ("lenbench.registry", "lenbench.plugins")
 #: The torch-free shared modules every layer may read.
-LEAVES = ("lenbench.labels", "lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
+LEAVES = ("lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
           "lenbench.rope_factors", "lenbench.task_display", "lenbench.results")
 
 LAYERS: dict[str, Layer] = {
     "lenbench.plugins": Layer((), torch=False),
     "lenbench.registry": Layer(("lenbench.plugins",), torch=False),
-    "lenbench.labels": Layer((), torch=False),
     "lenbench.escape": Layer((), torch=False),
     "lenbench.atomic": Layer((), torch=False),
     "lenbench.rope_factors": Layer((), torch=False),
@@ -49,7 +48,7 @@ LAYERS: dict[str, Layer] = {
     "lenbench.encoding_display": Layer(FOUNDATION, torch=False),
     "lenbench.metrics": Layer(FOUNDATION, torch=False),
     # the results contract: the row's columns, version, coercion and checks
-    "lenbench.results": Layer((*FOUNDATION, "lenbench.labels", "lenbench.metrics", "lenbench.escape"), torch=False),
+    "lenbench.results": Layer((*FOUNDATION, "lenbench.metrics", "lenbench.escape"), torch=False),
     # ops: the encodings, then the fused kernels over them
     "lenbench.encodings": Layer((*FOUNDATION, "lenbench.rope_factors"), torch=True),
     "lenbench.kernels": Layer((*FOUNDATION, "lenbench.encodings"), torch=True),

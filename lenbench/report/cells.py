@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from lenbench.labels import is_baseline
+from lenbench.results.labels import is_baseline
 from lenbench.results.schema import ROW_KEY, ResultsError, read_json
 
 

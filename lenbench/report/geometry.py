@@ -122,7 +122,7 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
             note = f"{data.get('title', '')}: geometry of the run"
             if checkpoint.is_file():
                 try:
-                    from lenbench.run.cell import load_checkpoint_bytes
+                    from lenbench.run.checkpoint import load_checkpoint_bytes
 
                     state, _ = load_checkpoint_bytes(checkpoint.read_bytes(), torch.device("cpu"))
                     kwargs["state"] = {k[len("pos_enc."):]: v for k, v in state.items() if k.startswith("pos_enc.")}

@@ -35,10 +35,10 @@ import pandas as pd
 
 from lenbench.encoding_display import ROPE_TYPES, encoding_rank
 from lenbench.escape import uncsv_frame
-from lenbench.labels import BASE_VARIANT
 from lenbench.metrics import leaderboard_metric
 from lenbench.report.cells import cell_rows, check_one_cell_per_measurement
 from lenbench.results.frame import empty_frame, normalize
+from lenbench.results.labels import BASE_VARIANT
 from lenbench.results.schema import EXPECTED_SOURCES, REQUIRED, ResultsError, read_json
 from lenbench.run.store import cell_files, readable_cell_results  # noqa: F401 (readable_cell_results: re-exported)
 from lenbench.task_display import task_order  # noqa: F401 (re-exported for the tables and figures)

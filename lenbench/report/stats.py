@@ -46,7 +46,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from lenbench.labels import BASELINE_PREFIX
 from lenbench.metrics import get_metric, learned_min, worst_value
 from lenbench.report.intervals import (
     BOOT_SEED,
@@ -64,6 +63,7 @@ from lenbench.report.intervals import (
     seed_curves,
 )
 from lenbench.report.ranks import support_ranks
+from lenbench.results.labels import BASELINE_PREFIX
 
 WITHIN = 0.10
 #: Per-task overrides of a metric's `learned_min` (lenbench.metrics): {task: {metric: minimum}}.

@@ -2,6 +2,8 @@
 
 - `lenbench.results.schema`: the schema version, the columns of a tidy row (name, type, required
   or defaulted), the identity of a measurement, `ResultsError` and the JSON reader that raises it.
+- `lenbench.results.labels`: the labels a row carries: the base variant, the baseline prefix,
+  the bucket labels and an error's one line.
 - `lenbench.results.values`: the coercion of one stored value to its column's type.
 - `lenbench.results.check`: the shape checks of a row and of a cell file as the engine writes them.
 - `lenbench.results.frame`: rows of any source (cell files, a tidy CSV, a benchmark JSON) as the

@@ -44,7 +44,7 @@ SCHEMA: tuple[Column, ...] = (
     Column("cell_id", "str"),
     Column("suite", "str"),
     Column("task", "str", required=True),
-    Column("encoding", "str", required=True, doc="an encoding label, or baseline:<name> (lenbench.labels)"),
+    Column("encoding", "str", required=True, doc="an encoding label, or baseline:<name> (lenbench.results.labels)"),
     Column("variant", "str", required=True, doc="an inference-time variant key; 'none' for the model as trained"),
     Column("train_len", "int", required=True),
     Column("eval_len", "int", required=True),

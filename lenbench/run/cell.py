@@ -19,10 +19,7 @@ import copy
 import dataclasses
 import datetime as dt
 import functools
-import io
 import math
-import pickle
-import re
 import subprocess
 import time
 import traceback
@@ -34,23 +31,22 @@ import torch
 
 import lenbench
 from lenbench.baselines import baseline_rows
-from lenbench.config import Cell, VariantSpec, digest
+from lenbench.config import Cell, VariantSpec
 from lenbench.device import resolve_device
 from lenbench.encodings.rope_scaling import scaling_for
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
-from lenbench.labels import BASE_VARIANT, error_line
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin
 from lenbench.plugins import ensure as ensure_plugins
+from lenbench.results.build import failed_row, measured_row, point
+from lenbench.results.labels import BASE_VARIANT, error_line
 from lenbench.results.schema import SCHEMA_VERSION
-from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, python_version
+from lenbench.run.checkpoint import CheckpointCache, finetune_checkpoint_name
+from lenbench.run.fingerprint import cell_fingerprint, data_fingerprint, python_version
 from lenbench.run.memory import fit_batch, memory_budget
 from lenbench.tasks import Task, build_task
-from lenbench.train import TrainStats, train_model
-
-CHECKPOINT_FORMAT = 1
-
+from lenbench.train import train_model
 
 # --- a job and its outcome (what crosses to a worker and back) ----------------------------------
 
@@ -113,89 +109,7 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
                        max_len=task.seq_len(math.ceil(longest * cell.train_len)), train_len=task.seq_len(cell.train_len))
 
 
-def finetune_checkpoint_name(cell: Cell, variant: VariantSpec) -> str:
-    return f"{cell.train_id}-ft-{digest(dataclasses.asdict(variant))}"
-
-
-def checkpoint_names(cell: Cell) -> list[str]:
-    """Names of every checkpoint a cell trains or reuses: its base model, then each fine-tune."""
-    return [cell.train_id, *(finetune_checkpoint_name(cell, v) for v in cell.variants if v.finetune_steps)]
-
-
-def checkpoint_bytes(state_dict: dict, meta: dict) -> bytes:
-    """One checkpoint file: weights and their metadata (train_seconds, final loss, config) together,
-    so a kill can never leave one without the other."""
-    buf = io.BytesIO()
-    torch.save({"format": CHECKPOINT_FORMAT, "state_dict": state_dict, "meta": meta}, buf)
-    return buf.getvalue()
-
-
-def load_checkpoint_bytes(data: bytes, device: torch.device) -> tuple[dict, dict]:
-    """(state_dict, meta) of a checkpoint file's bytes.
-
-    Raises:
-        ValueError: not a lenbench checkpoint; one line (torch's several-paragraph refusal of a
-            file holding pickled objects becomes "not a weights-only file …").
-    """
-    try:
-        obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
-    except pickle.UnpicklingError as err:
-        text = str(err)
-        found = re.search(r"GLOBAL (\S+)", text)
-        if found:
-            raise ValueError(f"not a weights-only file: it holds pickled objects such as {found.group(1)}, which are "
-                             "never loaded") from None
-        advice = ("Weights only load failed", "Check the documentation", "Please file an issue", "(1)", "(2)")
-        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(advice)]
-        raise ValueError(f"unreadable checkpoint ({lines[0] if lines else 'UnpicklingError'})") from None
-    if not isinstance(obj, dict) or obj.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"not a lenbench checkpoint of format {CHECKPOINT_FORMAT}")
-    return obj["state_dict"], obj["meta"]
-
-
-def checkpoint_matches(meta: dict, fingerprint: Fingerprint) -> bool:
-    """Whether a checkpoint's metadata was made by the code and environment of `fingerprint`."""
-    stored = meta.get("fingerprint") if isinstance(meta, dict) else None
-    return isinstance(stored, dict) and stored.get("code_fingerprint") == fingerprint.code \
-        and stored.get("data", "") == fingerprint.data
-
-
-class _CheckpointCache:
-    """Checkpoints of one job: those handed in (bytes) and those trained now (returned as bytes).
-
-    A checkpoint handed in that does not load, does not fit the model or was made by other code
-    (`fingerprint`) is ignored and retrained; `rejected` says which and why.
-    """
-
-    def __init__(self, given: dict[str, bytes], device: torch.device) -> None:
-        self.given = given
-        self.device = device
-        self.made: dict[str, bytes] = {}
-        self.rejected: dict[str, str] = {}
-        self.fingerprint: Fingerprint | None = None
-
-    def load_or_train(self, model: Transformer, name: str, train) -> dict:
-        """Load `model`'s weights from checkpoint `name` when given and valid (returns its meta); else
-        run `train()` (returns TrainStats), keep the checkpoint to hand back, and return its meta."""
-        if name in self.given:
-            initial = {k: v.clone() for k, v in model.state_dict().items()}
-            try:
-                state, meta = load_checkpoint_bytes(self.given[name], self.device)
-                if self.fingerprint is not None and not checkpoint_matches(meta, self.fingerprint):
-                    raise ValueError("made by other code or environment (fingerprint differs)")
-                model.load_state_dict(state)
-                return meta
-            except Exception as err:  # a damaged or mismatched checkpoint is retrained, never fatal
-                self.rejected[name] = error_line(err)
-                model.load_state_dict(initial)  # a partial load must not change the retrained model
-        stats: TrainStats = train()
-        meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
-                "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}
-        self.made[name] = checkpoint_bytes(model.state_dict(), meta)
-        return meta
-
-
-def _trained_model(cell: Cell, task: Task, cache: _CheckpointCache, device: torch.device,
+def _trained_model(cell: Cell, task: Task, cache: CheckpointCache, device: torch.device,
                    progress: bool) -> tuple[Transformer, float]:
     """Train the cell's model, or load it from the checkpoint cache; returns (model, train_seconds)."""
     torch.manual_seed(cell.seed)
@@ -205,7 +119,7 @@ def _trained_model(cell: Cell, task: Task, cache: _CheckpointCache, device: torc
     return model.eval(), float(meta.get("train_seconds", math.nan))
 
 
-def _finetuned_model(cell, task, variant, base: Transformer, cache: _CheckpointCache, device, progress) -> Transformer:
+def _finetuned_model(cell, task, variant, base: Transformer, cache: CheckpointCache, device, progress) -> Transformer:
     """Continue training a copy of `base` at finetune_ratio × train_len with the variant's scaling."""
     torch.manual_seed(cell.seed)
     model = copy.deepcopy(base)
@@ -250,13 +164,13 @@ def compute_cell(job: CellJob) -> CellOutcome:
     cell = job.cell
     with _intra_op_threads(job.threads):
         device = resolve_device(job.device)
-        cache = _CheckpointCache(job.checkpoints, device)
+        cache = CheckpointCache(job.checkpoints, device)
         result = _evaluate_cell(cell, cache, device, job.threads, job.progress, job.plugins)
     notes = {"rejected_checkpoints": cache.rejected} if cache.rejected else {}
     return CellOutcome(cell_id=cell.cell_id, result=result, checkpoints=cache.made, notes=notes)
 
 
-def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, threads: int, progress: bool,
+def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, threads: int, progress: bool,
                    plugins: tuple[Plugin, ...] = ()) -> dict:
     provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
                   "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
@@ -300,7 +214,7 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                     net = _finetuned_model(cell, task, variant, model, cache, device, progress)
                 for ratio in cell.eval.ratios:
                     eval_len = max(1, round(ratio * cell.train_len))
-                    row_base = {**base, "variant": key, "eval_len": eval_len, "ratio": float(ratio), "bucket": ""}
+                    row_base = point(base, key, eval_len, ratio)
                     try:
                         if variant is not None:
                             factor = variant.finetune_ratio if variant.finetune_steps else ratio
@@ -313,15 +227,12 @@ def _evaluate_cell(cell: Cell, cache: _CheckpointCache, device: torch.device, th
                         values, n, scores = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
                                                             tokens_per_batch=batch * tokens, seed=cell.seed,
                                                             device=device)
-                        rows += [{**row_base, "metric": m, "value": values[m], "n_samples": n,
-                                  "higher_is_better": METRICS[m], "status": "ok", "error": "",
-                                  "sample_scores": scores[m]} for m in metrics]
+                        rows += [measured_row(row_base, {"metric": m, "value": values[m], "n_samples": n},
+                                              METRICS[m], sample_scores=scores[m]) for m in metrics]
                         rows += protocol_rows(net, task, cell, eval_len, ratio, row_base, device,
                                               tokens_per_batch=batch * tokens)
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
-                        rows += [{**row_base, "metric": m, "value": None, "n_samples": 0,
-                                  "higher_is_better": METRICS[m], "status": "failed", "error": error_line(err)}
-                                 for m in metrics]
+                        rows += [failed_row(row_base, m, METRICS[m], error_line(err)) for m in metrics]
             finally:
                 if variant is not None:
                     model.pos_enc.set_scaling(trained_scaling)
@@ -372,11 +283,9 @@ def protocol_rows(net: Transformer, task: Task, cell: Cell, eval_len: int, ratio
     """
     kw = {"samples": cell.eval.samples, "tokens_per_batch": tokens_per_batch or cell.eval.tokens_per_batch,
           "seed": cell.seed, "device": device}
-    ok = {"status": "ok", "error": ""}
     try:
         found = task.extra_measurements(net, eval_len, cell.train_len, ratio, **kw)
-        return [{**row_base, **m, "higher_is_better": METRICS[m["metric"]], **ok} for m in found]
+        return [measured_row(row_base, m, METRICS[m["metric"]]) for m in found]
     except Exception as err:  # the length's own rows stand; these are recorded as failed
-        return [{**row_base, "metric": m, "value": None, "n_samples": 0, "higher_is_better": METRICS[m],
-                 "status": "failed", "error": error_line(err)} for m in task.extra_metrics(ratio)]
+        return [failed_row(row_base, m, METRICS[m], error_line(err)) for m in task.extra_metrics(ratio)]
 

@@ -28,15 +28,9 @@ from tqdm.auto import tqdm
 from lenbench import plugins
 from lenbench.config import Cell, Suite
 from lenbench.device import resolve_device
-from lenbench.labels import error_line
-from lenbench.run.cell import (
-    CellJob,
-    CellOutcome,
-    checkpoint_matches,
-    checkpoint_names,
-    default_threads,
-    load_checkpoint_bytes,
-)
+from lenbench.results.labels import error_line
+from lenbench.run.cell import CellJob, CellOutcome, default_threads
+from lenbench.run.checkpoint import checkpoint_matches, checkpoint_names, load_checkpoint_bytes
 from lenbench.run.estimate import longest_first
 from lenbench.run.executors import base as executors
 from lenbench.run.executors.base import get_executor, plan_execution

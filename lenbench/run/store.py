@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
-from lenbench.labels import error_line
 from lenbench.results.check import check_cell_result
+from lenbench.results.labels import error_line
 
 if TYPE_CHECKING:
     from lenbench.config import Cell

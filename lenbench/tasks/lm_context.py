@@ -2,7 +2,7 @@
 
 A tidy row's `bucket` here is "pos:<lo>-<hi>": targets at positions lo … hi (inclusive, 0-based
 within the evaluation window), metric nll, the per-position loss curve (Press et al. 2022, fig. 3);
-`lenbench.labels.parse_bucket` reads a label back. Bucketed rows are not leaderboard rows.
+`lenbench.results.labels.parse_bucket` reads a label back. Bucketed rows are not leaderboard rows.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from lenbench.labels import position_bucket
+from lenbench.results.labels import position_bucket
 from lenbench.tasks.base import Task
 from lenbench.tasks.eval_data import eval_batches_on
 

@@ -2,7 +2,7 @@
 
 A tidy row's `bucket` here is "depth:<lo>-<hi>": examples whose needle depth (filler tokens
 before the needle / all filler tokens) lies in [lo, hi) (the last bucket includes 1.00);
-`lenbench.labels.parse_bucket` reads a label back. Bucketed rows are not leaderboard rows.
+`lenbench.results.labels.parse_bucket` reads a label back. Bucketed rows are not leaderboard rows.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from lenbench import metrics
-from lenbench.labels import depth_bucket
+from lenbench.results.labels import depth_bucket
 from lenbench.tasks.base import Task
 from lenbench.tasks.eval_data import eval_batches_on
 

@@ -20,7 +20,8 @@ from lenbench.cli import main
 from lenbench.config import SuiteError, load_suite, parse_suite
 from lenbench.run import cell as cell_module
 from lenbench.run import store
-from lenbench.run.cell import compute_cell, load_checkpoint_bytes
+from lenbench.run.cell import compute_cell
+from lenbench.run.checkpoint import load_checkpoint_bytes
 from lenbench.run.driver import make_job, read_checkpoints, run_suite
 
 TINY = TINY_SUITE

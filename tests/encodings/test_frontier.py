@@ -403,7 +403,7 @@ def test_tiny_suite_every_new_encoding_trains_and_every_row_is_ok(tmp_path):
     training never diverges and ends below the uniform guess's loss log V, and every row at every
     ratio 1–16× is ok and finite (a failed row would carry its reason in `error`)."""
     from lenbench.config import parse_suite
-    from lenbench.run.cell import load_checkpoint_bytes
+    from lenbench.run.checkpoint import load_checkpoint_bytes
     from lenbench.run.driver import run_suite
     from lenbench.run.store import CHECKPOINTS, load_rows
 

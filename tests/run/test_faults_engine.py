@@ -19,13 +19,8 @@ from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.config import parse_suite
 from lenbench.model import Transformer
-from lenbench.run.cell import (
-    checkpoint_bytes,
-    compute_cell,
-    default_threads,
-    load_checkpoint_bytes,
-    model_config,
-)
+from lenbench.run.cell import compute_cell, default_threads, model_config
+from lenbench.run.checkpoint import checkpoint_bytes, load_checkpoint_bytes
 from lenbench.run.driver import ensure_cell, make_job, run_cell, run_suite
 from lenbench.run.executors.base import WORKER_MEMORY_BYTES, plan_execution, usable_cores
 from lenbench.run.memory import ENV_VAR, GIB, estimate, memory_budget

@@ -11,7 +11,7 @@ from lenbench.report.rows import series_label
 def bucketed(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Rows whose bucket is of `kind` ("pos", "depth") that succeeded, with the bucket's bounds
     `lo` / `hi` and `series` added."""
-    from lenbench.labels import parse_bucket
+    from lenbench.results.labels import parse_bucket
 
     if "bucket" not in df.columns:
         return df.iloc[0:0].assign(lo=[], hi=[], series=[])

@@ -52,7 +52,7 @@ except ImportError:  # an optional extra: the error comes when the executor is a
     ray = None
 
 from lenbench.config import ResourceSpec
-from lenbench.labels import error_line
+from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome
 from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
 
