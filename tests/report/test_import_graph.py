@@ -154,5 +154,5 @@ def test_the_graph_sees_real_imports(full_graph):
     assert "lenbench.report.rows" in g["lenbench.report.timings"]
     assert "lenbench.report.build" in g["lenbench.cli"]  # imported inside _report
     assert GEOMETRY in g["lenbench.report.build"]  # imported inside _result_figures
-    assert "lenbench.run.cell" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries
+    assert "lenbench.run.checkpoint" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries
     assert "lenbench.report.plots._style" in g["lenbench.report.plots.extrapolation"]
