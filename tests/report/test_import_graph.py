@@ -7,11 +7,9 @@
 - Nothing on the report path (every `lenbench.report` module but geometry) reaches the model, the
   training loop or `lenbench.run`; the figures and the page never load a results source.
 - Nothing in `lenbench.run` reaches `lenbench.report`.
-- No module of the package is on an import cycle.
 
-`PENDING` lists the edges that break these rules today and are removed by other work of issue 20;
-each is ignored by the checks above, and `test_pending_edges_are_still_there` fails once one is
-gone, so the list only shrinks.
+No module of the package is on an import cycle, and edges that break a rule are listed as pending:
+both are `tests/test_layers.py`'s, over the same graph with package `__init__` edges added.
 """
 
 import ast
@@ -36,8 +34,6 @@ LAYOUT = "lenbench.run.store"
 LOADERS = {"lenbench.report.cells": ("cell_rows",),
            "lenbench.report.rows": ("load_results", "resolve_source", "readable_cell_results"),
            "lenbench.report.timings": ("load_kernel_timings", "load_training_steps")}
-#: Edges that break a rule today, each with what removes it.
-PENDING: dict[tuple[str, str], str] = {}
 
 
 def imports_of(path: Path, modules: set[str]) -> set[str]:
@@ -58,12 +54,6 @@ def files() -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def full_graph(files) -> dict[str, set[str]]:
     return {name: imports_of(path, set(files)) - {name} for name, path in files.items()}
-
-
-@pytest.fixture(scope="module")
-def graph(full_graph) -> dict[str, set[str]]:
-    """The graph without the `PENDING` edges."""
-    return {name: {m for m in edges if (name, m) not in PENDING} for name, edges in full_graph.items()}
 
 
 def reachable(graph: dict[str, set[str]], start: str, *, skip: frozenset[str] = frozenset()) -> set[str]:
@@ -99,24 +89,24 @@ def test_the_layout_is_the_one_this_test_names(files):
             "lenbench.report.plots.geometry", "lenbench.report.plots.cost"} <= set(files)
 
 
-def test_each_report_step_imports_only_earlier_steps(graph, files):
+def test_each_report_step_imports_only_earlier_steps(full_graph, files):
     for module in report_path_modules(files):
         later = {m for m in report_path_modules(files) if step_of(m) > step_of(module)}
-        found = reachable(graph, module, skip=frozenset({GEOMETRY})) & later
+        found = reachable(full_graph, module, skip=frozenset({GEOMETRY})) & later
         assert not found, f"{module} reaches a later step: {found}"
 
 
-def test_only_the_build_imports_geometry_and_geometry_imports_no_later_step(graph, files):
-    importers = {m for m, edges in graph.items() if GEOMETRY in edges}
+def test_only_the_build_imports_geometry_and_geometry_imports_no_later_step(full_graph, files):
+    importers = {m for m, edges in full_graph.items() if GEOMETRY in edges}
     assert importers <= {"lenbench.report.build"}, f"{importers - {'lenbench.report.build'}} import {GEOMETRY}"
-    found = {m for m in reachable(graph, GEOMETRY) if m.startswith(("lenbench.report.plots", "lenbench.report.page",
+    found = {m for m in reachable(full_graph, GEOMETRY) if m.startswith(("lenbench.report.plots", "lenbench.report.page",
                                                                     "lenbench.report.build"))}
     assert not found, f"{GEOMETRY} reaches {found}"
 
 
-def test_the_report_path_never_reaches_the_model_training_or_run(graph, files):
+def test_the_report_path_never_reaches_the_model_training_or_run(full_graph, files):
     for module in report_path_modules(files):
-        heavy = {m for m in reachable(graph, module, skip=frozenset({GEOMETRY})) if in_package(m, HEAVY)} - {LAYOUT}
+        heavy = {m for m in reachable(full_graph, module, skip=frozenset({GEOMETRY})) if in_package(m, HEAVY)} - {LAYOUT}
         assert not heavy, f"{module} reaches {sorted(heavy)}"
 
 
@@ -129,21 +119,10 @@ def test_figures_and_the_page_never_load_a_source(files):
             assert not names_imported_from(files[module], "json"), module
 
 
-def test_run_never_reaches_the_report(graph, files):
+def test_run_never_reaches_the_report(full_graph, files):
     for module in (m for m in files if in_package(m, ("lenbench.run",))):
-        report = {m for m in reachable(graph, module) if in_package(m, ("lenbench.report",))}
+        report = {m for m in reachable(full_graph, module) if in_package(m, ("lenbench.report",))}
         assert not report, f"{module} reaches {sorted(report)}"
-
-
-def test_no_module_is_on_an_import_cycle(graph):
-    for module in graph:
-        assert module not in reachable(graph, module), f"{module} imports itself through a cycle"
-
-
-def test_pending_edges_are_still_there(full_graph):
-    """An edge of `PENDING` that the code no longer has must leave the list (the checks above then hold it)."""
-    gone = {edge: why for edge, why in PENDING.items() if edge[1] not in full_graph.get(edge[0], set())}
-    assert not gone, f"these edges are gone, remove them from PENDING: {gone}"
 
 
 def test_the_graph_sees_real_imports(full_graph):
