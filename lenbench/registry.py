@@ -12,11 +12,13 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable, Collection, Iterable, Iterator
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from lenbench import plugins
@@ -55,6 +57,16 @@ def import_members(package: str, path: Iterable[str], skip: Collection[str] = ()
     for name in names:
         importlib.import_module(f"{package}.{name}")
     return names
+
+
+def module_declarations(directory: Path, name: str) -> Iterator[tuple[Path, ast.expr]]:
+    """(file, value) of every module-level ``name = value`` in the public modules of `directory`, by
+    file name, read from the source without importing anything: how a plot module's figures and an
+    executor module's names are found without importing matplotlib or Ray."""
+    for path in sorted(directory.glob("[!_]*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                yield path, node.value
 
 
 class UnknownNameError(KeyError):

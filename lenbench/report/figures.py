@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from lenbench.registry import module_declarations
+
 #: Every figure is written in these formats (the page shows the first).
 FORMATS = ("png", "svg")
 #: Their file suffixes.
@@ -102,20 +104,16 @@ def declared_figures(plots: Path = PLOTS) -> tuple[FigureSpec, ...]:
         ValueError: a declaration that is not such a tuple, one line naming the module.
     """
     found = []
-    for path in sorted(plots.glob("[!_]*.py")):
-        for node in ast.parse(path.read_text()).body:
-            if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FIGURES"
-                                                            for t in node.targets)):
-                continue
-            calls = node.value.elts if isinstance(node.value, ast.Tuple) else None
-            if calls is None or not all(isinstance(c, ast.Call) and getattr(c.func, "id", "") == "FigureSpec"
-                                        and not c.args for c in calls):
-                raise ValueError(f"{path.name}: FIGURES must be a tuple of FigureSpec(...) calls with keyword arguments")
-            try:
-                found += [FigureSpec(**{k.arg: ast.literal_eval(k.value) for k in c.keywords}, module=path.stem)
-                          for c in calls]
-            except ValueError as err:
-                raise ValueError(f"{path.name}: a FigureSpec argument is not a literal ({err})") from None
+    for path, value in module_declarations(plots, "FIGURES"):
+        calls = value.elts if isinstance(value, ast.Tuple) else None
+        if calls is None or not all(isinstance(c, ast.Call) and getattr(c.func, "id", "") == "FigureSpec"
+                                    and not c.args for c in calls):
+            raise ValueError(f"{path.name}: FIGURES must be a tuple of FigureSpec(...) calls with keyword arguments")
+        try:
+            found += [FigureSpec(**{k.arg: ast.literal_eval(k.value) for k in c.keywords}, module=path.stem)
+                      for c in calls]
+        except ValueError as err:
+            raise ValueError(f"{path.name}: a FigureSpec argument is not a literal ({err})") from None
     return tuple(sorted(found, key=lambda spec: spec.order))
 
 

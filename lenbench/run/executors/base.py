@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from lenbench.registry import Registry
+from lenbench.registry import Registry, module_declarations
 
 if TYPE_CHECKING:
     from lenbench.run.cell import CellJob, CellOutcome
@@ -94,11 +94,8 @@ def executor_modules() -> dict[str, str]:
     ``EXECUTOR_NAMES = (...)`` declaration, read from its source without importing it (Ray is an
     optional dependency and slow to import): a new executor is one new module here."""
     found: dict[str, str] = {}
-    for path in sorted(Path(__file__).resolve().parent.glob("[!_]*.py")):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EXECUTOR_NAMES"
-                                                    for t in node.targets):
-                found.update(dict.fromkeys(ast.literal_eval(node.value), f"{__package__}.{path.stem}"))
+    for path, value in module_declarations(Path(__file__).resolve().parent, "EXECUTOR_NAMES"):
+        found.update(dict.fromkeys(ast.literal_eval(value), f"{__package__}.{path.stem}"))
     return found
 
 
