@@ -3,7 +3,7 @@
 The same as `python -m lenbench.benchmark BENCH.json`; the plans live in `lenbench.benchmark.plans`.
 """
 
-from lenbench.benchmark.plans import _main
+from lenbench.benchmark.plans import main
 
 if __name__ == "__main__":
-    raise SystemExit(_main(prog="python bench/kernel_plans.py"))
+    raise SystemExit(main(prog="python bench/kernel_plans.py"))

@@ -199,3 +199,25 @@ def test_docs_design_states_the_table():
         allowed = [m for n in names for m in (groups[n] if n in groups else ("lenbench." + n.strip("`"),))]
         stated["lenbench." + layer.strip("`")] = Layer(tuple(sorted(allowed)), torch == "yes")
     assert stated == {p: Layer(tuple(sorted(r.may_import)), r.torch) for p, r in LAYERS.items()}
+
+
+def private_imports(path: Path) -> list[str]:
+    """`module.name` for each underscore name a file imports from another lenbench module (a name
+    another module relies on is part of its owner's interface and is spelt as such)."""
+    import ast
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lenbench"):
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name(files):
+    offenders = {name: found for name, p in files.items() if (found := private_imports(p))}
+    assert offenders == {}
+
+
+def test_a_private_import_is_seen(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from lenbench.report.rows import _secret, public\n")
+    assert private_imports(probe) == ["lenbench.report.rows._secret"]

@@ -190,7 +190,7 @@ def test_a_toy_metric_flows_through_compare_margins(toy, tmp_path, capsys):
 def test_display_facts_come_from_the_registration():
     """Figures and tables read direction, bounds and scale from `register_metric`, not from names:
     a new metric declares them once and every output follows."""
-    from lenbench.report.formatting import _fmt
+    from lenbench.report.formatting import fmt_value
     from lenbench.report.plots import extrapolation, heatmap
 
     with pytest.raises(ValueError, match=r"metric 'toy_rate': bounds \(1, 0\) is not a \(low, high\) pair"):
@@ -199,16 +199,16 @@ def test_display_facts_come_from_the_registration():
     try:
         assert bounded.bounds == (0.0, 1.0) and not bounded.log_scale
         assert heatmap._cell_text(0.123456, TOY) == "0.12"  # a bounded metric: two decimals
-        assert _fmt(1234.5, TOY) == "1234.500"  # bounded: never shortened
-        assert _fmt(-math.inf, TOY) == "fail" and _fmt(math.inf, TOY) == "inf"  # −inf is its worst
+        assert fmt_value(1234.5, TOY) == "1234.500"  # bounded: never shortened
+        assert fmt_value(-math.inf, TOY) == "fail" and fmt_value(math.inf, TOY) == "inf"  # −inf is its worst
         assert extrapolation._chance_applies(TOY)  # a per-token rate has the task's chance as floor
     finally:
         unregister_metric(TOY)
     assert register_metric(TOY, higher_is_better=False, sums="nll", log_scale=True).log_scale
     try:
         assert heatmap._cell_text(0.123456, TOY) == "0.1" and heatmap._cell_text(12345.0, TOY) == "1.23e+04"
-        assert _fmt(1234.5, TOY) == "1234" and _fmt(math.inf, TOY) == "fail"  # +inf is its worst
+        assert fmt_value(1234.5, TOY) == "1234" and fmt_value(math.inf, TOY) == "fail"  # +inf is its worst
         assert not extrapolation._chance_applies(TOY)
     finally:
         unregister_metric(TOY)
-    assert _fmt(1234.5, "retention") == "1234.500" and _fmt(math.inf, "retention") == "inf"  # not a metric: no facts
+    assert fmt_value(1234.5, "retention") == "1234.500" and fmt_value(math.inf, "retention") == "inf"  # not a metric: no facts

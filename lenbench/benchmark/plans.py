@@ -386,13 +386,13 @@ def performance_targets(data: dict) -> list[dict]:
     return out
 
 
-def _main(argv: list[str] | None = None, prog: str = "python -m lenbench.benchmark") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m lenbench.benchmark") -> int:
     """`python -m lenbench.benchmark BENCH.json [MORE.json …]` (or `python bench/kernel_plans.py …`):
     print every performance target with ok / MISS ("-": not measured in those JSONs)."""
     import argparse
     import json
 
-    parser = argparse.ArgumentParser(prog=prog, description=_main.__doc__)
+    parser = argparse.ArgumentParser(prog=prog, description=main.__doc__)
     parser.add_argument("json", nargs="+", help="output of pytest bench -k kernels --benchmark-json FILE; several "
                         "files (e.g. the GPU check's kernels_train.json and kernels.json) are read as one")
     args = parser.parse_args(argv)

@@ -24,8 +24,8 @@ from typing import Any
 from lenbench.results import schema
 from lenbench.results.check import (
     TEXT_FIELDS,
-    _fail,
-    _kind,
+    fail_field,
+    json_kind,
     check_cell_result,
     check_number,
     check_object,
@@ -82,11 +82,11 @@ def check_machine_info(where: str, data: dict) -> None:
     check_text(f"{where}: machine_info.cpu", cpu, ("brand_raw",))
     flags = cpu.get("flags", [])
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        _fail(where, "machine_info.cpu.flags", flags, "a list of strings")
+        fail_field(where, "machine_info.cpu.flags", flags, "a list of strings")
     lb = check_object(where, "machine_info.lenbench", info.get("lenbench", ...))
     for key, value in lb.items():
         if isinstance(value, (dict, list)):
-            _fail(where, f"machine_info.lenbench.{key}", value, "a string or a number")
+            fail_field(where, f"machine_info.lenbench.{key}", value, "a string or a number")
     check_text(f"{where}: machine_info", info, ("python_version",))
     check_text(f"{where}: machine_info.lenbench", lb, TEXT_FIELDS)
 
@@ -103,12 +103,12 @@ def check_benchmark_json(path: Path, data: Any) -> None:
     """
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(f"{path}: not a pytest-benchmark JSON (expected an object with a 'benchmarks' list, "
-                           f"got {_kind(data) if not isinstance(data, dict) else 'benchmarks ' + _kind(data.get('benchmarks'))})")
+                           f"got {json_kind(data) if not isinstance(data, dict) else 'benchmarks ' + json_kind(data.get('benchmarks'))})")
     check_machine_info(str(path), data)
     for i, bench in enumerate(data["benchmarks"]):
         where = f"{path}: benchmark {i}"
         if not isinstance(bench, dict):
-            _fail(where, "the benchmark", bench, "an object")
+            fail_field(where, "the benchmark", bench, "an object")
         check_text(where, bench, ("name", "fullname", "group"), nullable=("group",))
         where = f"{path}: benchmark {bench.get('fullname', bench.get('name', i))!r}"
         extra = check_object(where, "extra_info", bench.get("extra_info", ...))

@@ -30,7 +30,7 @@ import pandas as pd
 from lenbench import numerics
 from lenbench.compare.inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.report.rows import (
-    _read_csv_strings,
+    read_csv_strings,
     csv_kind,
     load_results,
     readable_cell_results,
@@ -99,7 +99,7 @@ def _load_side(source: str | Path) -> Side:
         if (path / "bench.json").is_file():
             bench = path / "bench.json"
     elif path.suffix.lower() == ".csv":
-        if csv_kind(_read_csv_strings(path).columns) == "leaderboard":
+        if csv_kind(read_csv_strings(path).columns) == "leaderboard":
             side.board = read_leaderboard_csv(path)
         else:
             side.rows = load_results(path)

@@ -26,7 +26,7 @@ import pandas as pd
 from lenbench.escape import md_text
 from lenbench.metrics import METRICS
 from lenbench.report import intervals, ranks, stats
-from lenbench.report.formatting import _fmt, _fmt_ci, wrap_prose
+from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
 from lenbench.report.tables import Leaderboard
 
 ROPE_REGIME = "RoPE at head_dim 16 has 8 frequency pairs"
@@ -172,9 +172,9 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
 
     def show(s: str) -> str:
         r = t.loc[s]
-        score = (_fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)
+        score = (fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)
                  if metric == r["metric"] else
-                 _fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
+                 fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
                          r["secondary_past_train_mean_ci_high"], metric))
         if r["learnability"] != stats.LEARNED:
             return f"{s} {score} ({r['learnability']})"
@@ -192,9 +192,9 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
             parts.append(f"{text}: **{_verdict(sides)}**")
         else:
             r = t.loc[c.a]
-            diffs = ", ".join(f"{x.b} {_fmt(-x.est.mean)}" for x in own)  # oriented back: A − B in nats
+            diffs = ", ".join(f"{x.b} {fmt_value(-x.est.mean)}" for x in own)  # oriented back: A − B in nats
             parts.append(f"degradation (nll past training − nll at 1×, nats): {md_text(c.a)} "
-                         f"{_fmt_ci(r['degradation'], r['degradation_ci_low'], r['degradation_ci_high'], 'retention')}, "
+                         f"{fmt_ci(r['degradation'], r['degradation_ci_low'], r['degradation_ci_high'], 'retention')}, "
                          f"A − B {diffs}: **{_verdict(sides)}**")
     return "; ".join(parts) + "."
 

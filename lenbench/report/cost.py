@@ -14,7 +14,7 @@ import math
 import pandas as pd
 
 from lenbench.escape import md_text
-from lenbench.report.formatting import markdown_table
+from lenbench.report.formatting import fmt_seconds, fmt_times, markdown_table
 from lenbench.report.rows import encoding_sort_key
 from lenbench.report.tables import Leaderboard
 
@@ -72,18 +72,6 @@ def cost_table(kernels: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     return out.iloc[order].reset_index(drop=True).astype({"T": "int64"})
 
 
-def _fmt_seconds(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "–"
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
-
-
-def _fmt_x(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2f}×"
-
-
 def cost_markdown(cost: pd.DataFrame) -> str:
     """The cost table as markdown: the training step per encoding, then per dtype one table of
     fused / eager time per length, and the copy and SDPA ratios at the longest length."""
@@ -97,7 +85,7 @@ def cost_markdown(cost: pd.DataFrame) -> str:
     if len(steps):
         parts += ["Training step (quick suite geometry) relative to `nope`:", "",
                   markdown_table(["encoding", "training step ↓"],
-                                 [[e, _fmt_x(r)] for e, r in zip(steps["encoding"], steps["train_step_ratio_to_nope"],
+                                 [[e, fmt_times(r)] for e, r in zip(steps["encoding"], steps["train_step_ratio_to_nope"],
                                                                    strict=True)], ["l", "r"]), ""]
     timed = cost[cost["dtype"] != ""]
     for dtype in sorted(set(timed["dtype"])):
@@ -111,9 +99,9 @@ def cost_markdown(cost: pd.DataFrame) -> str:
             by_t = {r["T"]: r for r in g.to_dict("records")}
             last = by_t.get(longest)
             body.append([encoding, g["fused_impl"].iloc[-1] or "–",
-                         *(f"{_fmt_seconds(by_t[t]['fused_s'])} / {_fmt_seconds(by_t[t]['eager_s'])}" if t in by_t else "–"
+                         *(f"{fmt_seconds(by_t[t]['fused_s'])} / {fmt_seconds(by_t[t]['eager_s'])}" if t in by_t else "–"
                            for t in lengths),
-                         _fmt_x(last["copy_ratio"]) if last else "–", _fmt_x(last["ratio_to_sdpa"]) if last else "–"])
+                         fmt_times(last["copy_ratio"]) if last else "–", fmt_times(last["ratio_to_sdpa"]) if last else "–"])
         parts += [f"## {md_text(dtype)}", "", markdown_table(header, body, ["l", "l", *["r"] * (len(lengths) + 2)]), ""]
     return "\n".join(parts)
 

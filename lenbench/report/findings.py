@@ -1,7 +1,7 @@
 """What a board shows, read off its own numbers: ``findings.md``.
 
 Per board (task × training length), in sentences whose every mean and interval is a cell of the
-same report's ``leaderboard.md`` (the same formatting, `lenbench.report.formatting._fmt_ci`):
+same report's ``leaderboard.md`` (the same formatting, `lenbench.report.formatting.fmt_ci`):
 
 - how many trained encodings learned the task at 1×, which are uncertain and which did not (only
   learned ones are ranked);
@@ -26,7 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lenbench.escape import md_text
-from lenbench.report.formatting import _fmt, _fmt_ci, wrap_prose
+from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
 from lenbench.report.stats import LEARNED, NOT_LEARNED, UNCERTAIN
 from lenbench.results.values import to_bool
 
@@ -83,7 +83,7 @@ def _metrics(board: pd.DataFrame) -> tuple[str, bool, str, bool]:
 
 def _score(r: dict, metric: str) -> str:
     """An entry's mean past train ± half-width, as leaderboard.md prints it."""
-    return _fmt_ci(r["past_value"], r["past_ci_low"], r["past_ci_high"], metric)
+    return fmt_ci(r["past_value"], r["past_ci_low"], r["past_ci_high"], metric)
 
 
 def _named(rows: pd.DataFrame, metric: str) -> str:
@@ -105,7 +105,7 @@ def _ranking(entries: pd.DataFrame, rank_col: str, metric: str, hib: bool) -> li
         gap = abs(lead - best_rest["past_value"])
         lines.append(f"best outside rank 1: {md_text(best_rest['series'])} (rank {int(best_rest[rank_col])}, "
                      f"{_score(best_rest, metric)}); "
-                     f"rank 1's best is ahead by {_fmt(gap, metric)}")
+                     f"rank 1's best is ahead by {fmt_value(gap, metric)}")
     else:
         lines.append("no entry is separated from the others")
     return lines

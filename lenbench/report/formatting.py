@@ -24,7 +24,7 @@ def to_csv_text(df: pd.DataFrame) -> str:
     return csv_text(df)
 
 
-def _fmt(value: float, metric: str = "") -> str:
+def fmt_value(value: float, metric: str = "") -> str:
     if math.isnan(value):
         return "fail" if metric and metric != "retention" else "–"
     facts = find_metric(metric)
@@ -37,23 +37,37 @@ def _fmt(value: float, metric: str = "") -> str:
     return "0.000" if text == "-0.000" else text
 
 
-def _fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
-    text = _fmt(mean, metric)
+def fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
+    text = fmt_value(mean, metric)
     if math.isfinite(lo) and math.isfinite(hi) and math.isfinite(mean):
-        text += f" ± {_fmt((hi - lo) / 2)}"
+        text += f" ± {fmt_value((hi - lo) / 2)}"
     return text
 
 
-def _holds_nothing(r: dict) -> bool:
+def holds_nothing(r: dict) -> bool:
     """An entry whose in-dist score is 0 on a higher-is-better metric: "holds to" is n/a for it."""
     return bool(r["higher_is_better"]) and r["in_dist"] == 0
 
 
-def _fmt_ratio(mean: float, *, holds_nothing: bool = False) -> str:
+def fmt_ratio(mean: float, *, holds_nothing: bool = False) -> str:
     """"Holds to": a ratio, never with an interval (it is discrete)."""
     if holds_nothing:
         return "n/a"
     return "–" if math.isnan(mean) else f"{mean:g}×"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """A duration in s, ms or µs with three significant digits; "–" when not measured."""
+    if math.isnan(seconds):
+        return "–"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
+
+
+def fmt_times(value: float) -> str:
+    """A ratio as "1.23×"; "–" when not measured."""
+    return "–" if math.isnan(value) else f"{value:.2f}×"
 
 
 def wrap_prose(text: str, indent: str = "") -> str:
@@ -78,7 +92,7 @@ def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | 
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
 
-def _fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model", *,
+def fmt_rank(rank: float, ranks: Iterable[float], not_learned: bool = False, kind: str = "model", *,
               learnability: str = "", complete: bool = True, above_floor: bool = True) -> str:
     """"3" for a rank of its own, "=3" for a rank shared with another entry of the table; for an
     unranked entry why (`RANK_MARKS`): "inc" incomplete, "?" uncertain, "n/l" not learned,

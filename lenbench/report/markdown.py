@@ -17,11 +17,11 @@ from lenbench.escape import md_text
 from lenbench.metrics import METRICS
 from lenbench.report import secondary, stats
 from lenbench.report.formatting import (
-    _fmt,
-    _fmt_ci,
-    _fmt_rank,
-    _fmt_ratio,
-    _holds_nothing,
+    fmt_ci,
+    fmt_rank,
+    fmt_ratio,
+    fmt_value,
+    holds_nothing,
     markdown_table,
     wrap_prose,
 )
@@ -44,8 +44,8 @@ RANK_MARKS = ("\"=3\": a rank shared by entries the data do not separate; *?*: u
 
 
 def entry_rank(r: dict, rank_col: str, ranks: Iterable[float]) -> str:
-    """`_fmt_rank` of one `Leaderboard.per_task` record."""
-    return _fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"], learnability=r.get("learnability", ""),
+    """`fmt_rank` of one `Leaderboard.per_task` record."""
+    return fmt_rank(r[rank_col], ranks, r["not_learned"], r["kind"], learnability=r.get("learnability", ""),
                      complete=bool(r.get("complete", True)), above_floor=bool(r.get("above_floor", True)))
 
 
@@ -98,16 +98,16 @@ def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[li
     second = board_second(table)
     degrades = board_degrades(table)
     return [[entry_rank(r, rank_col, ranks), entry_label(r),
-             _fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
-             _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
-             *([_fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
+             fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
+             fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
+             *([fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
                         r["secondary_past_train_mean_ci_high"], second)] if second else []),
              "–" if r["kind"] == "baseline" or math.isnan(r["margin"]) else
-             _fmt_ci(r["margin"], r["margin_ci_low"], r["margin_ci_high"], r["ranked_by"]).replace("fail", "–"),
-             _fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
-             *([_fmt_ci(r["degradation"], r["degradation_ci_low"], r["degradation_ci_high"], "retention")]
+             fmt_ci(r["margin"], r["margin_ci_low"], r["margin_ci_high"], r["ranked_by"]).replace("fail", "–"),
+             fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
+             *([fmt_ci(r["degradation"], r["degradation_ci_low"], r["degradation_ci_high"], "retention")]
                if degrades else []),
-             _fmt_ratio(r["max_ratio_within_10pct"], holds_nothing=_holds_nothing(r)),
+             fmt_ratio(r["max_ratio_within_10pct"], holds_nothing=holds_nothing(r)),
              f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
 
 
@@ -138,7 +138,7 @@ def floor_sentence(rows: pd.DataFrame) -> str | None:
     level = ""
     if len(base) and by == rows["metric"].iloc[0]:
         b = base.iloc[0]
-        level = f" ({_fmt_ci(b['past_train_mean'], b['past_train_mean_ci_low'], b['past_train_mean_ci_high'], by)})"
+        level = f" ({fmt_ci(b['past_train_mean'], b['past_train_mean_ci_low'], b['past_train_mean_ci_high'], by)})"
     return (f"Floor: {named[0]}{level}, the best trivial baseline by {by} past the training length; "
             f"{above} of {len(learned)} learned models are above it with support (the 95 % interval of the margin).")
 
@@ -152,9 +152,9 @@ def learnability_lines(board: Leaderboard, task: str, train_len: int, rows: pd.D
     out = []
     for r in rows[rows["kind"] != "baseline"].to_dict("records"):
         lo, hi = r["learned_ci_low"], r["learned_ci_high"]
-        against = "" if math.isnan(lo) else f" [{_fmt(lo)}, {_fmt(hi)}]"
+        against = "" if math.isnan(lo) else f" [{fmt_value(lo)}, {fmt_value(hi)}]"
         own = seeds[(seeds["encoding"] == r["encoding"]) & (seeds["variant"] == r["variant"])] if len(seeds) else seeds
-        per_seed = ", ".join(f"{int(x['seed'])}: {_fmt(x['in_dist'], metric)} {_SHORT[x['learnability']]}"
+        per_seed = ", ".join(f"{int(x['seed'])}: {fmt_value(x['in_dist'], metric)} {_SHORT[x['learnability']]}"
                              for x in own.to_dict("records"))
         out.append([r["series"], r["learnability"] + against, per_seed or "–"])
     return out
@@ -163,7 +163,7 @@ def learnability_lines(board: Leaderboard, task: str, train_len: int, rows: pd.D
 _SHORT = {stats.LEARNED: "✓", stats.NOT_LEARNED: "✗", stats.UNCERTAIN: "?"}
 
 
-def _learnability_note(metric: str, hib: bool, task: str) -> str:
+def learnability_note(metric: str, hib: bool, task: str) -> str:
     if hib and stats.learned_threshold(task, metric) is None:
         return f"Learnability at 1×: {metric} states no learned threshold, so every entry counts as learned."
     if hib:
@@ -203,11 +203,11 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
     if ratio_cols:
         parts += [f"{md_text(metric)} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
-        lines = [[entry_label(r), *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+        lines = [[entry_label(r), *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
                  for r in wide.assign(learnability=wide.set_index(["encoding", "variant"]).index.map(
                      rows.set_index(["encoding", "variant"])["learnability"]).fillna("")).to_dict("records")]
         parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
-    parts += [_learnability_note(metric, hib, task), ""]
+    parts += [learnability_note(metric, hib, task), ""]
     parts += [markdown_table(["entry", "learnability (95 % interval)", "per seed: in-dist"],
                              learnability_lines(board, task, train_len, rows[rows["kind"] != "variant"]),
                              ["l", "l", "l"]), ""]
@@ -262,7 +262,7 @@ OVERALL_NOTE = ("Mean rank over the boards where the encoding learned the task (
 
 def overall_lines(board: Leaderboard) -> list[list[str]]:
     ranks = list(board.overall["rank"])
-    return [[_fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
+    return [[fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
              "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_at_floor),
              str(r.n_uncertain), str(r.n_not_learned)] for r in board.overall.itertuples(index=False)]
 
@@ -288,8 +288,8 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
     for r in table.to_dict("records"):
         w = wide.loc[(r["encoding"], r["variant"])]
         lines.append([entry_rank(r, rank_col, ranks), entry_label(r),
-                      *(_fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
-                      _fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
+                      *(fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
+                      fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
     return lines
 
 

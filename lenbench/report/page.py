@@ -26,14 +26,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from lenbench.report.cost import _fmt_seconds, _fmt_x
-from lenbench.report.formatting import _fmt_ci
+from lenbench.report.formatting import fmt_ci, fmt_seconds, fmt_times
 from lenbench.report.markdown import (
     HOLDS_TO,
     OVERALL_HEADER,
     OVERALL_NOTE,
     RANK_MARKS,
-    _learnability_note,
+    learnability_note,
     board_align,
     board_degrades,
     board_header,
@@ -153,12 +152,12 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
     if ratio_cols:
         parts.append(f"<h3>{_esc(metric)} by length ratio (mean over seeds ± 95 % half-width)</h3>")
         lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
-                  *(_fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                  *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
                  for r in wide.to_dict("records")]
         parts.append(_html_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)], group,
                                  _row_classes(wide)))
     parts.append("<h3>Learnability at the training length</h3>")
-    parts.append(f'<p class="note">{_esc(_learnability_note(metric, hib, task))}</p>')
+    parts.append(f'<p class="note">{_esc(learnability_note(metric, hib, task))}</p>')
     parts.append(_html_table(["entry", "learnability (95 % interval)", "per seed: in-dist"],
                              learnability_lines(board, task, train_len, main), ["l", "l", "l"], group))
     for encoding in dict.fromkeys(rows.loc[rows["kind"] == "variant", "encoding"]):
@@ -180,8 +179,8 @@ def _cost_section(cost: pd.DataFrame) -> list[str]:
     header = ["encoding", "kind", "T", "dtype", "fused", "fused time", "eager time", "fused / eager", "copy ×", "SDPA ×",
               "training step"]
     body = [[r["encoding"], r["kind"], str(r["T"]) if r["T"] else "–", r["dtype"] or "–", r["fused_impl"] or "–",
-             _fmt_seconds(r["fused_s"]), _fmt_seconds(r["eager_s"]), _fmt_x(r["fused_over_eager"]), _fmt_x(r["copy_ratio"]),
-             _fmt_x(r["ratio_to_sdpa"]), _fmt_x(r["train_step_ratio_to_nope"])] for r in cost.to_dict("records")]
+             fmt_seconds(r["fused_s"]), fmt_seconds(r["eager_s"]), fmt_times(r["fused_over_eager"]), fmt_times(r["copy_ratio"]),
+             fmt_times(r["ratio_to_sdpa"]), fmt_times(r["train_step_ratio_to_nope"])] for r in cost.to_dict("records")]
     parts.append(_html_table(header, body, ["l", "l", "r", "l", "l", "r", "r", "r", "r", "r", "r"], "cost"))
     parts.append("</section>")
     return parts

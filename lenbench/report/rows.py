@@ -150,7 +150,7 @@ def csv_kind(columns: Iterable[str]) -> str:
     return "unknown"
 
 
-def _read_csv_strings(path: Path) -> pd.DataFrame:
+def read_csv_strings(path: Path) -> pd.DataFrame:
     """Every cell of a CSV as a string, with the writer's formula quoting undone
     (`lenbench.escape.csv_uncell`)."""
     try:
@@ -161,7 +161,7 @@ def _read_csv_strings(path: Path) -> pd.DataFrame:
 
 
 def _load_csv(path: Path) -> pd.DataFrame:
-    raw = _read_csv_strings(path)
+    raw = read_csv_strings(path)
     kind = csv_kind(raw.columns)
     if kind == "leaderboard":
         raise ResultsError(f"{path}: a leaderboard CSV (aggregated statistics), not measurement rows; "

@@ -38,7 +38,7 @@ import pandas as pd
 from lenbench.metrics import METRICS
 from lenbench.report import intervals, secondary, stats
 from lenbench.report.rows import (
-    _read_csv_strings,
+    read_csv_strings,
     csv_kind,
     encoding_sort_key,
     load_results,
@@ -253,7 +253,7 @@ def ratio_label(ratio: float) -> str:
 def read_leaderboard_csv(path: str | Path) -> pd.DataFrame:
     """A long-form leaderboard CSV (as `Leaderboard.long` writes it), typed."""
     path = Path(path)
-    raw = _read_csv_strings(path)
+    raw = read_csv_strings(path)
     if csv_kind(raw.columns) != "leaderboard":
         raise ResultsError(f"{path}: not a leaderboard CSV (expected columns task, encoding, variant, statistic, "
                            "value, higher_is_better as written by `lenbench report`)")

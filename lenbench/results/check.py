@@ -27,14 +27,14 @@ TEXT_FIELDS = MACHINE_KEYS
 INT64 = 2**63
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
-def _fail(where: str, what: str, value: Any, expected: str) -> None:
+def fail_field(where: str, what: str, value: Any, expected: str) -> None:
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-    raise ResultsError(f"{where}: {what} is {_kind(value)} ({shown}), expected {expected}")
+    raise ResultsError(f"{where}: {what} is {json_kind(value)} ({shown}), expected {expected}")
 
 
 def _is_number(value: Any) -> bool:
@@ -46,7 +46,7 @@ def check_object(where: str, what: str, value: Any, *, optional: bool = True) ->
     if value is ... and optional:
         return {}
     if not isinstance(value, dict):
-        _fail(where, what, value if value is not ... else None, "an object")
+        fail_field(where, what, value if value is not ... else None, "an object")
     return value
 
 
@@ -54,7 +54,7 @@ def check_text(where: str, record: dict, keys: tuple[str, ...], *, nullable: tup
     """Each of `keys` present in `record` is a string (or null where listed in `nullable`)."""
     for key in keys:
         if key in record and not isinstance(record[key], str) and not (key in nullable and record[key] is None):
-            _fail(where, key, record[key], "a string")
+            fail_field(where, key, record[key], "a string")
 
 
 def check_number(where: str, what: str, value: Any, *, finite: bool = True) -> None:
@@ -62,16 +62,16 @@ def check_number(where: str, what: str, value: Any, *, finite: bool = True) -> N
     if value is None:
         return
     if not _is_number(value):
-        _fail(where, what, value, "a number")
+        fail_field(where, what, value, "a number")
     if finite and not math.isfinite(value):
-        _fail(where, what, value, "a finite number")
+        fail_field(where, what, value, "a finite number")
 
 
 def check_row(where: str, row: Any) -> None:
     """One tidy row as the engine writes it: an object with the required fields, integer lengths and
     seed in range, a numeric (or null: failed) value, text where text belongs."""
     if not isinstance(row, dict):
-        _fail(where, "the row", row, "an object (one measurement)")
+        fail_field(where, "the row", row, "an object (one measurement)")
     absent = [k for k in REQUIRED if k not in row or (row[k] is None and k != "value")]
     if absent:
         raise ResultsError(f"{where}: row without {', '.join(absent)} (every row needs {', '.join(REQUIRED)})")
@@ -81,29 +81,29 @@ def check_row(where: str, row: Any) -> None:
             continue
         check_number(where, key, value)
         if abs(value) >= INT64 or value != int(value):
-            _fail(where, key, value, "an integer within 64 bits")
+            fail_field(where, key, value, "an integer within 64 bits")
         if key in POSITIVE_FIELDS and value < 1:
-            _fail(where, key, value, "a length of at least 1")
+            fail_field(where, key, value, "a length of at least 1")
     if not (row["value"] is None or _is_number(row["value"])):
-        _fail(where, "value", row["value"], "a number or null (a failed measurement)")
+        fail_field(where, "value", row["value"], "a number or null (a failed measurement)")
     if not isinstance(row.get("higher_is_better", True), (bool, type(None))):
-        _fail(where, "higher_is_better", row["higher_is_better"], "true or false")
+        fail_field(where, "higher_is_better", row["higher_is_better"], "true or false")
     if row.get("ratio") is not None:
         check_number(where, "ratio", row["ratio"])
         if row["ratio"] <= 0:
-            _fail(where, "ratio", row["ratio"], "a positive length ratio")
+            fail_field(where, "ratio", row["ratio"], "a positive length ratio")
     scores = row.get("sample_scores")
     if isinstance(scores, list) and not all(_is_number(x) or (isinstance(x, list) and len(x) == 2 and all(map(_is_number, x)))
                                             for x in scores):
-        _fail(where, "sample_scores", scores, "a string or a list of numbers / [numerator, denominator] pairs")
+        fail_field(where, "sample_scores", scores, "a string or a list of numbers / [numerator, denominator] pairs")
     check_text(where, row, ("task", "encoding", "variant", "metric", "bucket", "status", *TEXT_FIELDS))
     if not isinstance(scores, (str, list, type(None))):
-        _fail(where, "sample_scores", scores, "a string")
+        fail_field(where, "sample_scores", scores, "a string")
 
 
 def check_rows(where: str, rows: Any) -> None:
     if not isinstance(rows, list):
-        _fail(where, "rows", rows, "a list of rows")
+        fail_field(where, "rows", rows, "a list of rows")
     for i, row in enumerate(rows):
         check_row(f"{where}: row {i}", row)
 
@@ -116,7 +116,7 @@ def check_cell_result(path: Path, data: Any) -> None:
     """
     where = str(path)
     if not isinstance(data, dict):
-        _fail(where, "the cell result", data, "an object with a 'rows' list, as lenbench.run.driver writes it")
+        fail_field(where, "the cell result", data, "an object with a 'rows' list, as lenbench.run.driver writes it")
     if "rows" not in data:
         raise ResultsError(f"{path}: cell result without 'rows' (expected an object with a 'rows' list, "
                            "as lenbench.run.driver writes it)")
@@ -127,7 +127,7 @@ def check_cell_result(path: Path, data: Any) -> None:
         if key in config:
             check_number(f"{where}: config", key, config[key])
             if config[key] is None or abs(config[key]) >= INT64 or config[key] != int(config[key]):
-                _fail(f"{where}: config", key, config[key], "an integer within 64 bits")
+                fail_field(f"{where}: config", key, config[key], "an integer within 64 bits")
     check_text(where, data, ("status", "timestamp"))
     check_text(where, data, ("error",), nullable=("error",))
     fp = check_object(where, "task_fingerprint", data.get("task_fingerprint", ...))
