@@ -124,10 +124,10 @@ def _cells(out: Path, cell_ids: set[str]) -> pd.DataFrame:
     train_seconds, status."""
     from lenbench.run.store import load_cell_results
 
-    records = [{"task": c["config"].get("task_label") or c["config"]["task"],
-                "train_len": int(c["config"]["train_len"]), "encoding": c["config"]["label"],
-                "train_seconds": float(c.get("train_seconds", math.nan)), "status": str(c.get("status"))}
-               for c in load_cell_results(out) if c.get("cell_id") in cell_ids]
+    records = [{"task": c.config.get("task_label") or c.config["task"],
+                "train_len": int(c.config["train_len"]), "encoding": c.config["label"],
+                "train_seconds": float(c.train_seconds), "status": c.status}
+               for c in load_cell_results(out) if c.cell_id in cell_ids]
     return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds", "status"])
 
 

@@ -257,10 +257,10 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{len(run.computed)} cell(s) run, {run.done} already done{busy}, {len(run.failed)} failed; "
           f"{len(rows)} rows in {out}")
     for r in run.failed:
-        print(f"  failed: {r['title']}: {r['error']}")
+        print(f"  failed: {r.title}: {r.error}")
     for r in run.computed:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
-        if r.get("executor", {}).get("retries"):
-            print(f"  retried: {r['title']}: {r['executor']['retries']} time(s) after {'; '.join(r['executor']['lost'])}")
+        if (r.executor or {}).get("retries"):
+            print(f"  retried: {r.title}: {r.executor['retries']} time(s) after {'; '.join(r.executor['lost'])}")
     print(summary_table(out, [cell.cell_id for cell in suite.cells()]))
     return 0
 
@@ -291,8 +291,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         from lenbench.run.store import load_cell_results
 
         for r in load_cell_results(out):
-            if r.get("status") == "failed":
-                print(f"  failed: {r['title']}: {r['error']}", file=sys.stderr)
+            if r.failed:
+                print(f"  failed: {r.title}: {r.error}", file=sys.stderr)
         print(f"lenbench: {int(table['n_failed'].sum())} cell(s) of the rungs failed; --retry-failed reruns them",
               file=sys.stderr)
         return 1

@@ -308,8 +308,8 @@ def test_a_worker_without_the_plugin_fails_the_cell_in_one_line_naming_the_plugi
     plugins._LOADED.clear()
     sys.modules.pop("lenbench_plugin_mype", None)
     outcome = compute_cell(CellJob(cell=cell, device="cpu", threads=1, plugins=(lost,)))
-    error = outcome.result["error"]
-    assert outcome.result["status"] == "failed" and "\n" not in error
+    error = outcome.result.error
+    assert outcome.result.failed and "\n" not in error
     assert "unknown encoding 'alibi-steep'" in error
     assert "not loaded here: plugin mype.py failed to load: ImportError: gone" in error
 
@@ -336,5 +336,5 @@ def test_the_examples_run_and_their_reference_test_passes(tmp_path, sandbox):
     tiny = dataclasses.replace(suite, train=dataclasses.replace(suite.train, steps=5, warmup=1),
                                eval=dataclasses.replace(suite.eval, ratios=(1, 2), samples=4))
     results = run_suite(tiny, tmp_path / "run", device="cpu", executor="serial", progress=False, log=lambda _: None).computed
-    assert sorted(r["title"] for r in results) == sorted(c.title for c in tiny.cells())
-    assert all(r["status"] == "ok" for r in results)
+    assert sorted(r.title for r in results) == sorted(c.title for c in tiny.cells())
+    assert all(r.status == "ok" for r in results)

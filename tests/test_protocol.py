@@ -504,8 +504,8 @@ def test_rows_of_pinned_dynamic_equal_oracle_ntk_at_the_training_length_and_diff
                          "variants": ["ntk", {"rope_type": "dynamic", "factor": 2}]})
     (cell,) = suite.cells()
     result = compute_cell(CellJob(cell=cell, device="cpu", threads=1)).result
-    assert result["status"] == "ok", result["error"]
-    ppl = {(r["variant"], r["ratio"]): r["value"] for r in result["rows"]
+    assert result.status == "ok", result.error
+    ppl = {(r["variant"], r["ratio"]): r["value"] for r in result.rows
            if r["encoding"] == "rope" and r["metric"] == "perplexity" and not r["bucket"]}
     assert ppl[("none", 1.0)] == ppl[("ntk", 1.0)] == ppl[("dynamic@2", 1.0)]  # plain RoPE at the training length
     for ratio in (2.0, 4.0):

@@ -24,13 +24,13 @@ from typing import Any
 from lenbench.results import schema
 from lenbench.results.check import (
     TEXT_FIELDS,
-    fail_field,
-    json_kind,
     check_cell_result,
     check_number,
     check_object,
     check_rows,
     check_text,
+    fail_field,
+    json_kind,
 )
 from lenbench.results.schema import ResultsError
 from lenbench.run.store import cell_files

@@ -30,9 +30,9 @@ import pandas as pd
 from lenbench import numerics
 from lenbench.compare.inputs import check_benchmark_json, check_cells_directory, guard, read_json
 from lenbench.report.rows import (
-    read_csv_strings,
     csv_kind,
     load_results,
+    read_csv_strings,
     readable_cell_results,
     resolve_source,
 )
@@ -151,15 +151,15 @@ def _cells_of_directory(directory: Path, facts: dict) -> list[dict]:
     machine facts of the cells, their provenance and rows go into `facts`."""
     records = []
     for result in readable_cell_results(directory):  # unreadable files: load_results reports them
-        _collect_facts([result, result.get("provenance") or {}, *result.get("rows", [])], facts)
-        config = result.get("config") or {}
+        _collect_facts([result.to_json(), result.provenance or {}, *result.rows], facts)
+        config = result.config or {}
         if not {"task", "train_len", "seed"} <= set(config):
             continue  # a hand-written cell file: its rows speak for it
-        fp = (result.get("task_fingerprint") or {}).get("corpus_sha256", "")
+        fp = (result.task_fingerprint or {}).get("corpus_sha256", "")
         records.append({"task": str(config.get("task_label") or config["task"]), "encoding": str(config.get("label") or config.get("encoding")),
                         "train_len": int(config["train_len"]), "seed": int(config["seed"]),
-                        "status": str(result.get("status", CELL_OK)), "error": str(result.get("error", "")),
-                        "timestamp": str(result.get("timestamp", "")), "data_fingerprint": str(fp or "")})
+                        "status": str(result.status or CELL_OK), "error": str(result.error or ""),
+                        "timestamp": str(result.timestamp or ""), "data_fingerprint": str(fp or "")})
     return records
 
 

@@ -32,7 +32,6 @@ from lenbench.report.markdown import (
     OVERALL_HEADER,
     OVERALL_NOTE,
     RANK_MARKS,
-    learnability_note,
     board_align,
     board_degrades,
     board_header,
@@ -40,6 +39,7 @@ from lenbench.report.markdown import (
     board_table_rows,
     floor_sentence,
     learnability_lines,
+    learnability_note,
     overall_lines,
     variant_table,
 )

@@ -38,11 +38,11 @@ import pandas as pd
 from lenbench.metrics import METRICS
 from lenbench.report import intervals, secondary, stats
 from lenbench.report.rows import (
-    read_csv_strings,
     csv_kind,
     encoding_sort_key,
     load_results,
     primary_metric,
+    read_csv_strings,
     series_label,
     series_sort_key,
     task_order,

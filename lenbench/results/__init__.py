@@ -5,6 +5,8 @@
 - `lenbench.results.labels`: the labels a row carries: the base variant, the baseline prefix,
   the bucket labels and an error's one line.
 - `lenbench.results.values`: the coercion of one stored value to its column's type.
+- `lenbench.results.cell`: `CellResult`, a cell file as a typed object (built by the compute
+  path, written and read by `lenbench.run.store`).
 - `lenbench.results.check`: the shape checks of a row and of a cell file as the engine writes them.
 - `lenbench.results.frame`: rows of any source (cell files, a tidy CSV, a benchmark JSON) as the
   typed frame every reader uses; rows of older schema versions are upgraded here.

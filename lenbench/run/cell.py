@@ -40,6 +40,7 @@ from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin
 from lenbench.plugins import ensure as ensure_plugins
 from lenbench.results.build import failed_row, measured_row, point
+from lenbench.results.cell import CellResult
 from lenbench.results.labels import BASE_VARIANT, error_line
 from lenbench.results.schema import SCHEMA_VERSION
 from lenbench.run.checkpoint import CheckpointCache, finetune_checkpoint_name
@@ -79,7 +80,7 @@ class CellOutcome:
     checkpoints it trained (name → file bytes), which the driver stores for later runs."""
 
     cell_id: str
-    result: dict[str, Any]
+    result: CellResult
     checkpoints: dict[str, bytes] = dataclasses.field(default_factory=dict)
     #: Executor bookkeeping shown in the summary (e.g. Ray retries); never part of the rows.
     notes: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -171,7 +172,7 @@ def compute_cell(job: CellJob) -> CellOutcome:
 
 
 def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, threads: int, progress: bool,
-                   plugins: tuple[Plugin, ...] = ()) -> dict:
+                   plugins: tuple[Plugin, ...] = ()) -> CellResult:
     provenance = {"lenbench_version": lenbench.__version__, "git_sha": git_sha(), "torch_version": torch.__version__,
                   "device": device.type, "dtype": "float32", "threads": threads, "python_version": python_version(),
                   **machine_facts(), "code_fingerprint": "", "data_fingerprint": ""}
@@ -181,22 +182,21 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
             "encoding": cell.encoding.key, "train_len": cell.train_len, "seed": cell.seed, **provenance,
             "settings": cell.settings}
     rows: list[dict] = []
-    result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
-                              "title": cell.title, "config": cell.config(), "status": "ok", "error": "",
-                              "provenance": provenance, "rows": rows}
+    result = CellResult(rows=rows, cell_id=cell.cell_id, train_id=cell.train_id, title=cell.title,
+                        config=cell.config(), provenance=provenance)
     if plugins:
-        result["plugins"] = [{"spec": p.spec, "kind": p.kind, "module": p.module, "path": p.path} for p in plugins]
+        result.plugins = [{"spec": p.spec, "kind": p.kind, "module": p.module, "path": p.path} for p in plugins]
     start = time.perf_counter()
     train_seconds = float("nan")
     try:
         ensure_plugins(plugins)  # before any name is looked up: the driver's plugins, here too
         budget = memory_budget(device, cell.eval.memory_budget_gb)  # before the model is allocated
-        result["memory"] = {"budget_bytes": budget, "batch": {}}
+        result.memory = {"budget_bytes": budget, "batch": {}}
         task = build_task(cell.task.name, **cell.task.params)
-        result["task_fingerprint"] = task.fingerprint()
-        fingerprint = cell_fingerprint(cell, device.type, threads, data_fingerprint(result["task_fingerprint"]))
+        result.task_fingerprint = task.fingerprint()
+        fingerprint = cell_fingerprint(cell, device.type, threads, data_fingerprint(result.task_fingerprint))
         cache.fingerprint = fingerprint
-        result["fingerprint"] = fingerprint.to_json()
+        result.fingerprint = fingerprint.to_json()
         provenance.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
         base.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
         task.check_train_len(cell.train_len)  # e.g. an lm corpus too short: one line, nothing trained
@@ -223,7 +223,7 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
                         wanted = max(1, cell.eval.tokens_per_batch // tokens)
                         batch = fit_batch(net, tokens, min(wanted, cell.eval.samples), budget)
                         if batch < min(wanted, cell.eval.samples):
-                            result["memory"]["batch"][f"{key}@{eval_len}"] = batch  # shrunk to fit the budget
+                            result.memory["batch"][f"{key}@{eval_len}"] = batch  # shrunk to fit the budget
                         values, n, scores = evaluate_length(net, task, eval_len, samples=cell.eval.samples,
                                                             tokens_per_batch=batch * tokens, seed=cell.seed,
                                                             device=device)
@@ -242,19 +242,19 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
                               tokens_per_batch=cell.eval.tokens_per_batch, seed=cell.seed, base=base)
         nothing = every_measurement_failed(rows, cell.encoding.key)
         if nothing:
-            result.update(status="failed", error=nothing)
+            result.fail(nothing)
     except Exception as err:
-        result.update(status="failed", error=error_line(err), traceback=traceback.format_exc(limit=8))
-        if "fingerprint" not in result:  # e.g. the task could not be built: no data fingerprint
+        result.fail(error_line(err), traceback.format_exc(limit=8))
+        if result.fingerprint is None:  # e.g. the task could not be built: no data fingerprint
             try:
-                result["fingerprint"] = cell_fingerprint(cell, device.type, threads, "").to_json()
-                provenance["code_fingerprint"] = result["fingerprint"]["code_fingerprint"]
+                result.fingerprint = cell_fingerprint(cell, device.type, threads, "").to_json()
+                provenance["code_fingerprint"] = result.fingerprint["code_fingerprint"]
             except Exception:  # noqa: BLE001  (e.g. an encoding no plugin here registers: the reason says so)
-                result["fingerprint"] = None
+                pass  # stored as null: the reason is the cell's error
     timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     for row in rows:
         row.update(timestamp=timestamp, train_seconds=train_seconds)
-    result.update(seconds=time.perf_counter() - start, train_seconds=train_seconds, timestamp=timestamp)
+    result.seconds, result.train_seconds, result.timestamp = time.perf_counter() - start, train_seconds, timestamp
     return result
 
 

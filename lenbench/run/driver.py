@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from lenbench import plugins
 from lenbench.config import Cell, Suite
 from lenbench.device import resolve_device
+from lenbench.results.cell import CellResult
 from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome, default_threads
 from lenbench.run.checkpoint import checkpoint_matches, checkpoint_names, load_checkpoint_bytes
@@ -124,9 +125,9 @@ def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: b
     result = read_cell(out, cell, log)
     if result is None:
         return None, []
-    if retry_failed and result["status"] == "failed":
+    if retry_failed and result.failed:
         return None, ["failed before (--retry-failed)"]
-    reasons = stale_reasons(result.get("fingerprint"), fingerprint)
+    reasons = stale_reasons(result.fingerprint, fingerprint)
     if reasons and not keep_stale:
         return None, reasons
     return result, []
@@ -134,7 +135,7 @@ def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: b
 
 def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *, progress: bool = True,
                 threads: int | None = None, keep_stale: bool = False, log: Log = stderr_log,
-                poll: float = 0.5, wait_s: float = 6 * 3600) -> tuple[dict, bool]:
+                poll: float = 0.5, wait_s: float = 6 * 3600) -> tuple[CellResult, bool]:
     """The cell's result, from its file when it finished before with a matching fingerprint, else by
     running it: (result, reused). While another live process holds the cell's lock, waits for it
     (at most `wait_s` seconds, then a one-line ValueError naming the lock file)."""
@@ -173,21 +174,21 @@ class SuiteRun:
     """What one `run_suite` call did.
 
     Attributes:
-        computed: the results of the cells computed now (cell-result dicts, in completion order).
+        computed: the results of the cells computed now (in completion order).
         done: cells whose valid, current results were reused.
         stale: reason → number of stored cells recomputed for it.
         busy: (cell title, lock holder) of cells another live run is computing (skipped here).
     """
 
-    computed: list[dict] = dataclasses.field(default_factory=list)
+    computed: list[CellResult] = dataclasses.field(default_factory=list)
     done: int = 0
     stale: dict[str, int] = dataclasses.field(default_factory=dict)
     busy: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
 
     @property
-    def failed(self) -> list[dict]:
+    def failed(self) -> list[CellResult]:
         """The computed cells that failed."""
-        return [r for r in self.computed if r["status"] == "failed"]
+        return [r for r in self.computed if r.failed]
 
 
 def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, keep_stale: bool = False,
@@ -309,7 +310,7 @@ def run_suite(
             held[cell.cell_id] = lock
             fingerprint = expected_fingerprint(cell, device, threads)
             result, _ = cell_state(out, cell, fingerprint, keep_stale=keep_stale, retry_failed=False, log=log)
-            if result is not None and not (retry_failed and result["status"] == "failed"):
+            if result is not None and not (retry_failed and result.failed):
                 release_cell(held.pop(cell.cell_id))  # another run finished it meanwhile
                 continue
             yield make_job(cell, out, device, threads=threads, progress=progress and executor == "serial",
@@ -325,8 +326,8 @@ def run_suite(
                 if lock is not None:
                     release_cell(lock)
                 for name, why in outcome.notes.get("rejected_checkpoints", {}).items():
-                    log(f"lenbench: checkpoint {name} of {outcome.result.get('title')} was not usable ({why}); retrained")
-                bar.set_postfix_str(outcome.result.get("title", outcome.cell_id))
+                    log(f"lenbench: checkpoint {name} of {outcome.result.title} was not usable ({why}); retrained")
+                bar.set_postfix_str(outcome.result.title or outcome.cell_id)
                 bar.update()
     finally:
         for lock in held.values():

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,8 +118,8 @@ def measured_seconds(results_dir: Path) -> list[float]:
     """Wall seconds of the finished cells stored in a results directory."""
     from lenbench.run.store import readable_cell_results
 
-    return [float(data["seconds"]) for data in readable_cell_results(results_dir)
-            if data.get("status") == "ok" and isinstance(data.get("seconds"), (int, float))]
+    return [float(c.seconds) for c in readable_cell_results(results_dir)
+            if not c.failed and isinstance(c.seconds, (int, float)) and math.isfinite(c.seconds)]
 
 
 def estimate_suite(suite: Suite, results_dir: Path | None = None) -> Estimate:

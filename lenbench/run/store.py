@@ -25,9 +25,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
+from lenbench.results.cell import CellResult
 from lenbench.results.check import check_cell_result
 from lenbench.results.labels import error_line
 
@@ -78,7 +79,7 @@ def cell_files(out: str | Path) -> list[Path]:
     return sorted(cells_dir(out).glob("*.json")) if has_cells(out) else []
 
 
-def load_cell_results(out: str | Path) -> list[dict]:
+def load_cell_results(out: str | Path) -> list[CellResult]:
     """Every cell result in a results directory (temporary files of a killed run are ignored).
 
     Raises:
@@ -87,7 +88,7 @@ def load_cell_results(out: str | Path) -> list[dict]:
     results = []
     for p in cell_files(out):
         try:
-            results.append(json.loads(p.read_text()))
+            results.append(CellResult.from_json(json.loads(p.read_text()), p))
         except (ValueError, UnicodeDecodeError) as err:
             raise ValueError(f"cell file {p} is damaged ({error_line(err)}); rerun `lenbench run` on {out} to "
                              "move it aside and recompute it") from None
@@ -96,49 +97,50 @@ def load_cell_results(out: str | Path) -> list[dict]:
 
 def load_rows(out: str | Path) -> list[dict]:
     """All metric rows of a results directory, in a stable order."""
-    return [row for result in load_cell_results(out) for row in result["rows"]]
+    return [row for result in load_cell_results(out) for row in result.rows]
 
 
-def readable_cell_results(directory: str | Path) -> Iterator[dict]:
-    """The cell results of `directory/cells/*.json` that read as JSON objects, in file order; an
+def readable_cell_results(directory: str | Path) -> Iterator[CellResult]:
+    """The cell results of `directory/cells/*.json` that read as cell results, in file order; an
     unreadable or damaged file is skipped (`load_results` reports it, `lenbench run` sets it aside).
     For summaries that must not fail on one bad file (`lenbench compare`'s cell records, the time
     estimate of `lenbench list suites`)."""
     for path in cell_files(directory):
         try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
+            result = CellResult.from_json(json.loads(path.read_text()), path)
+        except (OSError, ValueError):  # ResultsError is a ValueError
             continue
-        if isinstance(result, dict):
-            yield result
+        yield result
 
 
-def read_cell(out: Path, cell: Cell, log: Log = stderr_log) -> dict | None:
+def read_cell(out: Path, cell: Cell, log: Log = stderr_log) -> CellResult | None:
     """The cell's stored result, or None when it has none; a truncated or invalid file is moved
     aside (`quarantine`) and counts as none."""
     path = cell_path(out, cell)
     if not path.is_file():
         return None
     try:
-        result = json.loads(path.read_text())
-        if not isinstance(result, dict) or result.get("cell_id") != cell.cell_id:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or data.get("cell_id") != cell.cell_id:
             raise ValueError(f"not the result of cell {cell.cell_id}")
-        if result.get("status") not in ("ok", "failed") or not isinstance(result.get("rows"), list):
+        if data.get("status") not in ("ok", "failed") or not isinstance(data.get("rows"), list):
             raise ValueError("no status or rows")
+        result = CellResult.from_json(data, path)
     except (ValueError, UnicodeDecodeError) as err:
         quarantine(path, error_line(err), log)
         return None
     return result
 
 
-def write_cell(out: str | Path, cell_id: str, result: dict[str, Any]) -> Path:
+def write_cell(out: str | Path, cell_id: str, result: CellResult) -> Path:
     """Write a cell's result to ``OUT/cells/<cell_id>.json`` atomically; returns the path.
 
     The result is checked against the results contract first (`lenbench.results.check`), so a file
     the readers would refuse is never written."""
     path = cell_path(out, cell_id)
-    check_cell_result(path, result)
-    atomic_write_json(path, result)
+    data = result.to_json()
+    check_cell_result(path, data)
+    atomic_write_json(path, data)
     return path
 
 
@@ -157,7 +159,7 @@ def write_checkpoint(out: str | Path, name: str, data: bytes) -> Path:
     return path
 
 
-def store_outcome(out: Path, outcome: CellOutcome) -> dict:
+def store_outcome(out: Path, outcome: CellOutcome) -> CellResult:
     """Write an outcome's new checkpoints, then its cell file (each atomically); return the result."""
     for name, data in outcome.checkpoints.items():
         write_checkpoint(out, name, data)

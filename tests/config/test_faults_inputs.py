@@ -214,7 +214,7 @@ def test_a_binary_lm_corpus_fails_its_cell_with_the_reason(tmp_path):
     suite = parse_suite({**TINY, "tasks": [{"name": "lm", "train_len": 8, "params": {"path": str(corpus)}}],
                          "encodings": ["nope"]})
     (result,) = run_suite(suite, tmp_path / "out", device="cpu", progress=False).computed
-    assert result["status"] == "failed" and "is not UTF-8 text" in result["error"]
+    assert result.status == "failed" and "is not UTF-8 text" in result.error
     assert not list((tmp_path / "out").glob("checkpoints/*.pt"))  # nothing trained
 
 

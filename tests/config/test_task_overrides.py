@@ -223,13 +223,13 @@ def test_rows_record_the_label_and_settings_and_the_leaderboard_keeps_the_boards
     results = {c.task.key: compute_cell(CellJob(cell=c, device="cpu", threads=1)).result for c in suite.cells()}
     rows = []
     for key, result in results.items():
-        assert result["status"] == "ok", result["error"]
-        assert result["config"]["train"]["steps"] == (14 if key == "copy_long" else 6)
+        assert result.status == "ok", result.error
+        assert result.config["train"]["steps"] == (14 if key == "copy_long" else 6)
         cell = next(c for c in suite.cells() if c.task.key == key)
-        assert {r["task"] for r in result["rows"]} == {key}  # baseline rows too
-        assert {r["settings"] for r in result["rows"]} == {cell.settings}
-        assert {r["n_samples"] for r in result["rows"] if r["encoding"] == "nope"} == {6 if key == "copy_long" else 4}
-        rows += result["rows"]
+        assert {r["task"] for r in result.rows} == {key}  # baseline rows too
+        assert {r["settings"] for r in result.rows} == {cell.settings}
+        assert {r["n_samples"] for r in result.rows if r["encoding"] == "nope"} == {6 if key == "copy_long" else 4}
+        rows += result.rows
     df = load_results(write_cells(tmp_path, rows))
     assert set(df["task"]) == {"copy", "copy_long"} and set(df["settings"]) == {c.settings for c in suite.cells()}
     board = leaderboard(df, n_boot=50)

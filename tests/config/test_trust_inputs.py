@@ -61,7 +61,7 @@ def test_the_largest_seed_trains_and_its_fine_tune_seed_fits(tmp_path):
     suite = parse_suite({**TINY, "encodings": ["rope"], "seeds": [2**32 - 1],
                          "variants": [{"rope_type": "linear", "finetune_steps": 1}], "eval": {"ratios": [1], "samples": 2}})
     (result,) = run_suite(suite, tmp_path, device="cpu", progress=False).computed
-    assert result["status"] == "ok" and all(r["status"] == "ok" for r in result["rows"])
+    assert result.status == "ok" and all(r["status"] == "ok" for r in result.rows)
     assert set(load_results(tmp_path)["seed"]) == {2**32 - 1}
 
 
@@ -136,8 +136,8 @@ def test_a_10_byte_lm_corpus_fails_its_cell_with_the_sizes(tmp_path):
     suite = parse_suite({**TINY, "tasks": [{"name": "lm", "train_len": 4, "params": {"path": str(corpus)}}],
                          "encodings": ["nope"]})
     (result,) = run_suite(suite, tmp_path / "out", device="cpu", progress=False).computed
-    assert result["status"] == "failed" and result["rows"] == []
-    assert result["error"] == (f"ValueError: task 'lm': the corpus has 10 bytes but train_len 4 needs at least 81 (5 to "
+    assert result.status == "failed" and result.rows == []
+    assert result.error == (f"ValueError: task 'lm': the corpus has 10 bytes but train_len 4 needs at least 81 (5 to "
                                f"train on in the first 90%, 9 held out to evaluate at the training length: file {corpus}); "
                                "pass a larger path= or a shorter train_len")
     assert not list((tmp_path / "out").glob("checkpoints/*.pt"))  # nothing trained
@@ -167,9 +167,9 @@ def test_a_cell_whose_every_measurement_failed_is_failed_and_counted(tmp_path, m
     assert out[0] == f"1 cell(s) run, 0 already done, 1 failed; 12 rows in {tmp_path / 'o'}"  # 4 of the model's, 8 baselines'
     assert out[1] == "  failed: copy-nope-L4-s0: every measurement failed (4 of 4); the first: ValueError: no length fits"
     (result,) = load_cell_results(tmp_path / "o")
-    own = [r for r in result["rows"] if r["encoding"] == "nope"]
+    own = [r for r in result.rows if r["encoding"] == "nope"]
     assert len(own) == 4 and all(r["status"] == "failed" for r in own)  # 2 lengths × 2 metrics, kept with reasons
-    assert result["status"] == "failed"
+    assert result.status == "failed"
 
 
 def test_one_failed_length_leaves_the_cell_ok():
@@ -267,7 +267,7 @@ def test_a_pickled_checkpoint_on_disk_is_moved_aside_in_one_line_and_retrained(t
     assert "not a weights-only file: it holds pickled objects such as test_trust_inputs.Payload" in log[0]
     job = dataclasses.replace(make_job(cell, tmp_path, "cpu"), checkpoints={cell.train_id: buf.getvalue()})
     outcome = compute_cell(job)
-    assert outcome.result["status"] == "ok"
+    assert outcome.result.status == "ok"
     assert outcome.notes["rejected_checkpoints"] == {cell.train_id: "ValueError: not a weights-only file: it holds "
                                                      "pickled objects such as test_trust_inputs.Payload, which are never loaded"}
 

@@ -1,6 +1,7 @@
 """The results contract (`lenbench.results`): the committed boards load through it unchanged, rows
 of an older schema version are upgraded, and the declared columns are what the engine writes."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -95,12 +96,13 @@ def test_the_contract_imports_no_torch():
 
 
 def test_the_store_writes_only_cell_files_the_contract_accepts(tmp_path):
+    from lenbench.results.cell import CellResult
     from lenbench.run.store import write_cell
 
     source = cell_files(BOARDS[0])[0]
-    data = json.loads(source.read_text())
-    assert write_cell(tmp_path, data["cell_id"], data).read_bytes() == source.read_bytes()
-    bad = {**data, "rows": [{k: v for k, v in data["rows"][0].items() if k != "metric"}]}
+    result = CellResult.from_json(json.loads(source.read_text()))
+    assert write_cell(tmp_path, result.cell_id, result).read_bytes() == source.read_bytes()
+    bad = dataclasses.replace(result, rows=[{k: v for k, v in result.rows[0].items() if k != "metric"}])
     with pytest.raises(ResultsError, match=r"row 0: row without metric"):
-        write_cell(tmp_path / "bad", data["cell_id"], bad)
+        write_cell(tmp_path / "bad", result.cell_id, bad)
     assert not (tmp_path / "bad" / "cells").exists() or not list((tmp_path / "bad" / "cells").iterdir())

@@ -55,10 +55,10 @@ def test_same_cell_twice_gives_identical_metrics(tmp_path):
     cell = parse_suite(TINY).cells()[1]  # rope, with the linear variant
     r1 = run_cell(cell, tmp_path / "a", "cpu", progress=False)
     r2 = run_cell(cell, tmp_path / "b", "cpu", progress=False)
-    assert r1["status"] == r2["status"] == "ok"
-    assert [(r["variant"], r["ratio"], r["metric"], r["value"]) for r in r1["rows"]] == \
-           [(r["variant"], r["ratio"], r["metric"], r["value"]) for r in r2["rows"]]
-    assert {r["variant"] for r in r1["rows"]} == {"none", "linear"}
+    assert r1.status == r2.status == "ok"
+    assert [(r["variant"], r["ratio"], r["metric"], r["value"]) for r in r1.rows] == \
+           [(r["variant"], r["ratio"], r["metric"], r["value"]) for r in r2.rows]
+    assert {r["variant"] for r in r1.rows} == {"none", "linear"}
 
 
 def test_rerun_skips_finished_cells_and_reuses_checkpoints(tmp_path):
@@ -70,7 +70,7 @@ def test_rerun_skips_finished_cells_and_reuses_checkpoints(tmp_path):
     more = parse_suite({**TINY, "eval": {"ratios": [1, 1.5, 2], "samples": 4}})  # same longest length
     results = run_suite(more, tmp_path, device="cpu", progress=False).computed
     assert len(results) == 2 and len(list((tmp_path / "checkpoints").glob("*.pt"))) == 2
-    assert {r["ratio"] for r in results[0]["rows"]} == {1.0, 1.5, 2.0}
+    assert {r["ratio"] for r in results[0].rows} == {1.0, 1.5, 2.0}
 
 
 @pytest.mark.subprocess
@@ -108,17 +108,17 @@ def test_training_divergence_fails_only_that_cell(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Transformer, "forward", diverging)
     results = run_suite(parse_suite(TINY), tmp_path, device="cpu", progress=False).computed
-    by_enc = {r["config"]["encoding"]: r for r in results}
-    assert by_enc["nope"]["status"] == "ok" and by_enc["nope"]["rows"]
-    assert by_enc["rope"]["status"] == "failed" and "nan" in by_enc["rope"]["error"].lower()
-    assert json.loads((tmp_path / "cells" / f"{by_enc['rope']['cell_id']}.json").read_text())["status"] == "failed"
+    by_enc = {r.config["encoding"]: r for r in results}
+    assert by_enc["nope"].status == "ok" and by_enc["nope"].rows
+    assert by_enc["rope"].status == "failed" and "nan" in by_enc["rope"].error.lower()
+    assert json.loads((tmp_path / "cells" / f"{by_enc['rope'].cell_id}.json").read_text())["status"] == "failed"
 
 
 def test_unrepresentable_length_is_a_failed_row_not_a_crash(tmp_path):
     data = {**TINY, "encodings": [{"name": "learned", "params": {"max_len": 8}}]}  # copy L=4 → 8 tokens; 2x needs 16
     (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False).computed
-    assert result["status"] == "ok"
-    model_rows = [r for r in result["rows"] if not r["encoding"].startswith("baseline:")]  # baselines: every length
+    assert result.status == "ok"
+    model_rows = [r for r in result.rows if not r["encoding"].startswith("baseline:")]  # baselines: every length
     ok = {r["ratio"] for r in model_rows if r["status"] == "ok"}
     failed = [r for r in model_rows if r["status"] == "failed"]
     assert ok == {1.0} and {r["ratio"] for r in failed} == {2.0}
@@ -129,7 +129,7 @@ def test_finetune_variant_trains_at_target_length(tmp_path):
     data = {**TINY, "encodings": ["rope"],
             "variants": [{"rope_type": "linear", "finetune_steps": 3, "finetune_ratio": 2}]}
     (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False).computed
-    variants = {r["variant"] for r in result["rows"]}
+    variants = {r["variant"] for r in result.rows}
     assert variants == {"none", "finetune-linear-x2"}
     assert len(list((tmp_path / "checkpoints").glob("*-ft-*.pt"))) == 1
 
@@ -192,10 +192,10 @@ def test_every_rope_variant_evaluates_at_16x(tmp_path):
     variants = [{"rope_type": name, "params": params.get(name, {})} for name in ROPE_TYPES.names()]
     data = {**TINY, "encodings": ["rope"], "eval": {"ratios": [1, 16], "samples": 2}, "variants": variants}
     (result,) = run_suite(parse_suite(data), tmp_path, device="cpu", progress=False).computed
-    assert result["status"] == "ok", result["error"]
-    assert all(r["status"] == "ok" for r in result["rows"]), [r["error"] for r in result["rows"] if r["error"]]
+    assert result.status == "ok", result.error
+    assert all(r["status"] == "ok" for r in result.rows), [r["error"] for r in result.rows if r["error"]]
     keys = {"dynamic@2" if name == "dynamic" else name for name in ROPE_TYPES.names()}
-    assert {r["variant"] for r in result["rows"] if r["ratio"] == 16.0} == {"none", *keys}
+    assert {r["variant"] for r in result.rows if r["ratio"] == 16.0} == {"none", *keys}
 
 
 @pytest.mark.subprocess

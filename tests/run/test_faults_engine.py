@@ -66,7 +66,7 @@ def test_editing_an_encoding_reruns_exactly_its_cells(tmp_path):
     first = cli(*args, pythonpath=pkg)
     assert first.returncode == 0, first.stderr
     assert "3 cell(s) run, 0 already done" in first.stdout
-    before = {r["config"]["encoding"]: r for r in load_cell_results(out)}
+    before = {r.config["encoding"]: r for r in load_cell_results(out)}
 
     alibi = pkg / "lenbench" / "encodings" / "alibi.py"
     source = alibi.read_text()
@@ -78,20 +78,20 @@ def test_editing_an_encoding_reruns_exactly_its_cells(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "1 cell(s) run, 2 already done" in second.stdout
     assert "recomputing 1 stale cell(s): source changed: encodings/alibi.py" in second.stderr
-    after = {r["config"]["encoding"]: r for r in load_cell_results(out)}
+    after = {r.config["encoding"]: r for r in load_cell_results(out)}
     for enc in ("nope", "rope"):
         assert after[enc] == before[enc], f"{enc} was recomputed"
-    new_fp = after["alibi"]["provenance"]["code_fingerprint"]
-    assert new_fp != before["alibi"]["provenance"]["code_fingerprint"]
-    assert {r["code_fingerprint"] for r in after["alibi"]["rows"]} == {new_fp}
+    new_fp = after["alibi"].provenance["code_fingerprint"]
+    assert new_fp != before["alibi"].provenance["code_fingerprint"]
+    assert {r["code_fingerprint"] for r in after["alibi"].rows} == {new_fp}
     # the checkpoint was retrained under the new code, not reloaded
-    meta = torch.load(checkpoint_path(out, after["alibi"]["train_id"]), weights_only=True)["meta"]
+    meta = torch.load(checkpoint_path(out, after["alibi"].train_id), weights_only=True)["meta"]
     assert meta["fingerprint"]["code_fingerprint"] == new_fp
 
     alibi.write_text(source)  # back to the original: stale again, but --keep-stale keeps it
     kept = cli(*args, "--keep-stale", pythonpath=pkg)
     assert "0 cell(s) run, 3 already done" in kept.stdout, kept.stdout + kept.stderr
-    assert {r["config"]["encoding"]: r for r in load_cell_results(out)}["alibi"] == after["alibi"]
+    assert {r.config["encoding"]: r for r in load_cell_results(out)}["alibi"] == after["alibi"]
 
 
 def test_fingerprint_covers_the_cells_code_and_nothing_else():
@@ -117,7 +117,7 @@ def test_cells_of_an_older_lenbench_are_stale_and_rerun(tmp_path):
     del old["fingerprint"]
     path.write_text(json.dumps(old))
     again, log = run(TINY, tmp_path)
-    assert [r["cell_id"] for r in again.computed] == [old["cell_id"]]
+    assert [r.cell_id for r in again.computed] == [old["cell_id"]]
     assert log == ["lenbench: recomputing 1 stale cell(s): no code fingerprint (made by an older lenbench)"]
 
 
@@ -200,8 +200,8 @@ def test_thread_count_is_part_of_the_fingerprint(tmp_path):
     again, log = run(data, tmp_path, threads=1)
     (again,) = again.computed
     assert log == ["lenbench: recomputing 1 stale cell(s): threads 2 → 1"]
-    assert {r["threads"] for r in again["rows"]} == {1}
-    assert again["fingerprint"]["threads"] == 1
+    assert {r["threads"] for r in again.rows} == {1}
+    assert again.fingerprint["threads"] == 1
 
 
 # --- item 4: unwritable output ----------------------------------------------------------------------
@@ -267,7 +267,7 @@ def test_truncated_cell_json_is_named_moved_aside_and_recomputed(tmp_path):
     with pytest.raises(ValueError, match=f"cell file {path} is damaged"):
         load_cell_results(tmp_path)
     again, log = run(TINY, tmp_path)
-    assert len(again.computed) == 1 and again.computed[0]["cell_id"] == path.stem
+    assert len(again.computed) == 1 and again.computed[0].cell_id == path.stem
     assert log[0].startswith(f"lenbench: {path} is damaged (JSONDecodeError") and len(log) == 1
     assert (tmp_path / "cells" / f"{path.name}.corrupt").is_file()
     assert rows_of(tmp_path) == reference
@@ -277,18 +277,18 @@ def test_corrupt_or_old_checkpoints_are_moved_aside_and_retrained(tmp_path):
     data = {**TINY, "encodings": ["nope", "rope"]}
     run(data, tmp_path)
     reference = rows_of(tmp_path)
-    cells = {r["config"]["encoding"]: r for r in load_cell_results(tmp_path)}
-    garbage = checkpoint_path(tmp_path, cells["nope"]["train_id"])
+    cells = {r.config["encoding"]: r for r in load_cell_results(tmp_path)}
+    garbage = checkpoint_path(tmp_path, cells["nope"].train_id)
     garbage.write_bytes(garbage.read_bytes()[:200])  # truncated
-    old = checkpoint_path(tmp_path, cells["rope"]["train_id"])
+    old = checkpoint_path(tmp_path, cells["rope"].train_id)
     state = torch.load(old, weights_only=True)["state_dict"]
     buf = io.BytesIO()
     torch.save(state, buf)  # the old format: a bare state dict
     old.write_bytes(buf.getvalue())
     for r in cells.values():  # the cells must be recomputed from their checkpoints
-        (tmp_path / "cells" / f"{r['cell_id']}.json").unlink()
+        (tmp_path / "cells" / f"{r.cell_id}.json").unlink()
     again, log = run(data, tmp_path)
-    assert len(again.computed) == 2 and all(r["status"] == "ok" for r in again.computed)
+    assert len(again.computed) == 2 and all(r.status == "ok" for r in again.computed)
     assert len(log) == 2 and all("is damaged" in line and "moved it aside" in line for line in log)
     assert garbage.with_name(garbage.name + ".corrupt").is_file() and old.with_name(old.name + ".corrupt").is_file()
     assert rows_of(tmp_path) == reference  # retrained deterministically
@@ -301,9 +301,9 @@ def test_compute_cell_retrains_a_bad_checkpoint_handed_in(tmp_path):
     job = make_job(cell, tmp_path, "cpu")
     bad = dataclasses.replace(job, checkpoints={cell.train_id: b"\x00junk"})
     outcome = compute_cell(bad)
-    assert outcome.result["status"] == "ok" and cell.train_id in outcome.notes["rejected_checkpoints"]
+    assert outcome.result.status == "ok" and cell.train_id in outcome.notes["rejected_checkpoints"]
     assert cell.train_id in outcome.checkpoints
-    values = lambda o: [(r["metric"], r["value"]) for r in o.result["rows"]]  # noqa: E731
+    values = lambda o: [(r["metric"], r["value"]) for r in o.result.rows]  # noqa: E731
     assert values(outcome) == values(good)
     # current fingerprint but a tensor of the wrong shape: the load fails after copying the others,
     # which must not leak into the retrained model
@@ -344,11 +344,11 @@ def test_memory_budget_shrinks_the_batch_with_the_same_metrics(tmp_path):
     tight = {**data, "eval": {**data["eval"], "memory_budget_gb": budget / GIB}}
     (free,) = run(data, tmp_path / "free")[0].computed
     (shrunk,) = run(tight, tmp_path / "tight")[0].computed
-    assert free["memory"]["batch"] == {}
-    assert shrunk["memory"]["batch"]["none@8"] in (2, 3)
-    assert shrunk["cell_id"] == free["cell_id"]  # the budget is not part of the cell id
-    assert [(r["eval_len"], r["metric"], r["value"], r["n_samples"]) for r in shrunk["rows"]] == \
-           [(r["eval_len"], r["metric"], r["value"], r["n_samples"]) for r in free["rows"]]
+    assert free.memory["batch"] == {}
+    assert shrunk.memory["batch"]["none@8"] in (2, 3)
+    assert shrunk.cell_id == free.cell_id  # the budget is not part of the cell id
+    assert [(r["eval_len"], r["metric"], r["value"], r["n_samples"]) for r in shrunk.rows] == \
+           [(r["eval_len"], r["metric"], r["value"], r["n_samples"]) for r in free.rows]
 
 
 def test_a_length_that_cannot_fit_fails_only_its_rows(tmp_path):
@@ -357,8 +357,8 @@ def test_a_length_that_cannot_fit_fails_only_its_rows(tmp_path):
     long = estimate(model, task.seq_len(256))
     budget = long.peak(1) - long.per_sequence // 2  # 1× fits, one sequence at 64× does not
     (result,) = run({**data, "eval": {**data["eval"], "memory_budget_gb": budget / GIB}}, tmp_path)[0].computed
-    assert result["status"] == "ok"
-    model_rows = [r for r in result["rows"] if not r["encoding"].startswith("baseline:")]  # baselines need no model
+    assert result.status == "ok"
+    model_rows = [r for r in result.rows if not r["encoding"].startswith("baseline:")]  # baselines need no model
     ok = [r for r in model_rows if r["status"] == "ok"]
     failed = [r for r in model_rows if r["status"] == "failed"]
     assert {r["ratio"] for r in ok} == {1.0} and {r["ratio"] for r in failed} == {64.0}
@@ -416,7 +416,7 @@ def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
         lock.parent.mkdir(parents=True)
         lock.write_text(json.dumps({"pid": sleeper.pid, "host": os.uname().nodename, "started": "now"}))
         first, log = run(data, tmp_path)
-        assert [r["cell_id"] for r in first.computed] == [cells[0].cell_id]
+        assert [r.cell_id for r in first.computed] == [cells[0].cell_id]
         assert first.busy == [(cells[1].title, json.loads(lock.read_text()))]
         assert log == [f"lenbench: skipped {cells[1].title}: another run (pid {sleeper.pid} on "
                        f"{os.uname().nodename}) is computing it"]
@@ -427,7 +427,7 @@ def test_a_cell_claimed_by_a_live_process_is_skipped_then_taken_over(tmp_path):
         sleeper.kill()
         sleeper.wait()
     second, _ = run(data, tmp_path)  # the holder died: its lock is taken over
-    assert [r["cell_id"] for r in second.computed] == [cells[1].cell_id] and not lock.exists()
+    assert [r.cell_id for r in second.computed] == [cells[1].cell_id] and not lock.exists()
     assert isinstance(claim_cell(tmp_path, cells[1]), Path)
 
 

@@ -22,6 +22,7 @@ import pytest
 from lenbench_testing import default_sigint
 
 from lenbench.config import ResourceSpec, SuiteError, parse_suite
+from lenbench.results.cell import CellResult
 from lenbench.run.driver import run_suite
 from lenbench.run.store import load_cell_results, load_rows
 
@@ -51,7 +52,7 @@ def comparable_rows(out) -> list[dict]:
 
 
 def statuses(out) -> dict[str, tuple[str, str]]:
-    return {r["title"]: (r["status"], r["error"]) for r in load_cell_results(out)}
+    return {r.title: (r.status, r.error) for r in load_cell_results(out)}
 
 
 # --- the suite's resources section (no Ray needed) -----------------------------------------------
@@ -114,7 +115,7 @@ def serial_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ray_run(cluster, tmp_path_factory) -> tuple[Path, list[dict]]:
+def ray_run(cluster, tmp_path_factory) -> tuple[Path, list[CellResult]]:
     out = tmp_path_factory.mktemp("ray")
     results = run_suite(parse_suite(TINY), out, device="cpu", executor="ray", progress=False).computed
     return out, results
@@ -129,7 +130,7 @@ def test_rows_identical_to_a_serial_run(serial_run, ray_run):
     assert models == {("nope", "none"), ("rope", "none"), ("rope", "linear")}
     assert statuses(out) == statuses(serial_run)
     assert statuses(out)["lm-rope-L8-s0"] == ("failed", "ValueError: task 'lm': corpus path '/nonexistent/corpus.txt' is not a file")
-    assert {r["status"] for r in results if r["title"].startswith("copy")} == {"ok"}
+    assert {r.status for r in results if r.title.startswith("copy")} == {"ok"}
 
 
 @needs_ray
@@ -139,18 +140,18 @@ def test_cells_run_on_both_nodes(cluster, ray_run):
     _, results = ray_run
     nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     assert len(nodes) == 2
-    assert {r["executor"]["node_id"] for r in results} == nodes
+    assert {r.executor["node_id"] for r in results} == nodes
 
 
 @needs_ray
 def test_suite_resources_reach_the_tasks(ray_run):
     out, results = ray_run
     for r in results:
-        assert r["executor"]["resources"] == {"CPU": 1.0, "memory": 0.25 * 2**30}
-        assert r["executor"]["attempts"] == 1 and r["executor"]["lost"] == []
+        assert r.executor["resources"] == {"CPU": 1.0, "memory": 0.25 * 2**30}
+        assert r.executor["attempts"] == 1 and r.executor["lost"] == []
     # the notes are stored beside the rows in the cell file, never in them
     stored = load_cell_results(out)
-    assert all("executor" in s for s in stored) and not any("node_id" in row for s in stored for row in s["rows"])
+    assert all(s.executor for s in stored) and not any("node_id" in row for s in stored for row in s.rows)
 
 
 def exit_once(markers: Path):
@@ -174,8 +175,8 @@ def test_worker_killed_mid_cell_is_retried_and_every_row_stored_once(cluster, se
                         task=exit_once(tmp_path / "markers"), progress=False).computed
     assert len(results) == 4 and len(list((tmp_path / "markers").iterdir())) == 4
     for r in results:
-        assert r["executor"]["attempts"] == 2 and r["executor"]["retries"] == 1
-        assert r["executor"]["lost"][0].startswith("WorkerCrashedError")
+        assert r.executor["attempts"] == 2 and r.executor["retries"] == 1
+        assert r.executor["lost"][0].startswith("WorkerCrashedError")
     assert comparable_rows(tmp_path / "out") == comparable_rows(serial_run)
     assert statuses(tmp_path / "out") == statuses(serial_run)
 
@@ -188,10 +189,10 @@ def test_retries_are_bounded_and_the_cell_fails_with_the_reason(cluster, tmp_pat
                         task=exit_once(tmp_path / "markers"), progress=False).computed
     assert len(results) == 2
     for r in results:
-        assert r["status"] == "failed" and r["rows"] == [] and r["executor"]["attempts"] == 1
-        assert r["error"].startswith("RayWorkerLost: the cell lost its worker 1 time(s) (max_retries=0): "
+        assert r.status == "failed" and r.rows == [] and r.executor["attempts"] == 1
+        assert r.error.startswith("RayWorkerLost: the cell lost its worker 1 time(s) (max_retries=0): "
                                      "WorkerCrashedError")
-        assert r["error"].endswith("; rerun with --retry-failed")
+        assert r.error.endswith("; rerun with --retry-failed")
 
 
 @pytest.mark.subprocess
@@ -240,8 +241,8 @@ def test_interrupt_and_kill_lose_nothing_and_a_rerun_resumes(cluster, tmp_path):
     assert final.returncode == 0, final.stderr
     assert f"{6 - killed_at} cell(s) run, {killed_at} already done, 0 failed" in final.stdout
     results = load_cell_results(out)
-    assert sorted(r["cell_id"] for r in results) == sorted(c.cell_id for c in parse_suite(data).cells())
-    assert all(r["status"] == "ok" for r in results)
+    assert sorted(r.cell_id for r in results) == sorted(c.cell_id for c in parse_suite(data).cells())
+    assert all(r.status == "ok" for r in results)
     assert all((out / "cells" / name).read_bytes() == data for name, data in after_interrupt.items())
     assert not list((out / "cells").glob(".*.tmp")), "a temporary file was left behind"
 
@@ -273,7 +274,7 @@ def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_r
     assert sorted(b["param"] for b in benches) == ["copy-nope-L4-s0", "copy-rope-L4-s0"]
     cells = [b["extra_info"]["lenbench_cell"] for b in benches]
     assert all(c["computed_by"] == "ray" and not c["reused"] and c["timed"] == "cache load" for c in cells)  # on Ray, before the tests
-    assert all(r["executor"]["executor"] == "ray" for r in load_cell_results(out))
+    assert all(r.executor["executor"] == "ray" for r in load_cell_results(out))
     assert comparable_rows(out) == [r for r in comparable_rows(serial_run) if r["task"] == "copy"]
 
 
@@ -310,11 +311,11 @@ def test_plugins_on_the_cluster_match_the_process_executor_and_edits_recompute_t
         local, remote = tmp_path / "process", tmp_path / "ray"
         run_suite(suite, local, device="cpu", executor="process", workers=2, progress=False, log=lambda _: None)
         results = run_suite(suite, remote, device="cpu", executor="ray", progress=False, log=lambda _: None).computed
-        assert len(results) == 4 and {r["status"] for r in results} == {"ok"}, [r["error"] for r in results]
+        assert len(results) == 4 and {r.status for r in results} == {"ok"}, [r.error for r in results]
         assert comparable_rows(remote) == comparable_rows(local)
-        assert len({r["executor"]["node_id"] for r in load_cell_results(remote)}) == 2
+        assert len({r.executor["node_id"] for r in load_cell_results(remote)}) == 2
         enc.write_text(enc.read_text().replace("scale: float = 2.0", "scale: float = 3.0"))
         lines: list[str] = []
         again = run_suite(parse_suite(data), remote, device="cpu", executor="ray", progress=False, log=lines.append).computed
-        assert sorted(r["title"] for r in again) == ["ep-running-max-alibi-steep-L8-s0", "ep-running-max-alibi-steep-L8-s1"]
+        assert sorted(r.title for r in again) == ["ep-running-max-alibi-steep-L8-s0", "ep-running-max-alibi-steep-L8-s1"]
         assert "lenbench: recomputing 2 stale cell(s): source changed: plugin:steep.py" in lines

@@ -144,7 +144,8 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
         "config/schema.py", "device.py", "encodings/__init__.py", "encodings/alibi.py", "encodings/attention.py",
         "encodings/base.py", "encodings/rope_scaling.py", "encodings/rope_types.py",
         "evaluate.py", "metrics.py", "model.py", "numerics.py", "plugins.py", "registry.py",
-        "results/build.py", "results/labels.py", "results/schema.py", "rope_factors.py", "run/cell.py",
+        "results/build.py", "results/cell.py", "results/check.py", "results/labels.py",
+        "results/schema.py", "rope_factors.py", "run/cell.py",
         "run/checkpoint.py", "run/closure.py",
         "run/fingerprint.py", "run/memory.py", "tasks/__init__.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py",
         "tasks/eval_data.py", "train.py"]

@@ -36,6 +36,7 @@ import pytest
 
 from lenbench.config import load_suite
 from lenbench.evaluate import PRIMARY_METRIC
+from lenbench.results.cell import CellResult
 from lenbench.run.driver import ensure_cell, run_suite
 from lenbench.run.executors.base import plan_execution
 
@@ -56,13 +57,13 @@ def cell(request, cell_title: str, cell_id: str):
     return next(c for c in load_suite(request.config.getoption("--suite")).cells() if c.cell_id == cell_id)
 
 
-def headline(result: dict) -> str:
+def headline(result: CellResult) -> str:
     """One line of a finished cell's rows: its primary metric at 1× and the mean past the training
     length (model as trained), e.g. ``exact_match 1x 0.984, past train 0.312``."""
-    rows = [r for r in result.get("rows") or [] if r.get("variant") == "none" and r.get("metric") in PRIMARY_METRIC.values()
+    rows = [r for r in result.rows if r.get("variant") == "none" and r.get("metric") in PRIMARY_METRIC.values()
             and not str(r.get("encoding", "")).startswith("baseline:")]
     if not rows:
-        return result.get("error") or "no rows"
+        return result.error or "no rows"
     metric = rows[0]["metric"]
     def ok(v) -> bool:
         return v is not None and v == v  # a failed length: None or NaN
@@ -97,7 +98,7 @@ def cells_run_by_executor(request, results_dir, device) -> tuple[str, dict[str, 
                                 executor=executor, workers=workers, threads=request.config.getoption("--threads"),
                                 keep_stale=request.config.getoption("--keep-stale"), only=selected,
                                 progress=reporter is not None, **options)
-        computed = {r["cell_id"]: r.get("seconds") or 0.0 for r in results.computed}
+        computed = {r.cell_id: r.seconds or 0.0 for r in results.computed}
     return executor, computed
 
 
@@ -120,11 +121,11 @@ def test_cell(cell, benchmark, device, results_dir, request, cells_run_by_execut
 
     benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)
     result = outcome["result"]
-    benchmark.extra_info["lenbench_rows"] = result["rows"]
+    benchmark.extra_info["lenbench_rows"] = result.rows
     executor, computed = cells_run_by_executor
     benchmark.extra_info["lenbench_cell"] = {
-        "cell_id": result["cell_id"], "title": result["title"], "status": result["status"],
-        "error": result["error"], "train_seconds": result.get("train_seconds"),
+        "cell_id": result.cell_id, "title": result.title, "status": result.status,
+        "error": result.error, "train_seconds": result.train_seconds,
         "reused": outcome["reused"] and cell.cell_id not in computed,
         "timed": "cache load" if outcome["reused"] else "compute",
         "computed_by": executor if cell.cell_id in computed else ("serial" if not outcome["reused"] else None),
@@ -139,5 +140,5 @@ def test_cell(cell, benchmark, device, results_dir, request, cells_run_by_execut
             if reporter.verbosity < 0:  # -q: the progress dots carry no file name, so end their line here
                 reporter.write("\n")
             reporter.write_line(f"lenbench: {cell.title} {how}: {headline(result)}")
-    if result["status"] == "failed" and not result["error"].startswith("TrainingDiverged"):
-        pytest.fail(f"cell {cell.title} failed: {result['error']}")
+    if result.failed and not result.error.startswith("TrainingDiverged"):
+        pytest.fail(f"cell {cell.title} failed: {result.error}")

@@ -52,6 +52,7 @@ except ImportError:  # an optional extra: the error comes when the executor is a
     ray = None
 
 from lenbench.config import ResourceSpec
+from lenbench.results.cell import FAILED, CellResult
 from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome
 from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
@@ -223,7 +224,7 @@ class RayExecutor(Executor):
             except ray.exceptions.RayError as err:  # the task could not run (e.g. lenbench not importable there)
                 outcome = self._failed(entry, error_line(getattr(err, "cause", None) or err))
             outcome.notes.update(executor="ray", attempts=entry.attempt, retries=entry.attempt - 1, lost=entry.lost)
-            outcome.result["executor"] = dict(outcome.notes)
+            outcome.result.executor = dict(outcome.notes)
             fill()
             yield outcome
 
@@ -238,11 +239,9 @@ class RayExecutor(Executor):
     @staticmethod
     def _failed(entry: _Pending, reason: str) -> CellOutcome:
         """A failed cell that never produced a result (same shape as `compute_cell`'s failures)."""
-        from lenbench.results.schema import SCHEMA_VERSION
-
         cell = entry.job.cell
-        result = {"schema_version": SCHEMA_VERSION, "cell_id": cell.cell_id, "train_id": cell.train_id,
-                  "title": cell.title, "config": cell.config(), "status": "failed", "error": reason, "rows": []}
+        result = CellResult(rows=[], cell_id=cell.cell_id, train_id=cell.train_id, title=cell.title,
+                            config=cell.config(), status=FAILED, error=reason)
         return CellOutcome(cell_id=cell.cell_id, result=result)
 
     def close(self) -> None:
