@@ -13,9 +13,13 @@ Baselines (each a `register_baseline` call below, for the task kinds it declares
   = chance ** (answer tokens) per sample; lm: uniform over the 256 byte values, nll = ln 256 per
   byte (perplexity 256, 8 bits per byte).
 - ``repeat-previous`` (sequence tasks): predict at each answer position the token just read (the
-  previous token of the sequence). For `sort` / `copy` this is the answer's own previous token.
+  previous token of the sequence), generating like the models (`lenbench.tasks.decoding`): it
+  repeats the separator or its own previous answer. Under teacher forcing (its
+  ``tf_token_accuracy``) it reads the true previous answer token, which on `sort` scores well.
 - ``unigram`` (lm): the byte frequencies of the training split (add-one smoothed), so an lm that
   does no better has learned nothing about context.
+- a task's own heuristics (`Task.heuristics`), e.g. ``most-frequent`` (the most frequent answer
+  symbol read so far: the shortcut of recall with repeated values) and count's ``the-length``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from lenbench.results.build import measured_row
 from lenbench.results.labels import BASELINE_PREFIX as PREFIX
 from lenbench.results.labels import is_baseline  # noqa: F401 (re-exported)
 from lenbench.tasks import Task
+from lenbench.tasks.decoding import generate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +88,26 @@ def baseline_names(kind: str) -> tuple[str, ...]:
     return tuple(b.name for b in baselines_for(kind))
 
 
+def task_baselines(task: Task) -> list[Baseline]:
+    """The baselines `task` is scored with: its kind's, then its own `Task.heuristics`.
+
+    Raises:
+        ValueError: a heuristic named like one of its kind's baselines.
+    """
+    own = task.heuristics()
+    clash = sorted(set(own) & set(baseline_names(task.kind)))
+    if clash:
+        raise ValueError(f"task {task.name!r}: heuristic {clash[0]!r} has the name of a {task.kind} baseline; rename it")
+    return [*baselines_for(task.kind), *(Baseline(name, (task.kind,), functools.partial(_predictor_scores, predict))
+                                        for name, predict in own.items())]
+
+
+def _predictor_scores(predict, task: Task, batch) -> dict[str, tuple[list, list]]:
+    """A trivial predictor scored as a model is: its generated and its teacher-forced answers."""
+    decoded = generate(predict, batch)
+    return sample_sums(decoded.generated == batch.targets, None, batch.loss_mask, decoded.teacher_forced == batch.targets)
+
+
 @functools.lru_cache(maxsize=4)
 def _unigram_logp(data_id: int, data: torch.Tensor, train_size: int) -> torch.Tensor:
     counts = torch.bincount(data[:train_size].long(), minlength=256).double() + 1.0  # (256,) add-one smoothing
@@ -97,7 +122,8 @@ def _chance(task: Task, batch) -> dict[str, tuple[list, list]] | None:
         return None
     scored = batch.loss_mask.sum(1).double()  # (B,)
     exact = torch.tensor(float(task.chance), dtype=torch.float64) ** scored  # (B,): P(all answer tokens guessed)
-    sums = {"tokens": ((scored * task.chance).tolist(), scored.tolist()),  # lenbench.metrics.SUMS
+    guessed = ((scored * task.chance).tolist(), scored.tolist())
+    sums = {"tokens": guessed, "teacher_forced_tokens": guessed,  # lenbench.metrics.SUMS
             "examples": (exact.tolist(), [1.0] * len(exact))}
     return {m.name: sums[m.sums] for m in metrics.registered() if m.sums in sums}
 
@@ -112,8 +138,8 @@ def _uniform_bytes(task: Task, batch) -> dict[str, tuple[list, list]]:
 
 @register_baseline("repeat-previous", kinds=("sequence",))
 def _repeat_previous(task: Task, batch) -> dict[str, tuple[list, list]]:
-    """At each answer position, the token just read."""
-    return sample_sums(batch.inputs == batch.targets, None, batch.loss_mask)
+    """At each answer position, the token just read: under generation its own previous answer."""
+    return _predictor_scores(lambda x: x, task, batch)
 
 
 @register_baseline("unigram", kinds=("lm",))
@@ -139,7 +165,7 @@ def baseline_rows(task: Task, train_len: int, ratios, *, samples: int, tokens_pe
     """
     rows: list[dict] = []
     metrics = task_metrics(task)
-    for baseline in baselines_for(task.kind):
+    for baseline in task_baselines(task):
         for ratio in ratios:
             eval_len = max(1, round(ratio * train_len))
             row_base = {**base, "encoding": PREFIX + baseline.name, "variant": "none", "eval_len": eval_len, "ratio": float(ratio)}

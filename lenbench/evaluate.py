@@ -21,6 +21,7 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
 )
 from lenbench.results.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.tasks.base import Task
+from lenbench.tasks.decoding import generate
 from lenbench.tasks.eval_data import eval_batches, eval_generator  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # annotations only: the evaluation runs any model it is given
@@ -36,19 +37,25 @@ def task_metrics(task: Task) -> list[str]:
     return metrics.task_metrics(task.kind)
 
 
-def sample_sums(pred_hit: torch.Tensor, nll: torch.Tensor | None, mask: torch.Tensor) -> dict[str, tuple[list, list]]:
+def sample_sums(pred_hit: torch.Tensor, nll: torch.Tensor | None, mask: torch.Tensor,
+                teacher_forced_hit: torch.Tensor | None = None) -> dict[str, tuple[list, list]]:
     """Per-sample (numerators, denominators) of each metric from one batch.
 
     Args:
-        pred_hit: (B, T) bool, the prediction equals the target.
+        pred_hit: (B, T) bool, the generated prediction equals the target.
         nll: (B, T) float negative log-likelihood per position, or None (no nll metrics).
         mask: (B, T) bool, scored positions.
+        teacher_forced_hit: (B, T) bool, the teacher-forced prediction equals the target; None:
+            `pred_hit` (a batch that feeds no answer back, or a predictor that reads no answer).
     """
+    teacher_forced_hit = pred_hit if teacher_forced_hit is None else teacher_forced_hit
     scored = mask.sum(1).double()  # (B,)
     correct = (pred_hit & mask).sum(1).double()  # (B,)
+    forced = (teacher_forced_hit & mask).sum(1).double()  # (B,)
     exact = (pred_hit | ~mask).all(dim=1).double()  # (B,): unscored positions count as hits
     ones = torch.ones_like(exact)  # (B,)
-    sums = {"tokens": (correct, scored), "examples": (exact, ones)}  # lenbench.metrics.SUMS
+    sums = {"tokens": (correct, scored), "examples": (exact, ones),
+            "teacher_forced_tokens": (forced, scored)}  # lenbench.metrics.SUMS
     if nll is not None:
         nll_sum = torch.where(mask, nll.double(), 0.0).sum(1)  # (B,)
         sums["nll"] = (nll_sum, scored)
@@ -60,7 +67,9 @@ def evaluate_length(
     model: Transformer, task: Task, length: int, *, samples: int, tokens_per_batch: int, seed: int,
     device: torch.device,
 ) -> tuple[dict[str, float], int, dict[str, str]]:
-    """Score `model` on `samples` fresh examples of `length` (task units).
+    """Score `model` on `samples` fresh examples of `length` (task units): the answers it
+    generates greedily (`lenbench.tasks.decoding.generate`) and, for nll and the teacher-forced
+    diagnostic, one forward with the true inputs.
 
     Returns:
         ({metric: value}, n_samples, {metric: sample_scores}) for the metrics of
@@ -75,7 +84,9 @@ def evaluate_length(
         batch = batch.to(device)
         logits = model(batch.inputs).float()  # (B, T, V)
         nll = F.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")  # (B, T)
-        for metric, (n, d) in sample_sums(logits.argmax(-1) == batch.targets, nll, batch.loss_mask).items():
+        decoded = generate(lambda x: model(x).argmax(-1), batch, teacher_forced=logits.argmax(-1))
+        hits = (decoded.generated == batch.targets, nll, batch.loss_mask, decoded.teacher_forced == batch.targets)
+        for metric, (n, d) in sample_sums(*hits).items():
             num[metric] += n
             den[metric] += d
     values = {m: metric_transform(m, math.fsum(num[m]) / math.fsum(den[m])) for m in task_metrics(task)}

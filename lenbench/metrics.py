@@ -42,8 +42,12 @@ import numpy as np
 from lenbench.registry import UnknownNameError, did_you_mean
 
 #: The per-sample (numerator, denominator) pairs a metric can be built from (`lenbench.evaluate.sample_sums`):
-#: "tokens" (correct / scored tokens), "examples" (all scored tokens correct / 1), "nll" (summed nll / scored tokens).
-SUMS = ("tokens", "examples", "nll")
+#: "tokens" (generated answer tokens correct / scored tokens), "examples" (the whole generated answer
+#: correct / 1), "teacher_forced_tokens" (tokens correct with the true previous answer tokens as
+#: inputs / scored tokens), "nll" (summed nll / scored tokens).
+SUMS = ("tokens", "examples", "teacher_forced_tokens", "nll")
+#: The sums whose metric is a rate of right tokens, so a task's per-token chance is its floor.
+TOKEN_RATE_SUMS = ("tokens", "teacher_forced_tokens")
 
 #: The scalar counterpart of numpy for a transform (`Metric.value`): the same float operations as
 #: the vectorised path would do element-wise with numpy (`Metric.values`).
@@ -131,6 +135,11 @@ class Metric:
     learned_min: float | None = None
     bounds: tuple[float, float] | None = None
     log_scale: bool = False
+
+    @property
+    def per_token_rate(self) -> bool:
+        """The metric is a rate of right answer tokens (its floor is the task's per-token chance)."""
+        return self.sums in TOKEN_RATE_SUMS
 
     @property
     def worst_value(self) -> float:
@@ -371,13 +380,17 @@ def _per_ln2(ratio, xp=SCALAR):
 # Registration order is the order of METRICS (and of compare's "known:" list).
 register_metric("token_accuracy", higher_is_better=True, sums="tokens", recorded_for=("sequence",), worst=0.0,
                 margin=Margin(0.02, False), learned_min=0.9, secondary_for=("sequence",), bounds=(0.0, 1.0),
-                description="fraction of scored tokens predicted exactly (argmax)",
+                description="fraction of answer tokens the model generates right (greedy, its own answer fed back)",
                 why="exact match needs every token of the answer right, so past the training length it falls to 0 "
                     "for every encoding while the share of right tokens still tells them apart")
 register_metric("exact_match", higher_is_better=True, sums="examples", recorded_for=("sequence",),
                 primary_for=("sequence",), worst=0.0, margin=Margin(0.02, False), learned_min=0.9, bounds=(0.0, 1.0),
-                description="fraction of examples whose scored tokens are all correct (the whole answer right; "
-                            "under teacher forcing this equals greedy decoding being entirely right)")
+                description="fraction of examples whose generated answer is entirely right (equal to every "
+                            "answer token right under teacher forcing)")
+register_metric("tf_token_accuracy", higher_is_better=True, sums="teacher_forced_tokens", recorded_for=("sequence",),
+                worst=0.0, margin=Margin(0.02, False), bounds=(0.0, 1.0),
+                description="teacher-forced token accuracy: each answer token predicted from the true previous ones; "
+                            "a diagnostic, never ranked (copying the previous token scores well on it)")
 register_metric("nll", higher_is_better=False, sums="nll", recorded_for=("lm",), margin=Margin(0.01, False),
                 description="mean negative log-likelihood (nats) of scored tokens")
 register_metric("perplexity", higher_is_better=False, sums="nll", recorded_for=("lm",), primary_for=("lm",),

@@ -44,8 +44,8 @@ def test_estimate_is_measured_when_a_run_exists(tmp_path):
     cells = tmp_path / "cells"
     cells.mkdir()
     for i, seconds in enumerate((2.0, 4.0)):
-        (cells / f"{i}.json").write_text(json.dumps({"status": "ok", "seconds": seconds}))
-    (cells / "2.json").write_text(json.dumps({"status": "failed", "seconds": 100.0}))  # not a finished cell
+        (cells / f"{i}.json").write_text(json.dumps({"rows": [], "status": "ok", "seconds": seconds}))
+    (cells / "2.json").write_text(json.dumps({"rows": [], "status": "failed", "seconds": 100.0}))  # not a finished cell
     est = estimate.estimate_suite(suite, tmp_path)
     assert est.kind == "measured" and est.seconds == pytest.approx(3.0 * len(suite.cells()))
 

@@ -31,21 +31,22 @@ TOY = "toy_rate"
 
 
 def test_the_facts_of_the_reported_metrics():
-    assert dict(metrics.METRICS) == {"token_accuracy": True, "exact_match": True, "nll": False, "perplexity": False,
-                                     "bits_per_byte": False, "window_perplexity": False, "context_gain": True}
-    assert list(metrics.METRICS) == ["token_accuracy", "exact_match", "nll", "perplexity", "bits_per_byte",
-                                     "window_perplexity", "context_gain"]  # compare's "known:" order
+    assert dict(metrics.METRICS) == {"token_accuracy": True, "exact_match": True, "tf_token_accuracy": True,
+                                     "nll": False, "perplexity": False, "bits_per_byte": False,
+                                     "window_perplexity": False, "context_gain": True}
+    assert list(metrics.METRICS) == ["token_accuracy", "exact_match", "tf_token_accuracy", "nll", "perplexity",
+                                     "bits_per_byte", "window_perplexity", "context_gain"]  # compare's "known:" order
     assert dict(metrics.PRIMARY_METRIC) == {"sequence": "exact_match", "lm": "perplexity"}
-    assert metrics.task_metrics("sequence") == ["exact_match", "token_accuracy"]
+    assert metrics.task_metrics("sequence") == ["exact_match", "token_accuracy", "tf_token_accuracy"]
     assert metrics.task_metrics("lm") == ["perplexity", "nll", "bits_per_byte"]
     assert {m: metrics.worst_value(m, metrics.METRICS[m]) for m in metrics.METRICS} == {
-        "token_accuracy": 0.0, "exact_match": 0.0, "nll": math.inf, "perplexity": math.inf, "bits_per_byte": math.inf,
+        "token_accuracy": 0.0, "exact_match": 0.0, "tf_token_accuracy": 0.0, "nll": math.inf, "perplexity": math.inf, "bits_per_byte": math.inf,
         "window_perplexity": math.inf, "context_gain": -math.inf}
     assert metrics.worst_value("unregistered", True) == -math.inf and metrics.worst_value("unregistered", False) == math.inf
     assert {m: metrics.learned_min(m) for m in metrics.METRICS if metrics.learned_min(m) is not None} == {
         "exact_match": 0.9, "token_accuracy": 0.9}
     assert dict(compare_stats.DEFAULT_MARGINS) == {
-        "exact_match": Margin(0.02, False), "token_accuracy": Margin(0.02, False),
+        "exact_match": Margin(0.02, False), "token_accuracy": Margin(0.02, False), "tf_token_accuracy": Margin(0.02, False),
         "perplexity": Margin(0.01, True), "window_perplexity": Margin(0.01, True), "context_gain": Margin(0.01, True),
         "nll": Margin(0.01, False), "bits_per_byte": Margin(0.01 / math.log(2), False)}
     assert compare_stats.Margin is Margin and evaluate.METRICS is metrics.METRICS
@@ -82,7 +83,7 @@ def test_lookups_are_one_line_errors_with_a_suggestion():
         metrics.get_metric("perplexty")
     with pytest.raises(ValueError, match="metric 'nll' is registered twice"):
         register_metric("nll", higher_is_better=False)
-    with pytest.raises(ValueError, match=r"sums 'token' is not one of tokens, examples, nll; did you mean 'tokens'\?"):
+    with pytest.raises(ValueError, match=r"sums 'token' is not one of tokens, examples, teacher_forced_tokens, nll; did you mean 'tokens'\?"):
         register_metric(TOY, higher_is_better=True, sums="token")
     with pytest.raises(ValueError, match="task kind 'lm' is already ranked by 'perplexity'"):
         register_metric(TOY, higher_is_better=True, primary_for=("lm",))
@@ -113,10 +114,13 @@ def test_evaluation_sums_follow_the_registry():
     mask = torch.tensor([[False, True, True], [True, True, False]])
     nll = torch.tensor([[9.0, 1.0, 2.0], [0.5, 0.25, 9.0]])
     out = evaluate.sample_sums(pred_hit, nll, mask)
-    assert list(out) == ["token_accuracy", "exact_match", "nll", "perplexity", "bits_per_byte"]
+    assert list(out) == ["token_accuracy", "exact_match", "tf_token_accuracy", "nll", "perplexity", "bits_per_byte"]
     assert out["token_accuracy"] == ([1.0, 2.0], [2.0, 2.0]) and out["exact_match"] == ([0.0, 1.0], [1.0, 1.0])
+    assert out["tf_token_accuracy"] == out["token_accuracy"]  # no teacher-forced hits given: the same predictions
     assert out["nll"] == out["perplexity"] == out["bits_per_byte"] == ([3.0, 0.75], [2.0, 2.0])
-    assert list(evaluate.sample_sums(pred_hit, None, mask)) == ["token_accuracy", "exact_match"]
+    assert list(evaluate.sample_sums(pred_hit, None, mask)) == ["token_accuracy", "exact_match", "tf_token_accuracy"]
+    forced = evaluate.sample_sums(pred_hit, None, mask, teacher_forced_hit=torch.ones_like(mask))
+    assert forced["tf_token_accuracy"] == ([2.0, 2.0], [2.0, 2.0]) and forced["token_accuracy"] == out["token_accuracy"]
 
 
 # --- a new metric is one entry ----------------------------------------------------------------
@@ -126,7 +130,7 @@ def test_evaluation_sums_follow_the_registry():
 def toy():
     """A toy higher-is-better metric over token sums with its own worst score, threshold and margin."""
     metric = register_metric(TOY, higher_is_better=True, sums="tokens", worst=0.125, learned_min=0.5,
-                             transform=lambda ratio, xp: 1.0 - 0.5 * ratio, margin=Margin(0.05, False),
+                             transform=lambda ratio, xp: 1.0 - 0.5 * ratio, margin=Margin(0.05, False), bounds=(0.0, 1.0),
                              description="a test's metric: 1 − half the token accuracy")
     yield metric
     unregister_metric(TOY)
@@ -161,7 +165,7 @@ def test_a_toy_metric_flows_through_the_statistics(toy):
     at1 = frame[frame["ratio"] == 1.0]
     assert curve.loc[1.0, "mean"] == at1["value"].mean()
     # the interval's sampling floor comes from the toy's transform of resampled token sums (1 − ratio / 2):
-    # its bootstrap replicates lie in [0.5, 1], and the interval around the mean is clipped to [0, 1] (token sums)
+    # its bootstrap replicates lie in [0.5, 1], and the interval around the mean is clipped to its declared bounds
     seed_boot = board.seed_stats[(entries.loc[0, "encoding"], entries.loc[0, "variant"])]["in_dist"].boot
     assert np.nanmin(seed_boot) >= 0.5 and np.nanmax(seed_boot) <= 1.0
     lo, hi = curve.loc[1.0, "ci_low"], curve.loc[1.0, "ci_high"]

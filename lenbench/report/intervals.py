@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from lenbench.metrics import decode_arrays as decode
-from lenbench.metrics import get_metric, worst_value
+from lenbench.metrics import find_metric, worst_value
 from lenbench.metrics import transform_array as transform
 
 N_BOOT = 1000
@@ -298,11 +298,8 @@ def ci_method(n_seeds: int, has_samples: bool) -> str:
 
 def metric_bounds(metric: str) -> tuple[float, float]:
     """The range a metric's value can take (an interval is clipped to it)."""
-    try:
-        sums = get_metric(metric).sums
-    except Exception:  # an unregistered metric: no known range
-        sums = None
-    return (0.0, 1.0) if sums in ("tokens", "examples") else (-math.inf, math.inf)
+    facts = find_metric(metric)  # an unregistered metric: no known range
+    return facts.bounds if facts is not None and facts.bounds is not None else (-math.inf, math.inf)
 
 
 def clip_interval(lo: float, hi: float, bounds: tuple[float, float]) -> tuple[float, float]:

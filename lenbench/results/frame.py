@@ -3,7 +3,10 @@ each of its type, with defaults for what a source (or an older schema version) l
 
 Upgrading older rows: a row without ``schema_version`` is version 1, and every column a version
 added since has a default here (version 2 added ``sample_scores``: "" — intervals then come from
-the seeds alone), so rows of every version load to one frame, their stored values unchanged.
+the seeds alone), so rows of every version load to one frame, their stored values unchanged. One
+name changed meaning: before version 3 a sequence task's ``token_accuracy`` was scored under
+teacher forcing, so such a row loads as ``tf_token_accuracy`` and is never compared with, or
+ranked as, the token accuracy of generated answers.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from lenbench.results.schema import (
     COLUMNS,
     FIRST_SCHEMA_VERSION,
     FLOAT_COLUMNS,
+    GENERATED_ANSWERS_VERSION,
     INT_COLUMNS,
     REQUIRED,
     ROW_KEY,
@@ -78,6 +82,8 @@ def normalize(df: pd.DataFrame, source: str = "rows") -> pd.DataFrame:
     except (ValueError, TypeError) as err:
         raise ResultsError(f"{source}: column {col!r}: {err}") from None
     frame = pd.DataFrame(out, columns=list(COLUMNS))
+    teacher_forced = (frame["schema_version"] < GENERATED_ANSWERS_VERSION) & (frame["metric"] == "token_accuracy")
+    frame.loc[teacher_forced, "metric"] = "tf_token_accuracy"
     # A failed measurement has no value, whatever was stored.
     frame.loc[frame["status"] != "ok", "value"] = float("nan")
     for col in INT_COLUMNS:

@@ -14,8 +14,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 #: Version of the rows and cell files the engine writes. 2: rows carry sample_scores; baseline rows;
-#: exact match primary. A row without a schema_version is version 1 (`lenbench.results.frame.normalize`).
-SCHEMA_VERSION = 2
+#: exact match primary. 3: a sequence task's token_accuracy and exact_match score the generated answer
+#: (`lenbench.tasks.decoding`), tf_token_accuracy the teacher-forced one. A row without a
+#: schema_version is version 1 (`lenbench.results.frame.normalize`).
+SCHEMA_VERSION = 3
+#: The first version whose token_accuracy is of generated answers; older rows' token_accuracy was
+#: teacher-forced, and loads as tf_token_accuracy (`lenbench.results.frame.normalize`).
+GENERATED_ANSWERS_VERSION = 3
 #: The version a row without a ``schema_version`` field is read as.
 FIRST_SCHEMA_VERSION = 1
 

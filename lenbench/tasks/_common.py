@@ -2,7 +2,8 @@
 
 Every synthetic task builds the whole token sequence ``S`` of shape (B, N) whose answer is its last
 ``answer_len`` tokens, then feeds ``inputs = S[:, :-1]`` and predicts ``targets = S[:, 1:]``; the
-loss mask is True exactly on the targets that are answer tokens (the last ``answer_len`` columns).
+loss mask is True exactly on the targets that are answer tokens (the last ``answer_len`` columns),
+and each answer token but the last is the next position's input (`Batch.feeds_answers`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def to_batch(seq: torch.Tensor, answer_len: int) -> Batch:
     targets = seq[:, 1:].contiguous()  # (B, N-1)
     loss_mask = torch.zeros_like(targets, dtype=torch.bool)  # (B, N-1)
     loss_mask[:, targets.shape[1] - answer_len :] = True
-    return Batch(inputs, targets, loss_mask)
+    return Batch(inputs, targets, loss_mask, feeds_answers=True)
 
 
 class ItemTransductionTask(Task):
@@ -86,6 +87,10 @@ class ItemTransductionTask(Task):
         """Map input items (B, n) to the output items (B, n)."""
         raise NotImplementedError
 
+    def heuristics(self) -> dict:
+        """"The most frequent item read so far" (`most_frequent_so_far`)."""
+        return {"most-frequent": lambda inputs: most_frequent_so_far(inputs, range(self.vocab))}
+
     def sequence(self, items: list[int]) -> list[int]:
         """The full token sequence (prompt and answer) of one example with these `items`."""
         if any(not 0 <= i < self.vocab for i in items):
@@ -100,3 +105,21 @@ class ItemTransductionTask(Task):
         sep = torch.full((batch_size, 1), self.sep, dtype=torch.long)  # (B, 1)
         seq = torch.cat([items, sep, self.transform(items)], dim=1)  # (B, 2n+1)
         return to_batch(seq, n)
+
+
+def most_frequent_so_far(inputs: torch.Tensor, tokens: range) -> torch.Tensor:
+    """The trivial predictor "the most frequent answer symbol read so far": at each position, the
+    token of `tokens` that occurs most often in ``inputs[:, :t + 1]`` (ties: the lowest id; none
+    read yet: ``tokens[0]``).
+
+    Args:
+        inputs: (B, T) long token ids.
+        tokens: the answer symbols (a contiguous id range).
+
+    Returns:
+        (B, T) long predictions.
+    """
+    within = (inputs >= tokens.start) & (inputs < tokens.stop)  # (B, T)
+    onehot = torch.nn.functional.one_hot((inputs - tokens.start).clamp(0, len(tokens) - 1), len(tokens))  # (B, T, R)
+    counts = (onehot * within.unsqueeze(-1)).cumsum(dim=1)  # (B, T, R) running counts
+    return tokens.start + counts.argmax(dim=-1)  # (B, T): argmax takes the first (lowest id) of ties

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.tasks._common import check_length, check_positive, check_sample_args, to_batch
+from lenbench.tasks._common import (
+    check_length,
+    check_positive,
+    check_sample_args,
+    most_frequent_so_far,
+    to_batch,
+)
 from lenbench.tasks.base import Batch, Task, register_task
 
 PLUS = 10
@@ -59,6 +65,7 @@ class AdditionTask(Task):
     """
 
     description = "add two numbers written least-significant digit first"
+    paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
     length_unit = "digits"
     chance = 0.1
 
@@ -77,6 +84,10 @@ class AdditionTask(Task):
                 f"index_hints={self.index_hints}; pass index_hints >= {n + 1} or a length <= {self.index_hints - 1}"
             )
         return n
+
+    def heuristics(self) -> dict:
+        """"The most frequent digit read so far" (`most_frequent_so_far`)."""
+        return {"most-frequent": lambda inputs: most_frequent_so_far(inputs, range(10))}
 
     def seq_len(self, length: int) -> int:
         n = self._check(length)

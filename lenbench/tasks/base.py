@@ -10,6 +10,7 @@ tokens a sample of that length occupies is `seq_len(length)`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -26,11 +27,17 @@ class Batch:
         inputs: (B, T) long token ids fed to the model.
         targets: (B, T) long token ids the model should predict at each position.
         loss_mask: (B, T) bool, True where the prediction is trained and scored.
+        feeds_answers: each scored position's target is the next position's input (the answer
+            written out token by token, as in ``x SEP y_1 … y_n``): teacher forcing feeds the true
+            answer there, and generation (`lenbench.tasks.decoding.generate`) feeds the model's own
+            prediction. False where no answer is ever an input (a single answer token, or
+            multi-query recall whose answers are predicted at their queries).
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor
     loss_mask: torch.Tensor
+    feeds_answers: bool = False
 
     def __post_init__(self) -> None:
         assert self.inputs.shape == self.targets.shape == self.loss_mask.shape, (
@@ -46,8 +53,18 @@ class Batch:
         device = torch.device(device)
         tensors = (self.inputs, self.targets, self.loss_mask)
         if device.type == "cuda" and self.inputs.device.type == "cpu":
-            return Batch(*(t.pin_memory().to(device, non_blocking=True) for t in tensors))
-        return Batch(*(t.to(device) for t in tensors))
+            return Batch(*(t.pin_memory().to(device, non_blocking=True) for t in tensors), self.feeds_answers)
+        return Batch(*(t.to(device) for t in tensors), self.feeds_answers)
+
+    @property
+    def fed_back(self) -> torch.Tensor:
+        """(B, T) bool: True where the input is the answer token scored at the position before (the
+        positions generation overwrites with the model's own prediction); all False unless
+        `feeds_answers`."""
+        fed = torch.zeros_like(self.loss_mask)  # (B, T)
+        if self.feeds_answers:
+            fed[:, 1:] = self.loss_mask[:, :-1]
+        return fed
 
 
 class Task:
@@ -61,6 +78,8 @@ class Task:
         chance: chance-level token accuracy (None where not meaningful), drawn on plots.
         eval_scope_without_length: the evaluation generator's scope leaves out the length, so every
             length scores the same held-out data (`lenbench.tasks.eval_data.eval_generator`).
+        paper: the paper whose design the task follows, "Authors Year, Title" (docs/protocol.md's
+            task table cites it).
         solvable_past_training: False for a negative control, whose answers past the training
             length cannot be learned from its training data (`count`): a score above its floor
             there is a leak in the evaluation, not extrapolation.
@@ -68,6 +87,7 @@ class Task:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
     length_unit: ClassVar[str] = "tokens"
     kind: ClassVar[str] = "sequence"
     chance: ClassVar[float | None] = None
@@ -111,6 +131,15 @@ class Task:
                 scores only the last tokens of each window.
         """
         raise NotImplementedError
+
+    def heuristics(self) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+        """The task's own trivial predictors, scored beside the models as baseline rows
+        (``baseline:<name>``, `lenbench.baselines`) on the same examples, generating their answers
+        as the models do: each maps inputs (B, T) to predictions (B, T) and reads no later position.
+        The board's floor is the best baseline, so a shortcut a task allows (the most frequent value
+        of the context, the length itself) is a floor no entry is ranked under. None by default;
+        the chance and repeat-previous baselines apply to every sequence task without it."""
+        return {}
 
     def fingerprint(self) -> dict:
         """Identity of the task's data beyond its parameters (e.g. a corpus sha256); recorded in results."""

@@ -31,6 +31,7 @@ class CopyTask(ItemTransductionTask):
     """
 
     description = "copy a random string of items after a separator"
+    paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
 
     def transform(self, items: torch.Tensor) -> torch.Tensor:
         return items.clone()  # (B, n)

@@ -52,6 +52,7 @@ class CountTask(Task):
     """
 
     description = "count the items among fillers (negative control: unsolvable past training)"
+    paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
     length_unit = "items"
     solvable_past_training = False
 
@@ -76,6 +77,15 @@ class CountTask(Task):
 
     def seq_len(self, length: int) -> int:
         return self._check(length) + 1
+
+    def heuristics(self) -> dict:
+        """"The length": the count symbol of the number of positions read before the marker, the
+        most frequent count (the floor, ``1 / spread``) at every length; past the training length
+        it names count symbols training never showed, so a model above it there was handed them."""
+        def the_length(inputs: torch.Tensor) -> torch.Tensor:
+            t = torch.arange(inputs.shape[1], device=inputs.device).clamp(max=self.max_count)  # (T,)
+            return (self.symbols + 2 + t).expand_as(inputs)  # (B, T): at the marker, t = length
+        return {"the-length": the_length}
 
     def count_token(self, count: int) -> int:
         """The token of count symbol `count`."""

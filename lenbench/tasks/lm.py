@@ -113,6 +113,7 @@ class ByteLMTask(Task):
     """
 
     description = "byte-level language modelling on held-out text"
+    paper = "Press et al. 2022, Train Short, Test Long"
     length_unit = "tokens"
     kind = "lm"
     eval_scope_without_length = True

@@ -35,6 +35,7 @@ class ParityTask(Task):
     """
 
     description = "parity of a random bit string (negative control)"
+    paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
     length_unit = "items"
     chance = 0.5
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.tasks._common import check_length, check_positive, check_sample_args, to_batch
+from lenbench.tasks._common import (
+    check_length,
+    check_positive,
+    check_sample_args,
+    most_frequent_so_far,
+    to_batch,
+)
 from lenbench.tasks.base import Batch, Task, register_task
 from lenbench.tasks.passkey_depth import evaluate_depth
 
@@ -44,6 +50,7 @@ class PasskeyTask(Task):
     """
 
     description = "retrieve a passkey hidden at a random depth in repeated filler"
+    paper = "Mohtashami & Jaggi 2023, Landmark Attention"
     length_unit = "tokens"
     chance = 0.1
 
@@ -69,6 +76,10 @@ class PasskeyTask(Task):
             minimum,
             fix=f"pass length >= {minimum} tokens (2·digits + 1 for the needle and the query) or fewer digits",
         )
+
+    def heuristics(self) -> dict:
+        """"The most frequent digit read so far": the passkey's own digits are the only digits in the context."""
+        return {"most-frequent": lambda inputs: most_frequent_so_far(inputs, range(10))}
 
     def seq_len(self, length: int) -> int:
         return self._check(length)

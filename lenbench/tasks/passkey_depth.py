@@ -14,6 +14,7 @@ import torch
 from lenbench import metrics
 from lenbench.results.labels import depth_bucket
 from lenbench.tasks.base import Task
+from lenbench.tasks.decoding import generate
 from lenbench.tasks.eval_data import eval_batches_on
 
 if TYPE_CHECKING:  # annotations only: the measurement runs any model it is given
@@ -28,7 +29,7 @@ def evaluate_depth(
     model: Transformer, task: Task, length: int, *, samples: int, tokens_per_batch: int, seed: int,
     device: torch.device, buckets: int = DEPTH_BUCKETS,
 ) -> dict:
-    """Accuracy by needle depth: the examples of `lenbench.evaluate.evaluate_length(length)` grouped by the depth of
+    """Accuracy by needle depth (of the generated passkey, `lenbench.tasks.decoding.generate`): the examples of `lenbench.evaluate.evaluate_length(length)` grouped by the depth of
     their needle (`task.needle_depth`, a fraction in [0, 1]) into `buckets` equal-width buckets —
     the needle-in-a-haystack table (depth × length) of Mohtashami & Jaggi 2023 / Kamradt 2023.
 
@@ -40,20 +41,23 @@ def evaluate_depth(
         with the metrics of `metrics.task_metrics(task.kind)`; empty buckets are left out.
     """
     model.eval()
-    sums = torch.zeros(buckets, 3, dtype=torch.float64)  # per bucket: tokens correct, tokens scored, exact
+    sums = torch.zeros(buckets, 4, dtype=torch.float64)  # per bucket: tokens correct, scored, exact, teacher-forced correct
     counts = torch.zeros(buckets, dtype=torch.float64)
     for batch in eval_batches_on(task, length, samples, tokens_per_batch, seed, device):
-        logits = model(batch.inputs).float()  # (B, T, V)
+        decoded = generate(lambda x: model(x).argmax(-1), batch)
         mask = batch.loss_mask  # (B, T)
-        hit = (logits.argmax(-1) == batch.targets) | ~mask  # (B, T)
+        hit = (decoded.generated == batch.targets) | ~mask  # (B, T)
+        forced = (decoded.teacher_forced == batch.targets) & mask  # (B, T)
         depth = task.needle_depth(batch.inputs).cpu()  # (B,) in [0, 1]
         which = (depth * buckets).long().clamp(max=buckets - 1)  # (B,)
-        per_example = torch.stack([(hit & mask).sum(1), mask.sum(1), hit.all(1)], dim=1).double().cpu()  # (B, 3)
+        per_example = torch.stack([(hit & mask).sum(1), mask.sum(1), hit.all(1), forced.sum(1)],
+                                  dim=1).double().cpu()  # (B, 4)
         sums.index_add_(0, which, per_example)
         counts.index_add_(0, which, torch.ones(len(which), dtype=torch.float64))
 
     def values(row: torch.Tensor, n: float) -> dict[str, float]:
-        ratio = {"tokens": float(row[0] / row[1]), "examples": float(row[2] / n)}  # by lenbench.metrics.SUMS
+        ratio = {"tokens": float(row[0] / row[1]), "examples": float(row[2] / n),
+                 "teacher_forced_tokens": float(row[3] / row[1])}  # by lenbench.metrics.SUMS
         return {m: metrics.get_metric(m).value(ratio[metrics.get_metric(m).sums]) for m in metrics.task_metrics(task.kind)}
 
     table = [(depth_bucket(i / buckets, (i + 1) / buckets), values(sums[i], float(counts[i])), int(counts[i]))

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.tasks._common import check_length, check_positive, check_sample_args, to_batch
+from lenbench.tasks._common import (
+    check_length,
+    check_positive,
+    check_sample_args,
+    most_frequent_so_far,
+    to_batch,
+)
 from lenbench.tasks.base import Batch, Task, register_task
 
 
@@ -65,6 +71,7 @@ class AssociativeRecallTask(Task):
     """
 
     description = "associative recall: key-value pairs, then query keys; predict their values"
+    paper = "Arora et al. 2023, Zoology: Measuring and Improving Recall in Efficient Language Models"
     length_unit = "items"
     chance = 1 / 8
 
@@ -105,6 +112,11 @@ class AssociativeRecallTask(Task):
                 f"values of a sample are distinct); pass num_values >= {n} or a length <= {self.num_values}"
             )
         return n
+
+    def heuristics(self) -> dict:
+        """"The most frequent value read so far": with values drawn with replacement it names the
+        value of the queried key more often than chance; with distinct values it is at chance."""
+        return {"most-frequent": lambda inputs: most_frequent_so_far(inputs, range(self.num_keys, self.num_keys + self.num_values))}
 
     def seq_len(self, length: int) -> int:
         n = self._check(length)

@@ -31,6 +31,7 @@ class ReverseTask(ItemTransductionTask):
     """
 
     description = "write a random string of items reversed after a separator"
+    paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
 
     def transform(self, items: torch.Tensor) -> torch.Tensor:
         return items.flip(1)  # (B, n)

@@ -31,6 +31,7 @@ class SortTask(ItemTransductionTask):
     """
 
     description = "write a random string of items sorted ascending after a separator"
+    paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
 
     def transform(self, items: torch.Tensor) -> torch.Tensor:
         return torch.sort(items, dim=1).values  # (B, n)

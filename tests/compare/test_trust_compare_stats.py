@@ -42,7 +42,7 @@ def row(encoding, seed, ratio, metric, num, den, facts, value=None) -> dict:
     ratio_value = float(np.sum(num) / np.sum(den))
     value = value if value is not None else (math.exp(ratio_value) if metric == "perplexity" else ratio_value)
     task, train_len = ("lm", 16) if metric == "perplexity" else ("copy", 8)
-    return {"schema_version": 2, "cell_id": f"{task}-{encoding}-{seed}", "suite": "tiny", "task": task,
+    return {"schema_version": 3, "cell_id": f"{task}-{encoding}-{seed}", "suite": "tiny", "task": task,
             "encoding": encoding, "variant": "none", "train_len": train_len, "eval_len": int(ratio * train_len),
             "ratio": float(ratio), "bucket": "", "metric": metric, "value": value, "n_samples": N, "seed": seed,
             "higher_is_better": metric != "perplexity", "status": "ok", "error": "", "device": "cpu",

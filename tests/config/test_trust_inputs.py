@@ -164,11 +164,11 @@ def test_a_cell_whose_every_measurement_failed_is_failed_and_counted(tmp_path, m
     path = write(tmp_path, {**TINY, "encodings": ["nope"], "variants": []})
     assert main(["run", "--suite", str(path), "--out", str(tmp_path / "o"), "--executor", "serial", "--quiet"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"1 cell(s) run, 0 already done, 1 failed; 12 rows in {tmp_path / 'o'}"  # 4 of the model's, 8 baselines'
-    assert out[1] == "  failed: copy-nope-L4-s0: every measurement failed (4 of 4); the first: ValueError: no length fits"
+    assert out[0] == f"1 cell(s) run, 0 already done, 1 failed; 24 rows in {tmp_path / 'o'}"  # 6 of the model's, 18 baselines' (3 baselines)
+    assert out[1] == "  failed: copy-nope-L4-s0: every measurement failed (6 of 6); the first: ValueError: no length fits"
     (result,) = load_cell_results(tmp_path / "o")
     own = [r for r in result.rows if r["encoding"] == "nope"]
-    assert len(own) == 4 and all(r["status"] == "failed" for r in own)  # 2 lengths × 2 metrics, kept with reasons
+    assert len(own) == 6 and all(r["status"] == "failed" for r in own)  # 2 lengths × 3 metrics, kept with reasons
     assert result.status == "failed"
 
 

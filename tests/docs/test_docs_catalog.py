@@ -4,9 +4,10 @@ their registries, the pinned numerics (docs/reproducibility.md) against `lenbenc
 import pytest
 from docs_markdown import DOCS, code_spans, table_after
 
+from lenbench.baselines import task_baselines
 from lenbench.encodings import ENCODINGS
 from lenbench.numerics import PINNED_ENV
-from lenbench.tasks import TASKS
+from lenbench.tasks import TASKS, build_task
 
 pytestmark = pytest.mark.docs
 
@@ -18,6 +19,18 @@ def test_task_table_names_every_task_with_its_unit():
     assert sorted(documented) == sorted(TASKS.names()), f"protocol.md's tasks {sorted(documented)}, registered {sorted(TASKS.names())}"
     for name, unit in documented.items():
         assert unit == TASKS.get(name).length_unit, f"task {name!r}: its unit is {TASKS.get(name).length_unit!r}, not {unit!r}"
+
+
+def test_task_table_names_each_tasks_trivial_baselines_and_paper():
+    rows = table_after((DOCS / "protocol.md").read_text(),
+                       "<!-- tasks: checked against lenbench.tasks.TASKS by tests/docs/test_docs_catalog.py -->")
+    for r in rows:
+        name = code_spans(r["task"])[0]
+        task = build_task(name)
+        scored = [b.name for b in task_baselines(task)]
+        assert code_spans(r["trivial baselines"]) == scored, f"task {name!r} is scored with the baselines {scored}"
+        cited = task.paper.split(",")[0]
+        assert cited and r["paper"] == cited, f"task {name!r} cites {cited!r}, the page says {r['paper']!r}"
 
 
 def test_encoding_table_names_every_encoding_with_its_paper():

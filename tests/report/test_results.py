@@ -24,7 +24,7 @@ PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version
 
 def row(task, encoding, variant, train_len, ratio, metric, value, seed=0, **extra):
     failed = value is None
-    return {"schema_version": 1, "cell_id": f"{task}-{encoding}-{train_len}-{seed}", "suite": "tiny", "task": task,
+    return {"schema_version": 3, "cell_id": f"{task}-{encoding}-{train_len}-{seed}", "suite": "tiny", "task": task,
             "encoding": encoding, "variant": variant, "train_len": train_len, "eval_len": int(ratio * train_len),
             "ratio": float(ratio), "metric": metric, "value": value, "n_samples": 0 if failed else 8, "seed": seed,
             "higher_is_better": metric in ("token_accuracy", "exact_match"), "status": "failed" if failed else "ok",

@@ -30,7 +30,7 @@ def rows_of(encoding: str, exact: dict, tokens: dict, seeds=(0, 1, 2), rng_seed=
             hits = (rng.random(N) < exact[ratio]).astype(float)
             right = np.where(hits == 1, TOKENS, rng.binomial(TOKENS - 1, tokens[ratio], N)).astype(float)
             for metric, num, den in (("exact_match", hits, np.ones(N)), ("token_accuracy", right, np.full(N, TOKENS))):
-                rows.append({"schema_version": 2, "cell_id": f"{encoding}-{seed}", "suite": "synthetic", "task": "copy",
+                rows.append({"schema_version": 3, "cell_id": f"{encoding}-{seed}", "suite": "synthetic", "task": "copy",
                              "encoding": encoding, "variant": "none", "train_len": 8, "eval_len": int(8 * ratio),
                              "ratio": float(ratio), "metric": metric, "value": float(num.sum() / den.sum()),
                              "n_samples": N, "seed": seed, "higher_is_better": True, "status": "ok", "error": "",

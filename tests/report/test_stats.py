@@ -290,7 +290,7 @@ def test_a_new_baseline_is_one_registration(monkeypatch):
     assert baselines.baseline_names("lm") == ("chance", "unigram")
     rows = baseline_rows(build_task("copy"), 4, [1], samples=4, tokens_per_batch=64, seed=0, base={"task": "copy"})
     assert [r["encoding"] for r in rows if r["metric"] == "exact_match"] == [
-        "baseline:chance", "baseline:repeat-previous", "baseline:always-first"]
+        "baseline:chance", "baseline:repeat-previous", "baseline:always-first", "baseline:most-frequent"]  # the task's own last
 
 
 def test_leaderboard_suites_run_at_least_three_seeds():
@@ -303,7 +303,7 @@ def test_leaderboard_suites_run_at_least_three_seeds():
 
 def test_baseline_rows_shared_by_cells_keep_one_copy_whatever_the_order():
     def cell(cell_id, encoding):
-        base = {"schema_version": 2, "cell_id": cell_id, "suite": "s", "task": "copy", "train_len": 4, "seed": 0,
+        base = {"schema_version": 3, "cell_id": cell_id, "suite": "s", "task": "copy", "train_len": 4, "seed": 0,
                 "timestamp": cell_id}
         model = {**base, "encoding": encoding, "variant": "none", "eval_len": 4, "ratio": 1.0, "metric": "exact_match",
                  "value": 1.0, "sample_scores": "1 1"}
@@ -313,7 +313,7 @@ def test_baseline_rows_shared_by_cells_keep_one_copy_whatever_the_order():
     forward, backward = load_results(a + b), load_results(b + a)
     pd.testing.assert_frame_equal(forward, backward)
     assert (forward.loc[forward["encoding"].str.startswith("baseline:"), "cell_id"] == "bbb").all()
-    assert len(forward) == 2 + 4  # two models, two baselines × two metrics
+    assert len(forward) == 2 + 9  # two models, three baselines × three metrics
 
 
 def test_seed_to_seed_variation_widens_the_interval():

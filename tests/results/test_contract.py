@@ -17,7 +17,14 @@ from lenbench.metrics import METRICS
 from lenbench.report.rows import load_results
 from lenbench.results.check import check_row
 from lenbench.results.frame import normalize
-from lenbench.results.schema import COLUMNS, REQUIRED, SCHEMA, SCHEMA_VERSION, ResultsError
+from lenbench.results.schema import (
+    COLUMNS,
+    GENERATED_ANSWERS_VERSION,
+    REQUIRED,
+    SCHEMA,
+    SCHEMA_VERSION,
+    ResultsError,
+)
 from lenbench.run.store import cell_files
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -34,6 +41,12 @@ def test_a_committed_board_loads_to_its_own_results_csv(board):
     assert list(from_cells.columns) == list(COLUMNS)
 
 
+def loaded_metric(row: dict) -> str:
+    """The metric a stored row loads as: before schema 3 a token_accuracy was teacher-forced."""
+    old = row["schema_version"] < GENERATED_ANSWERS_VERSION and row["metric"] == "token_accuracy"
+    return "tf_token_accuracy" if old else row["metric"]
+
+
 @pytest.mark.parametrize("board", BOARDS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_committed_cell_files_are_rows_of_the_declared_columns_and_round_trip_byte_for_byte(board, tmp_path):
     """Every stored row has the required columns and only declared ones, at the current version; rewriting a cell
@@ -42,15 +55,15 @@ def test_committed_cell_files_are_rows_of_the_declared_columns_and_round_trip_by
     assert files and check_cells_directory(board) == files
     for path in files[:5]:
         data = json.loads(path.read_text())
-        assert data["schema_version"] == SCHEMA_VERSION
+        assert data["schema_version"] <= SCHEMA_VERSION
         for row in data["rows"]:
             assert set(REQUIRED) <= set(row) <= set(COLUMNS), path
-            assert row["schema_version"] == SCHEMA_VERSION
+            assert row["schema_version"] == data["schema_version"]
         atomic_write_json(tmp_path / path.name, data)
         assert (tmp_path / path.name).read_bytes() == path.read_bytes()
         frame = normalize(pd.DataFrame(data["rows"]), str(path))
-        stored = {(r["task"], r["encoding"], r["variant"], r["eval_len"], r["metric"], r.get("bucket", ""), r.get("seed", 0)): r["value"]
-                  for r in data["rows"]}
+        stored = {(r["task"], r["encoding"], r["variant"], r["eval_len"], loaded_metric(r), r.get("bucket", ""),
+                   r.get("seed", 0)): r["value"] for r in data["rows"]}
         for rec in frame.to_dict("records"):
             value = stored[(rec["task"], rec["encoding"], rec["variant"], rec["eval_len"], rec["metric"], rec["bucket"],
                             rec["seed"])]
@@ -66,12 +79,21 @@ def test_a_version_1_row_is_upgraded_with_the_declared_defaults():
     old = {"task": "copy", "encoding": "rope", "variant": "none", "train_len": 32, "eval_len": 64,
            "metric": "token_accuracy", "value": 0.8125, "seed": 1}
     row = normalize(pd.DataFrame([old])).iloc[0]
-    assert row["schema_version"] == 1
+    assert row["schema_version"] == 1 and row["metric"] == "tf_token_accuracy"  # it was teacher-forced
     assert row["value"] == 0.8125 and row["ratio"] == 2.0 and row["seed"] == 1
     assert row["higher_is_better"] == METRICS["token_accuracy"] and row["status"] == "ok"
     assert row["sample_scores"] == "" and row["n_samples"] == 0 and math.isnan(row["train_seconds"])
     failed = normalize(pd.DataFrame([{**old, "value": None}])).iloc[0]
     assert failed["status"] == "failed" and math.isnan(failed["value"])
+
+
+def test_only_rows_before_generated_answers_have_their_token_accuracy_renamed():
+    row = {"task": "copy", "encoding": "rope", "variant": "none", "train_len": 8, "eval_len": 8, "value": 0.5}
+    rows = [{**row, "metric": m, "schema_version": v, "seed": i}
+            for i, (m, v) in enumerate([("token_accuracy", 2), ("exact_match", 2), ("token_accuracy", 3),
+                                        ("tf_token_accuracy", 3)])]
+    frame = normalize(pd.DataFrame(rows)).sort_values("seed")
+    assert frame["metric"].tolist() == ["tf_token_accuracy", "exact_match", "token_accuracy", "tf_token_accuracy"]
 
 
 def test_the_required_columns_are_declared_once_and_enforced_by_loader_and_check():

@@ -154,7 +154,7 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
 def _chance_applies(metric: str) -> bool:
     """A task's per-token chance is a floor of `metric`: the metric is a per-token rate."""
     facts = find_metric(metric)
-    return facts is not None and facts.sums == "tokens"
+    return facts is not None and facts.per_token_rate
 
 
 def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, board: Leaderboard,

@@ -1,0 +1,79 @@
+"""Greedy generation of a batch's answers, for every model the evaluation can run.
+
+A sequence task is scored on the answer the model writes itself from the prompt (greedy decoding),
+as the length-generalisation suites score it (McGill-NLP's generated answers; DeepMind's Chomsky
+tasks without feeding targets back), and not only under teacher forcing, where each answer token is
+predicted from the true previous ones and a copy-the-previous-token rule scores well on `sort`.
+
+Decoding is a fixed-point (Jacobi) iteration over whole forwards, so it needs nothing from an
+encoding beyond its forward pass: no KV cache, which the bias, content and layer kinds of
+encodings would each have to implement. Start from the teacher-forced inputs; put each position's
+prediction into the next position wherever the batch feeds answers back (`Batch.fed_back`); run
+the model again; stop when no input changes. Because the model is causal, the k-th fed-back
+position is final after k rounds (its prediction depends on earlier inputs only), so the iteration
+ends after at most (fed-back positions + 1) forwards and its fixed point is exactly the greedy
+decode. A model that answers right under teacher forcing changes nothing in the first round:
+its generation costs no forward beyond the teacher-forced one.
+
+By induction over the answer, generated exact match equals teacher-forced exact match (every
+answer token right under teacher forcing ⇔ greedy decoding writes the whole answer); token
+accuracy is where they differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from lenbench.tasks.base import Batch
+
+
+@dataclass
+class Decoded:
+    """The predictions of one batch.
+
+    Attributes:
+        teacher_forced: (B, T) long, the argmax at each position with the true inputs.
+        generated: (B, T) long, the argmax at each position with the model's own answers fed back
+            (equal to `teacher_forced` where the batch feeds no answer back).
+        forwards: forward passes made beyond the teacher-forced one.
+    """
+
+    teacher_forced: torch.Tensor
+    generated: torch.Tensor
+    forwards: int
+
+
+def generate(predict: Callable[[torch.Tensor], torch.Tensor], batch: Batch,
+             teacher_forced: torch.Tensor | None = None) -> Decoded:
+    """Greedy-decode the answers of `batch`.
+
+    Args:
+        predict: inputs (B, T) long → predictions (B, T) long, e.g. ``model(x).argmax(-1)``; causal
+            (position t reads inputs up to t), as every model of the suite is.
+        batch: the examples; `Batch.fed_back` says which inputs are answers fed back.
+        teacher_forced: ``predict(batch.inputs)`` when the caller already has it (from the same
+            forward that gave its logits).
+
+    Returns:
+        the teacher-forced and generated predictions and the extra forwards made.
+
+    Raises:
+        RuntimeError: the iteration did not settle in the bound a causal `predict` guarantees
+            (a `predict` that reads later positions).
+    """
+    first = predict(batch.inputs) if teacher_forced is None else teacher_forced  # (B, T)
+    fed = batch.fed_back  # (B, T) bool
+    if not bool(fed.any()):
+        return Decoded(first, first, 0)
+    inputs, pred, forwards = batch.inputs, first, 0
+    bound = int(fed.sum(1).max())  # the k-th fed-back position is final after k rounds
+    for _ in range(bound + 1):
+        proposal = torch.where(fed, pred.roll(1, dims=1), batch.inputs)  # (B, T): input t ← prediction t-1
+        if torch.equal(proposal, inputs):
+            return Decoded(first, pred, forwards)
+        inputs, pred, forwards = proposal, predict(proposal), forwards + 1
+    raise RuntimeError(f"greedy decoding did not settle after {forwards} forwards on {bound} fed-back positions; "
+                       "is the model causal?")
