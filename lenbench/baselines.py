@@ -18,8 +18,9 @@ Baselines (each a `register_baseline` call below, for the task kinds it declares
   ``tf_token_accuracy``) it reads the true previous answer token, which on `sort` scores well.
 - ``unigram`` (lm): the byte frequencies of the training split (add-one smoothed), so an lm that
   does no better has learned nothing about context.
-- a task's own heuristics (`Task.heuristics`), e.g. ``most-frequent`` (the most frequent answer
-  symbol read so far: the shortcut of recall with repeated values) and count's ``the-length``.
+- a task's own heuristics (`Task.heuristics`): ``most-frequent`` (the most frequent answer symbol
+  read so far: the shortcut of recall with repeated values), ``copy-input`` (reverse and sort: the
+  prompt's items in order) and count's ``the-length``.
 """
 
 from __future__ import annotations

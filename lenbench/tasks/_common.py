@@ -88,8 +88,27 @@ class ItemTransductionTask(Task):
         raise NotImplementedError
 
     def heuristics(self) -> dict:
-        """"The most frequent item read so far" (`most_frequent_so_far`)."""
-        return {"most-frequent": lambda inputs: most_frequent_so_far(inputs, range(self.vocab))}
+        """"The most frequent item read so far" (`most_frequent_so_far`), and "copy the input": the
+        i-th answer item is the i-th input item (for `copy` that is the task itself, so it keeps
+        only the first)."""
+        return {"most-frequent": lambda inputs: most_frequent_so_far(inputs, range(self.vocab)),
+                "copy-input": self.copy_input}
+
+    def copy_input(self, inputs: torch.Tensor) -> torch.Tensor:
+        """At each position t after the separator (at n), the input item t − n; before it, item 0.
+
+        Args:
+            inputs: (B, T) long, ``x_1 … x_n SEP …``.
+
+        Returns:
+            (B, T) long predictions.
+        """
+        T = inputs.shape[1]
+        is_sep = inputs == self.sep  # (B, T)
+        n = torch.where(is_sep.any(1), is_sep.int().argmax(1), T)  # (B,): the separator's position
+        t = torch.arange(T, device=inputs.device)  # (T,)
+        source = (t.unsqueeze(0) - n.unsqueeze(1)).clamp(min=0)  # (B, T): t − n, read before t
+        return torch.where(t.unsqueeze(0) >= n.unsqueeze(1), inputs.gather(1, source), torch.zeros_like(inputs))
 
     def sequence(self, items: list[int]) -> list[int]:
         """The full token sequence (prompt and answer) of one example with these `items`."""

@@ -14,7 +14,8 @@ from lenbench.tasks._common import most_frequent_so_far
 
 #: task → (params, length, its heuristics): every task that declares one.
 DECLARED = {
-    "copy": ({}, 6, ["most-frequent"]), "reverse": ({}, 6, ["most-frequent"]), "sort": ({}, 6, ["most-frequent"]),
+    "copy": ({}, 6, ["most-frequent"]), "reverse": ({}, 6, ["most-frequent", "copy-input"]),
+    "sort": ({}, 6, ["most-frequent", "copy-input"]),
     "addition": ({}, 3, ["most-frequent"]), "passkey": ({}, 30, ["most-frequent"]),
     "recall": ({}, 4, ["most-frequent"]), "count": ({}, 6, ["the-length"]),
 }
@@ -51,6 +52,15 @@ def test_declared_heuristics_are_causal_baseline_rows(name):
             assert torch.equal(predict(batch.inputs[:, :t]), full[:, :t])
     rows = baseline_rows(task, length, [1, 2], samples=8, tokens_per_batch=512, seed=0, base={"task": name})
     assert {r["encoding"] for r in rows} >= {f"baseline:{n}" for n in names}
+
+
+def test_copy_input_writes_the_prompt_in_order_after_the_separator():
+    task = build_task("sort")
+    batch = task.sample(8, 5, gen(2), split="eval")
+    seq = torch.cat([batch.inputs, batch.targets[:, -1:]], dim=1)  # (B, 11): x_1 … x_5 SEP y_1 … y_5
+    pred = task.copy_input(batch.inputs)  # (B, 10)
+    assert torch.equal(pred[:, 5:], seq[:, :5])  # at SEP and after: x_1 … x_5
+    assert (pred[:, :5] == 0).all()  # before the separator: nothing to copy yet
 
 
 def test_the_length_scores_the_share_of_samples_whose_count_is_the_length():
