@@ -16,6 +16,16 @@ CHANCE: dict[str, float] = {"addition": 0.1, "copy": 1.0 / 8, "count": 1.0 / 257
                             "reverse": 1.0 / 8, "sort": 1.0 / 8}
 
 
+#: The built-in negative controls (`Task.solvable_past_training` False): unsolvable past the
+#: training length by construction, so an entry above the floor there reveals a leak.
+NEGATIVE_CONTROLS: frozenset[str] = frozenset({"count"})
+
+
+def is_negative_control(task: str) -> bool:
+    """`task` is a built-in negative control (a plugin task never is, here)."""
+    return task in NEGATIVE_CONTROLS
+
+
 def task_order(tasks: Iterable[str]) -> list[str]:
     """`tasks`, deduplicated: the built-ins in `TASK_ORDER`, then any other by name."""
     return sorted(set(tasks), key=lambda t: (0, TASK_ORDER.index(t), "") if t in TASK_ORDER else (1, 0, t))

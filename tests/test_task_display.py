@@ -2,7 +2,7 @@
 
 import pytest
 
-from lenbench.task_display import CHANCE, TASK_ORDER, task_chance, task_order
+from lenbench.task_display import CHANCE, NEGATIVE_CONTROLS, TASK_ORDER, task_chance, task_order
 from lenbench.tasks import TASKS, build_task
 
 
@@ -25,3 +25,7 @@ def test_other_tasks_sort_after_the_built_ins_by_name_and_have_no_chance():
     assert task_chance("zeta") is None and task_chance("lm") is None
     assert task_chance("parity") == 0.5
 
+
+
+def test_the_negative_controls_are_the_tasks_unsolvable_past_training():
+    assert NEGATIVE_CONTROLS == {n for n in builtin_tasks() if not build_task(n).solvable_past_training}

@@ -15,6 +15,8 @@ same report's ``leaderboard.md`` (the same formatting, `lenbench.report.formatti
   means; the ranks carry the support);
 - each encoding's variant table (RoPE's scalings and fine-tunes): its rank-1 variants and where the
   encoding without a variant ranks among them;
+- on a negative control (`lenbench.task_display.NEGATIVE_CONTROLS`), whether any learned entry is
+  above the floor past the training length: a leak in the evaluation, flagged in bold;
 - failed cells, where any.
 
 It reads the long leaderboard (`Leaderboard.long`, or ``leaderboard.csv`` as written), so a test can
@@ -29,6 +31,7 @@ from lenbench.escape import md_text
 from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
 from lenbench.report.stats import LEARNED, NOT_LEARNED, UNCERTAIN
 from lenbench.results.values import to_bool
+from lenbench.task_display import is_negative_control
 
 ARROW = {True: "↑", False: "↓"}
 INTRO = ("Per board: the trained encodings that learned the task at 1× (the interval of the in-dist score clears "
@@ -138,6 +141,11 @@ def board_findings(board: pd.DataFrame) -> list[str]:
         lines.append(f"- floor ({md_text(floor)}, by {md_text(ranked_by)} past the training length): "
                      + (f"above it with support: {names(above)}" if len(above) else "no learned entry is above it")
                      + (f"; at the floor, not ranked: {names(at_floor)}" if len(at_floor) else ""))
+    if is_negative_control(task) and len(learned):
+        lines.append(f"- **leak**: {md_text(task)} cannot be solved past the training length (a negative control), "
+                     f"yet above its floor there: {names(above)}; the evaluation hands these entries the answer"
+                     if len(above) else
+                     "- negative control: no learned entry is above its floor past the training length, as none can be")
     ranked = models[models["rank"].notna()]
     if len(ranked) == 1:
         lines.append(f"- only {md_text(ranked['series'].iloc[0])} is ranked: nothing to rank it against "

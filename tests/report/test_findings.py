@@ -115,6 +115,24 @@ def test_a_plain_encoding_at_rank_one_of_its_variant_table_is_named_once():
     assert "without a variant" not in lm
 
 
+@pytest.mark.parametrize("leaks", [False, True])
+def test_a_negative_control_flags_an_entry_above_its_floor_as_a_leak(leaks):
+    rows = board(entry("alibi", past=0.49, lo=0.45, hi=0.53, task="count", metric="exact_match", hib=True),
+                 entry("rope", past=0.90, lo=0.85, hi=0.95, rank=1, task="count", metric="exact_match", hib=True))
+    rows["above_floor"] = rows["series"].eq("rope") & leaks
+    rows["learnability"] = "learned"
+    rows["complete"] = True
+    floor = rows[rows["statistic"] == "past_train_mean"].assign(statistic="margin over baseline:the-length")
+    count = section(findings_markdown(pd.concat([rows, floor], ignore_index=True)), "count")
+    flat = " ".join(count.split())
+    if leaks:
+        assert ("- **leak**: count cannot be solved past the training length (a negative control), yet above its "
+                "floor there: rope; the evaluation hands these entries the answer") in flat
+    else:
+        assert "- negative control: no learned entry is above its floor past the training length, as none can be" in flat
+        assert "leak" not in flat
+
+
 def test_failed_lengths_are_counted():
     text = findings_markdown(board(entry("rope", past=7.0, lo=6.0, hi=8.0, rank=1, n_failed=2.0),
                                    entry("alibi", past=7.5, lo=7.0, hi=8.0, rank=1, n_failed=1.0)))
