@@ -29,6 +29,9 @@ def test_task_table_names_each_tasks_trivial_baselines_and_paper():
         task = build_task(name)
         scored = [b.name for b in task_baselines(task)]
         assert code_spans(r["trivial baselines"]) == scored, f"task {name!r} is scored with the baselines {scored}"
+        fraction = r["chance"].split("/")
+        chance = None if r["chance"] == "–" else int(fraction[0]) / int(fraction[1])
+        assert chance == task.chance, f"task {name!r}: its chance is {task.chance}, the page says {r['chance']}"
         cited = task.paper.split(",")[0]
         assert cited and r["paper"] == cited, f"task {name!r} cites {cited!r}, the page says {r['paper']!r}"
 
