@@ -12,7 +12,8 @@ prediction into the next position wherever the batch feeds answers back (`Batch.
 the model again; stop when no input changes. Because the model is causal, the k-th fed-back
 position is final after k rounds (its prediction depends on earlier inputs only), so the iteration
 ends after at most (fed-back positions + 1) forwards and its fixed point is exactly the greedy
-decode. A model that answers right under teacher forcing changes nothing in the first round:
+decode. An example that settles leaves the batch, so each forward runs on the examples still
+changing; a model that answers right under teacher forcing changes nothing in the first round, and
 its generation costs no forward beyond the teacher-forced one.
 
 By induction over the answer, generated exact match equals teacher-forced exact match (every
@@ -38,7 +39,8 @@ class Decoded:
         teacher_forced: (B, T) long, the argmax at each position with the true inputs.
         generated: (B, T) long, the argmax at each position with the model's own answers fed back
             (equal to `teacher_forced` where the batch feeds no answer back).
-        forwards: forward passes made beyond the teacher-forced one.
+        forwards: forward passes made beyond the teacher-forced one (each on the examples still
+            changing).
     """
 
     teacher_forced: torch.Tensor
@@ -68,12 +70,17 @@ def generate(predict: Callable[[torch.Tensor], torch.Tensor], batch: Batch,
     fed = batch.fed_back  # (B, T) bool
     if not bool(fed.any()):
         return Decoded(first, first, 0)
-    inputs, pred, forwards = batch.inputs, first, 0
+    inputs, pred, forwards = batch.inputs.clone(), first.clone(), 0
+    active = torch.arange(len(inputs), device=inputs.device)  # (A,) the examples still changing
     bound = int(fed.sum(1).max())  # the k-th fed-back position is final after k rounds
-    for _ in range(bound + 1):
-        proposal = torch.where(fed, pred.roll(1, dims=1), batch.inputs)  # (B, T): input t ← prediction t-1
-        if torch.equal(proposal, inputs):
+    for _ in range(2 * (bound + 1)):  # twice the bound: room for a near-tie argmax that a batch of another size flips
+        proposal = torch.where(fed[active], pred[active].roll(1, dims=1), batch.inputs[active])  # (A, T): t ← pred t-1
+        moving = (proposal != inputs[active]).any(dim=1)  # (A,)
+        if not bool(moving.any()):
             return Decoded(first, pred, forwards)
-        inputs, pred, forwards = proposal, predict(proposal), forwards + 1
+        active = active[moving]  # a settled example is at its fixed point: it leaves the batch
+        inputs[active] = proposal[moving]
+        pred[active] = predict(inputs[active])
+        forwards += 1
     raise RuntimeError(f"greedy decoding did not settle after {forwards} forwards on {bound} fed-back positions; "
                        "is the model causal?")

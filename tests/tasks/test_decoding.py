@@ -81,7 +81,7 @@ def test_a_model_right_under_teacher_forcing_costs_no_extra_forward():
 def test_an_iteration_that_never_settles_is_an_error():
     task = build_task("copy")
     batch = task.sample(2, 4, gen(0))
-    with pytest.raises(RuntimeError, match="did not settle after 4 forwards on 3 fed-back positions; is the model causal"):
+    with pytest.raises(RuntimeError, match="did not settle after 8 forwards on 3 fed-back positions; is the model causal"):
         generate(lambda x: (x.roll(-1, dims=1) + 1) % task.vocab_size, batch)  # reads the next position
 
 
