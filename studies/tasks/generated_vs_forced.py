@@ -49,7 +49,7 @@ def main() -> None:
         print("| entry | exact match 1x | token accuracy past training: generated | teacher-forced |")
         print("|---|---|---|---|")
         for enc, e in t.groupby("encoding", sort=False):
-            def mean(metric: str, past: bool) -> float:
+            def mean(metric: str, past: bool, e: pd.DataFrame = e) -> float:
                 sel = e[(e.metric == metric) & ((e.ratio > 1) if past else (e.ratio == 1))]
                 return sel.groupby("seed").value.mean().mean()
             print(f"| {enc} | {mean('exact_match', False):.3f} | {mean('token_accuracy', True):.3f} | "
