@@ -36,6 +36,7 @@ import torch
 from lenbench import metrics
 from lenbench.evaluate import (
     METRICS,
+    decoded_sums,
     encode_samples,
     eval_batches,
     metric_transform,
@@ -105,8 +106,7 @@ def task_baselines(task: Task) -> list[Baseline]:
 
 def _predictor_scores(predict, task: Task, batch) -> dict[str, tuple[list, list]]:
     """A trivial predictor scored as a model is: its generated and its teacher-forced answers."""
-    decoded = generate(predict, batch)
-    return sample_sums(decoded.generated == batch.targets, None, batch.loss_mask, decoded.teacher_forced == batch.targets)
+    return decoded_sums(generate(predict, batch), batch)
 
 
 @functools.lru_cache(maxsize=4)

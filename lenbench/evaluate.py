@@ -20,8 +20,8 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
     metric_transform,
 )
 from lenbench.results.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
-from lenbench.tasks.base import Task
-from lenbench.tasks.decoding import generate
+from lenbench.tasks.base import Batch, Task
+from lenbench.tasks.decoding import Decoded, generate
 from lenbench.tasks.eval_data import eval_batches, eval_generator  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # annotations only: the evaluation runs any model it is given
@@ -62,6 +62,11 @@ def sample_sums(pred_hit: torch.Tensor, nll: torch.Tensor | None, mask: torch.Te
     return {m.name: (sums[m.sums][0].tolist(), sums[m.sums][1].tolist()) for m in metrics.registered() if m.sums in sums}
 
 
+def decoded_sums(decoded: Decoded, batch: Batch, nll: torch.Tensor | None = None) -> dict[str, tuple[list, list]]:
+    """`sample_sums` of a decoded batch: its generated and teacher-forced predictions against the targets."""
+    return sample_sums(decoded.generated == batch.targets, nll, batch.loss_mask, decoded.teacher_forced == batch.targets)
+
+
 @torch.no_grad()
 def evaluate_length(
     model: Transformer, task: Task, length: int, *, samples: int, tokens_per_batch: int, seed: int,
@@ -85,8 +90,7 @@ def evaluate_length(
         logits = model(batch.inputs).float()  # (B, T, V)
         nll = F.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")  # (B, T)
         decoded = generate(lambda x: model(x).argmax(-1), batch, teacher_forced=logits.argmax(-1))
-        hits = (decoded.generated == batch.targets, nll, batch.loss_mask, decoded.teacher_forced == batch.targets)
-        for metric, (n, d) in sample_sums(*hits).items():
+        for metric, (n, d) in decoded_sums(decoded, batch, nll).items():
             num[metric] += n
             den[metric] += d
     values = {m: metric_transform(m, math.fsum(num[m]) / math.fsum(den[m])) for m in task_metrics(task)}
