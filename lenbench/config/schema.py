@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,10 @@ class TrainSpec:
 class EvalSpec:
     """Evaluation settings: ratios of the training length and how many samples per length.
 
+    `dense_until` adds every length from the training length up to `dense_until` times it (0: off):
+    a dense axis where models fall off, between the sparse `ratios` (Delétang et al. 2023 evaluate
+    every length). A cell's EvalSpec holds the expanded ratios (`at`), so its id names exactly the
+    lengths it evaluates and a suite without `dense_until` keeps its cell ids.
     `tokens_per_batch` bounds the memory of one evaluation batch (batch = tokens // seq_len).
     `memory_budget_gb` caps an evaluation's estimated peak memory (0: half the memory available,
     or env LENBENCH_MEMORY_BUDGET_GB; see `lenbench.run.memory`); batches shrink to fit it. It changes
@@ -123,6 +128,18 @@ class EvalSpec:
     samples: int = 64
     tokens_per_batch: int = 16384
     memory_budget_gb: float = 0.0
+    dense_until: float = 0.0
+
+    def at(self, train_len: int) -> EvalSpec:
+        """The settings of a cell trained at `train_len`: `ratios` with every length ``train_len …
+        dense_until · train_len`` added as its ratio ``length / train_len``, ascending, and
+        `dense_until` 0. E.g. ratios (1, 4), dense_until 2, train_len 4: 1, 1.25, 1.5, 1.75, 2, 4."""
+        if not self.dense_until:
+            return self
+        by_length = {max(1, round(r * train_len)): r for r in self.ratios}  # a given ratio wins its length
+        for n in range(train_len, math.floor(self.dense_until * train_len + 1e-9) + 1):
+            by_length.setdefault(n, n / train_len)
+        return dataclasses.replace(self, ratios=tuple(by_length[n] for n in sorted(by_length)), dense_until=0.0)
 
 
 
@@ -259,7 +276,7 @@ class Suite:
         task entry's effective training and evaluation settings (`TaskSpec.train_spec`, `eval_spec`)."""
         return [
             Cell(suite=self.name, task=t, train_len=n, encoding=e, seed=s, model=t.model_spec(self.model),
-                 train=t.train_spec(self.train), eval=t.eval_spec(self.eval), variants=self.variants)
+                 train=t.train_spec(self.train), eval=t.eval_spec(self.eval).at(n), variants=self.variants)
             for t in self.tasks for n in t.train_len for e in self.encodings for s in self.seeds
         ]
 
@@ -293,7 +310,8 @@ class Cell:
         (``task_label``) only when the entry gives one, so unlabelled cells keep their ids."""
         labelled = {"task_label": self.task.label} if self.task.label else {}
         return {**self.training_config(), **labelled, "label": self.encoding.key,
-                "eval": {k: v for k, v in dataclasses.asdict(self.eval).items() if k != "memory_budget_gb"},
+                "eval": {k: v for k, v in dataclasses.asdict(self.eval).items()
+                         if k not in ("memory_budget_gb", "dense_until")},  # dense_until: expanded into ratios
                 "variants": [dataclasses.asdict(v) for v in self.variants]}
 
     @property

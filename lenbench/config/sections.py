@@ -58,6 +58,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.grad_clip": (lambda v: v > 0, "> 0 (.inf: no clipping)"),
     "eval.samples": (lambda v: v >= 1, ">= 1"),
     "eval.tokens_per_batch": (lambda v: v >= 1, ">= 1"),
+    "eval.dense_until": (lambda v: v == 0 or 1 <= v < math.inf, "0 (off) or a ratio >= 1"),
     "eval.memory_budget_gb": (lambda v: 0 <= v < math.inf, "0 for automatic, or a positive finite number of GiB"),
     "variants.finetune_steps": (lambda v: v >= 0, ">= 0"),
     "variants.finetune_ratio": (lambda v: 1 <= v < math.inf, ">= 1 and finite, with finetune_steps > 0"),

@@ -224,10 +224,9 @@ def check_eval_lengths(suite: Suite) -> None:
             task = build_task(spec.name, **spec.params)
         except Exception:  # a task that cannot be built (e.g. an unreadable lm corpus) fails its own cells
             continue
-        ratios = sorted({*spec.eval_spec(suite.eval).ratios, *(v.finetune_ratio for v in suite.variants
-                                                              if v.finetune_steps)})
+        tuned = {v.finetune_ratio for v in suite.variants if v.finetune_steps}
         for train_len in spec.train_len:
-            for ratio in ratios:
+            for ratio in sorted({*spec.eval_spec(suite.eval).at(train_len).ratios, *tuned}):
                 length = max(1, round(ratio * train_len))
                 try:
                     task.seq_len(length)

@@ -127,6 +127,23 @@ def test_a_model_override_changes_that_entrys_cells_alone_and_a_later_field_at_i
     assert [c.cell_id for c in explicit] == [c.cell_id for c in plain]
 
 
+def test_a_dense_axis_adds_every_length_to_its_ratio_and_leaves_other_entries_ids_alone():
+    """eval.dense_until adds every length from train_len to dense_until · train_len, as ratios: the
+    cell's EvalSpec holds them (its id names them), the run checks and evaluates each."""
+    dense = {"name": "copy", "train_len": 4, "label": "copy_dense", "eval": {"ratios": [1, 4], "dense_until": 2}}
+    suite = parse_suite(tiny(*TINY_SUITE["tasks"], dense))
+    cells = {c.title: c for c in suite.cells()}
+    for c in (c for c in cells.values() if c.task.key == "copy_dense"):
+        assert c.eval.ratios == (1, 1.25, 1.5, 1.75, 2.0, 4) and c.eval.dense_until == 0
+        assert list(c.config()["eval"]["ratios"]) == [1, 1.25, 1.5, 1.75, 2.0, 4] and "dense_until" not in c.config()["eval"]
+        assert [max(1, round(r * c.train_len)) for r in c.eval.ratios] == [4, 5, 6, 7, 8, 16]
+    for c in parse_suite(tiny()).cells():  # entries without it: the cells of main
+        assert cells[c.title].cell_id == c.cell_id
+    # a given ratio keeps its spelling where the dense axis lands on the same length
+    odd = parse_suite(tiny({"name": "copy", "train_len": 3, "eval": {"ratios": [1, 1.3, 8], "dense_until": 2}}))
+    assert odd.cells()[0].eval.ratios == (1, 1.3, 5 / 3, 2.0, 8)
+
+
 # --- validation: exactly like the suite's sections --------------------------------------------------
 
 
@@ -134,7 +151,8 @@ def test_a_model_override_changes_that_entrys_cells_alone_and_a_later_field_at_i
     ({"train": {"stepz": 3}}, "unknown key tasks[0].train.stepz; did you mean 'steps'? (valid: steps, batch_size, lr, "
                               "warmup, weight_decay, grad_clip, length_sampling)"),
     ({"eval": {"sample": 3}}, "unknown key tasks[0].eval.sample; did you mean 'samples'? (valid: ratios, samples, "
-                              "tokens_per_batch, memory_budget_gb)"),
+                              "tokens_per_batch, memory_budget_gb, dense_until)"),
+    ({"eval": {"dense_until": 0.5}}, "tasks[0].eval.dense_until = 0.5 is out of range (valid: 0 (off) or a ratio >= 1)"),
     ({"train": {"steps": 0}}, "tasks[0].train.steps = 0 is out of range (valid: >= 1)"),
     ({"train": {"grad_clip": -1.0}}, "tasks[0].train.grad_clip = -1.0 is out of range (valid: > 0 (.inf: no clipping))"),
     ({"train": {"lr": "fast"}}, "tasks[0].train.lr must be float, got 'fast'"),
