@@ -6,7 +6,8 @@ Measurements are joined on (task, encoding, variant, train_len, eval_len, ratio,
 ``tolerance × |base|`` (relative; the default 0 flags any worse value, since same-platform runs are
 deterministic). A measurement that was ok and now failed is a regression; one that failed and is
 now ok an improvement. When either side is a leaderboard CSV, both are compared at the leaderboard
-level instead: the statistics in_dist, past_train_mean and max_ratio_within_10pct per (task,
+level instead: the statistics of `lenbench.report.stats.STATS` (in_dist, past_train_mean,
+past_train_area, effective_length, retention, degradation) per (task,
 train_len, encoding, variant), ranks left out (one entry's gain moves every other entry's rank).
 
 Cells: a cell that diverged stores no rows, so cells are compared as well, on (task, encoding,

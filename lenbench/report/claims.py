@@ -2,8 +2,8 @@
 
 A claim is one comparison on one or more boards: entry A against entries B… (`CLAIMS`). Every
 comparison is the leaderboard's paired t test over seeds (`lenbench.report.intervals.estimate` of
-the per-seed differences, the same seeds and evaluation samples) on mean past train of the metric
-the board ranks by, and on boards whose metric is built from nll sums (lm) also on the
+the per-seed differences, the same seeds and evaluation samples) on the area past train
+(`lenbench.report.stats.RANK_STAT`) of the metric the board ranks by, and on boards whose metric is built from nll sums (lm) also on the
 *degradation* (nll past the training length − nll at 1×, in nats): the claims are about holding
 up past the training length, which the level alone confounds with in-distribution fit. All
 comparisons of all claims form one family, Holm-corrected at `lenbench.report.ranks.ALPHA`.
@@ -112,8 +112,9 @@ class _Test:
 
 
 def _statistics(board: stats.Board, key) -> list[str]:
-    """The statistics a claim is judged on: mean past train, and degradation where it is defined."""
-    out = ["past_train_mean"]
+    """The statistics a claim is judged on: the area past train (the board's ranking statistic), and
+    degradation where it is defined."""
+    out = [stats.RANK_STAT]
     if not math.isnan(float(pd.Series(board.seed_stats[key]["degradation"].theta).mean())):
         out.append("degradation")
     return out
@@ -140,7 +141,7 @@ def judge(board: Leaderboard, claims=CLAIMS) -> list[tuple[Claim, list[str]]]:
                 if not learned:
                     continue
                 for stat in _statistics(b, key[c.a]):
-                    better_high = hib if stat == "past_train_mean" else False
+                    better_high = hib if stat == stats.RANK_STAT else False
                     for s in c.bs:
                         diff = b.seed_stats[key[c.a]][stat] - b.seed_stats[key[s]][stat]
                         tests.append(_Test(i, task, int(train_len), stat, s,
@@ -172,23 +173,21 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
 
     def show(s: str) -> str:
         r = t.loc[s]
-        score = (fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)
-                 if metric == r["metric"] else
-                 fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
-                         r["secondary_past_train_mean_ci_high"], metric))
+        stat = stats.RANK_STAT if metric == r["metric"] else f"secondary_{stats.RANK_STAT}"
+        score = fmt_ci(r[stat], r[f"{stat}_ci_low"], r[f"{stat}_ci_high"], metric)
         if r["learnability"] != stats.LEARNED:
             return f"{s} {score} ({r['learnability']})"
         rank = r[c.table]
         return f"{s} {score}" + (f" (rank {int(rank)})" if rank == rank else "")
 
-    text = f"On {where}, {metric} past the training length: {show(c.a)} against {', '.join(show(s) for s in c.bs)}"
+    text = f"On {where}, area of {metric} past the training length: {show(c.a)} against {', '.join(show(s) for s in c.bs)}"
     if not w["learned"]:
         return text + ": **cannot tell** (an entry did not learn the task at 1× with support)."
     parts = []
     for stat in w["statistics"]:
         own = [x for x in tests if x.statistic == stat]
         sides = [(1 if x.est.mean > 0 else -1) if x.reject else 0 for x in own]
-        if stat == "past_train_mean":
+        if stat == stats.RANK_STAT:
             parts.append(f"{text}: **{_verdict(sides)}**")
         else:
             r = t.loc[c.a]
@@ -200,7 +199,7 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
 
 
 INTRO = ("Each claim is judged by the board's own paired test: the t test over seeds of A − B (same seeds, same "
-         "evaluation samples) on mean past train of the metric the board ranks by and, for lm, on the degradation "
+         "evaluation samples) on the area past train of the metric the board ranks by and, for lm, on the degradation "
          "(nll past the training length minus nll at 1×, the same scored bytes), every comparison of every claim "
          f"Holm-corrected together at a family-wise {ranks.ALPHA:g}. *agrees*: A better than every B with support; "
          "*disagrees*: worse than every B; *not separated*: no comparison supported; *mixed*: otherwise; *cannot "

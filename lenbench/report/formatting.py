@@ -1,6 +1,6 @@
 """Number formatting and markdown primitives of the report's tables: a value, a value with its
-interval's half-width, a "holds to" ratio, a rank with why an entry is unranked, hard-wrapped prose,
-a GitHub markdown table and exact CSV text.
+interval's half-width, an effective-length ratio, a rank with why an entry is unranked,
+hard-wrapped prose, a GitHub markdown table and exact CSV text.
 
 The leaderboard's markdown (`lenbench.report.markdown`), the page, the findings and the claims
 format their numbers here, so one value reads the same everywhere.
@@ -45,12 +45,12 @@ def fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
 
 
 def holds_nothing(r: dict) -> bool:
-    """An entry whose in-dist score is 0 on a higher-is-better metric: "holds to" is n/a for it."""
+    """An entry whose in-dist score is 0 on a higher-is-better metric: its effective length is n/a."""
     return bool(r["higher_is_better"]) and r["in_dist"] == 0
 
 
 def fmt_ratio(mean: float, *, holds_nothing: bool = False) -> str:
-    """"Holds to": a ratio, never with an interval (it is discrete)."""
+    """An effective length: a ratio, never with an interval (it is discrete)."""
     if holds_nothing:
         return "n/a"
     return "–" if math.isnan(mean) else f"{mean:g}×"

@@ -31,11 +31,13 @@ from lenbench.report.rows import (
 )
 from lenbench.report.tables import Leaderboard, ratio_label
 
-#: What "holds to" means, where a table shows it (leaderboard.md and the page quote this one sentence).
-HOLDS_TO = (f"*holds to*: the largest length ratio up to which every score stays within {stats.WITHIN * 100:g} % of the in-dist "
-            f"score (at least {(1 - stats.WITHIN) * 100:g} % of it; for perplexity at most {(1 + stats.WITHIN) * 100:g} %), of the "
-            "mean over seeds (a discrete statistic: no interval); n/a for an entry whose in-dist score is 0, such as "
-            "one at zero everywhere: it has nothing to hold.")
+#: What "effective length" means, where a table shows it (leaderboard.md and the page quote this one sentence).
+EFFECTIVE_LENGTH = (f"*effective length*: the longest length ratio up to which every score keeps at least "
+                    f"{(1 - stats.WITHIN) * 100:g} % of the entry's own in-dist score (for perplexity at most "
+                    f"{(1 + stats.WITHIN) * 100:g} %) and stays above the board's best trivial baseline at that length "
+                    "(RULER's effective length, as a ratio of the training length), of the mean over seeds; 1× when the "
+                    "first length past training fails; – when the in-dist score itself is not above the baseline, n/a "
+                    "when it is 0; a discrete statistic: no interval.")
 #: The rank column's marks (leaderboard.md, summary.md and the page quote this one sentence).
 RANK_MARKS = ("\"=3\": a rank shared by entries the data do not separate; *?*: uncertain whether learned at 1× (the "
               "interval of its in-dist score straddles the threshold); *n/l*: not learned at 1×; *inc*: a length or "
@@ -60,7 +62,7 @@ def entry_label(r: dict) -> str:
     return r["series"] + (" (not learned)" if r["not_learned"] else "")
 
 
-BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r", "r"]
+BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r", "r", "r"]
 
 
 def board_second(rows: pd.DataFrame) -> str:
@@ -79,9 +81,9 @@ def board_header(metric: str, hib: bool, second: str = "", degradation: bool = F
     nll past the training length minus the nll at 1× after retention."""
     arrow = {True: "↑", False: "↓"}
     extra = [f"past train {second} {arrow[bool(METRICS.get(second, True))]}"] if second else []
-    return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"mean past train {arrow[hib]}", *extra,
-            "margin over floor ↑", "retention ↑", *(["degradation (nats) ↓"] if degradation else []),
-            "holds to (ratio) ↑", "failed lengths ↓", "seeds"]
+    return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"area past train {arrow[hib]}", *extra,
+            "margin over floor ↑", "effective length ↑", f"mean past train {arrow[hib]}", "retention ↑",
+            *(["degradation (nats) ↓"] if degradation else []), "failed lengths ↓", "seeds"]
 
 
 def board_align(second: str = "", degradation: bool = False) -> list[str]:
@@ -92,23 +94,27 @@ def board_align(second: str = "", degradation: bool = False) -> list[str]:
 def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[list[str]]:
     """The formatted cells of a main (`rank_col` "rank") or variant ("variant_rank") table: rank
     (`RANK_MARKS`), series, then ``mean ± half-width`` of each statistic, the margin over the floor
-    (of the metric the board ranks by), failed lengths and seeds, one list per row of `table`
-    (`Leaderboard.per_task` rows)."""
+    (of the metric the board ranks by), the effective length, failed lengths and seeds, one list per
+    row of `table` (`Leaderboard.per_task` rows)."""
     ranks = list(table[rank_col])
     second = board_second(table)
     degrades = board_degrades(table)
     return [[entry_rank(r, rank_col, ranks), entry_label(r),
              fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
-             fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric),
-             *([fmt_ci(r["secondary_past_train_mean"], r["secondary_past_train_mean_ci_low"],
-                        r["secondary_past_train_mean_ci_high"], second)] if second else []),
+             fmt_stat(r, stats.RANK_STAT, metric),
+             *([fmt_stat(r, f"secondary_{stats.RANK_STAT}", second)] if second else []),
              "–" if r["kind"] == "baseline" or math.isnan(r["margin"]) else
              fmt_ci(r["margin"], r["margin_ci_low"], r["margin_ci_high"], r["ranked_by"]).replace("fail", "–"),
-             fmt_ci(r["retention"], r["retention_ci_low"], r["retention_ci_high"], "retention"),
-             *([fmt_ci(r["degradation"], r["degradation_ci_low"], r["degradation_ci_high"], "retention")]
-               if degrades else []),
-             fmt_ratio(r["max_ratio_within_10pct"], holds_nothing=holds_nothing(r)),
+             "–" if r["kind"] == "baseline" else fmt_ratio(r["effective_length"], holds_nothing=holds_nothing(r)),
+             fmt_stat(r, "past_train_mean", metric),
+             fmt_stat(r, "retention", "retention"),
+             *([fmt_stat(r, "degradation", "retention")] if degrades else []),
              f"{r['n_failed']:g}", str(r["n_seeds"])] for r in table.to_dict("records")]
+
+
+def fmt_stat(r: dict, stat: str, metric: str) -> str:
+    """``mean ± half-width`` of statistic `stat` of one `Leaderboard.per_task` record."""
+    return fmt_ci(r[stat], r[f"{stat}_ci_low"], r[f"{stat}_ci_high"], metric)
 
 
 def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
@@ -117,7 +123,7 @@ def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
     sign = -1.0 if bool(table["higher_is_better"].iloc[0]) else 1.0
 
     def key(i: int) -> tuple:
-        rank, past = table["variant_rank"].iloc[i], table["past_train_mean"].iloc[i]
+        rank, past = table["variant_rank"].iloc[i], table[stats.RANK_STAT].iloc[i]
         return (math.inf if math.isnan(rank) else rank, math.inf if math.isnan(past) else sign * past,
                 variant_sort_key(table["variant"].iloc[i]))
 
@@ -138,8 +144,8 @@ def floor_sentence(rows: pd.DataFrame) -> str | None:
     level = ""
     if len(base) and by == rows["metric"].iloc[0]:
         b = base.iloc[0]
-        level = f" ({fmt_ci(b['past_train_mean'], b['past_train_mean_ci_low'], b['past_train_mean_ci_high'], by)})"
-    return (f"Floor: {named[0]}{level}, the best trivial baseline by {by} past the training length; "
+        level = f" ({fmt_stat(b, stats.RANK_STAT, by)})"
+    return (f"Floor: {named[0]}{level}, the best trivial baseline by the area of {by} past the training length; "
             f"{above} of {len(learned)} learned models are above it with support (the 95 % interval of the margin).")
 
 
@@ -221,9 +227,12 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
 #: The sentence on the statistics every leaderboard.md opens with (docs/statistics.md says more).
 STATISTICS_NOTE = ("↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its "
                    "95 % interval: a t interval over the seeds (the unit of replication), never narrower than the "
-                   "evaluation samples allow. *In-dist*: score at the training length; *mean past train*: mean over "
-                   "ratios > 1 (a failed length scores 0 accuracy / infinite perplexity); *margin over floor*: mean "
-                   "past train minus the best trivial baseline's (better positive); *retention*: (score − chance) / "
+                   "evaluation samples allow. *In-dist*: score at the training length; *area past train*: the area "
+                   "under the score-vs-length curve past the training length per doubling of length (the trapezoid "
+                   "rule over log2 of the ratio, the 1× end valued at the first ratio past it; each doubling weighs "
+                   "the same however densely it was evaluated); *mean past train*: the plain mean over ratios > 1 (a "
+                   "failed length scores 0 accuracy / infinite perplexity in both); *margin over floor*: area past "
+                   "train minus the best trivial baseline's (better positive); *retention*: (score − chance) / "
                    "(in-dist − chance) averaged past 1× (ppl: in-dist / ppl); *degradation* (lm): nll past the training "
                    "length minus nll at 1×, in nats, on the same scored bytes; ")
 
@@ -242,8 +251,8 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
         one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
         parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
                   f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha']}.", ""]
-    parts += [STATISTICS_NOTE + f"{HOLDS_TO} Rank = 1 + the number of entries better with support: the paired t test "
-              "on the seeds' differences in mean past train, Holm-corrected over every pair of the table at a "
+    parts += [STATISTICS_NOTE + f"{EFFECTIVE_LENGTH} Rank = 1 + the number of entries better with support: the paired "
+              "t test on the seeds' differences in area past train, Holm-corrected over every pair of the table at a "
               f"family-wise {ALPHA:g}. {RANK_MARKS}", ""]
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
         parts += _board_sections(board, task, int(train_len), rows)
@@ -282,14 +291,16 @@ def summary_ratios(wide: pd.DataFrame, ratios: Iterable[float] | None = None) ->
 
 
 def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
-    """Lines of a summary table: rank, series, the metric at each ratio column, mean past train."""
+    """Lines of a summary table: rank, series, the metric at each ratio column, area past train,
+    effective length."""
     ranks = list(table[rank_col])
     lines = []
     for r in table.to_dict("records"):
         w = wide.loc[(r["encoding"], r["variant"])]
         lines.append([entry_rank(r, rank_col, ranks), entry_label(r),
                       *(fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
-                      fmt_ci(r["past_train_mean"], r["past_train_mean_ci_low"], r["past_train_mean_ci_high"], metric)])
+                      fmt_stat(r, stats.RANK_STAT, metric),
+                      "–" if r["kind"] == "baseline" else fmt_ratio(r["effective_length"], holds_nothing=holds_nothing(r))])
     return lines
 
 
@@ -307,8 +318,9 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None) 
         wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
             ["encoding", "variant"])
         cols = summary_ratios(wide, ratios)
-        header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"mean past train {arrow[hib]}"]
-        align = ["r", "l", *["r"] * (len(cols) + 1)]
+        header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"area past train {arrow[hib]}",
+                  "effective length ↑"]
+        align = ["r", "l", *["r"] * (len(cols) + 2)]
         parts += [f"**{md_text(task)}** (train length {train_len}, {md_text(metric)} {arrow[hib]})", ""]
         note = secondary.ranking_note(rows)
         if note:

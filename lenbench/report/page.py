@@ -12,8 +12,9 @@ one table per encoding with inference-time variants; every table sorts by a clic
 and filters by the text typed above it. Then the overall ranking, the figures (`Figure`), each with
 its caption: the ``CAPTION`` of its plot module, kept there once so docs can quote it, and the
 panels it left out, the cost view (when the source is a benchmark JSON with kernel timings) and a
-provenance footer. The lede defines the tables' terms; "holds to" is `lenbench.report.markdown.HOLDS_TO`. The cells are
-the strings of `leaderboard.md` (`lenbench.report.markdown.board_table_rows`), so the two never disagree.
+provenance footer. The lede defines the tables' terms; "effective length" is
+`lenbench.report.markdown.EFFECTIVE_LENGTH`. The cells are the strings of `leaderboard.md`
+(`lenbench.report.markdown.board_table_rows`), so the two never disagree.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pandas as pd
 
 from lenbench.report.formatting import fmt_ci, fmt_seconds, fmt_times
 from lenbench.report.markdown import (
-    HOLDS_TO,
+    EFFECTIVE_LENGTH,
     OVERALL_HEADER,
     OVERALL_NOTE,
     RANK_MARKS,
@@ -265,7 +266,7 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
             "Every score is the mean over seeds ± the half-width of its 95 % t interval over the seeds; "
             "rank = 1 + the number of entries better with statistical support (the paired test, Holm-corrected over "
             f"the table); {_md_emphasis(RANK_MARKS)} "
-            f"{_md_emphasis(HOLDS_TO)} Click a column header to sort, type above a task's tables to filter them.")
+            f"{_md_emphasis(EFFECTIVE_LENGTH)} Click a column header to sort, type above a task's tables to filter them.")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',

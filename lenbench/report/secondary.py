@@ -5,7 +5,7 @@ Every task kind declares its secondary metric with the reason (`lenbench.metrics
 ``secondary_for`` and ``why``): token accuracy for sequence tasks, bits per byte for lm. The
 leaderboard (`lenbench.report.tables.leaderboard`) adds to each board's entries
 
-- ``secondary_metric`` and its ``secondary_in_dist`` / ``secondary_past_train_mean`` with their
+- ``secondary_metric`` and its ``secondary_in_dist`` / ``secondary_past_train_area`` with their
   95 % intervals (the same seed-level statistics, `lenbench.report.stats.board_statistics`);
 - ``ranked_by``: the metric the board's ranks use. That is the primary, unless it *cannot rank*:
   no learned model is above the board's floor on it (the best trivial baseline, or the metric's
@@ -24,7 +24,7 @@ from lenbench.metrics import METRICS, get_metric, secondary_metric
 from lenbench.report import stats
 
 #: The secondary statistics each entry carries (each with ``_ci_low`` / ``_ci_high``).
-STATS = ("in_dist", "past_train_mean")
+STATS = ("in_dist", stats.RANK_STAT)
 COLUMNS = ("ranked_by", "secondary_metric",
            *(f"secondary_{s}{suffix}" for s in STATS for suffix in ("", "_ci_low", "_ci_high")))
 #: The columns that follow the metric the board ranks by.

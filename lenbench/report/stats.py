@@ -11,11 +11,24 @@ Holm-corrected) are `lenbench.report.ranks`'s.
 
 **Statistics of a series** (`STATS`; a failed length scores the metric's worst value: 0 for
 accuracies, +inf for perplexity): ``in_dist`` (ratio 1), ``past_train_mean`` (mean over ratios >
-1), ``retention`` (mean over ratios > 1 of (score − chance) / (score₁ₓ − chance), chance from the
-``baseline:chance`` rows; score₁ₓ / score for lower-is-better metrics), ``degradation`` (metrics
-built from nll sums: mean nll past the training length − nll at 1×, in nats, on the same scored
-samples; NaN otherwise) and ``max_ratio_within_10pct`` ("holds to": the largest ratio up to which
-every score stays within 10 % of in_dist; discrete, so it has no interval).
+1), ``past_train_area`` (the area under the score-vs-length curve past the training length, per
+doubling of length: the trapezoid rule over log2(ratio) from 1× to the board's longest ratio, the
+1× end valued at the first ratio past it so the in-distribution score never enters, divided by
+log2 of the longest ratio; a weighted mean of the scores past 1× in which each doubling of length
+weighs the same, however densely it was evaluated — DeepMind's mean over unseen lengths
+(Delétang et al. 2023) on a log-length axis), ``retention`` (mean over ratios > 1 of (score −
+chance) / (score₁ₓ − chance), chance from the ``baseline:chance`` rows; score₁ₓ / score for
+lower-is-better metrics), ``degradation`` (metrics built from nll sums: mean nll past the training
+length − nll at 1×, in nats, on the same scored samples; NaN otherwise) and
+``effective_length`` (RULER's effective length, Hsieh et al. 2024, as a ratio of the training
+length: the longest evaluated ratio up to which every score keeps at least 90 % of the entry's
+own 1× score (for lower-is-better metrics at most 110 % of it) and stays above the board's best
+trivial baseline at that ratio; 1 when the first length past training already fails; NaN when
+the 1× score itself is not above the baseline; discrete, so it has no interval).
+
+**Ranks and floors use `RANK_STAT`**, the area past training: unlike the plain mean, it does not
+let the densely evaluated first doubling outweigh the rest, and unlike the effective length it is
+continuous, so the paired test over seeds can judge it.
 
 **Learnability** (`learnability`): learned when the interval of in_dist lies at or above the
 metric's `learned_min` (per-task overrides in `TASK_LEARNED_MIN`), not learned when it lies
@@ -25,10 +38,10 @@ seed's sampling interval (`seed_learnability`). Only learned entries are ranked.
 
 **Complete**: an entry missing a (seed, ratio) of the board is incomplete: shown, never ranked.
 
-**Floor**: the best trivial baseline of the board (the ``baseline:*`` series with the best mean
-past train; on a board without baseline rows, the metric's worst score where it is finite: 0
-for accuracies). An entry is above the floor when the 95 % interval of its paired margin over that
-baseline (the seed differences, as above) lies above 0; an entry at the floor is shown with its
+**Floor**: the best trivial baseline of the board (the ``baseline:*`` series with the best area
+past train, `RANK_STAT`; on a board without baseline rows, the metric's worst score where it is finite: 0
+for accuracies). An entry is above the floor when the 95 % interval of its paired margin (of the area past
+train) over that baseline (the seed differences, as above) lies above 0; an entry at the floor is shown with its
 margin and never ranked. Like learnability, this is a gate per entry, not a comparison between
 entries, so it is not corrected for multiplicity.
 
@@ -41,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -74,17 +88,37 @@ CHANCE = "baseline:chance"
 #: Learnability verdicts (`learnability`).
 LEARNED, NOT_LEARNED, UNCERTAIN = "learned", "not learned", "uncertain"
 
-STATS = ("in_dist", "past_train_mean", "max_ratio_within_10pct", "retention", "degradation")
+STATS = ("in_dist", "past_train_mean", "past_train_area", "effective_length", "retention", "degradation")
 #: Statistics without an interval (discrete).
-POINT_ONLY = ("max_ratio_within_10pct",)
+POINT_ONLY = ("effective_length",)
+#: The statistic every table ranks by and every floor margin is taken on (module docstring).
+RANK_STAT = "past_train_area"
 
 
 def is_baseline(encoding: str) -> bool:
     return encoding.startswith(BASELINE_PREFIX)
 
 
+def past_area_weights(ratios: np.ndarray) -> np.ndarray:
+    """The weights of ``past_train_area``: (R,) summing to 1 over the ratios past 1× (0 elsewhere).
+
+    The trapezoid rule over log2(ratio) from 1× to the longest ratio, the 1× end valued at the
+    first ratio past it, divided by log2 of the longest ratio. On 1, 2, 4, 8, 16: 0.375, 0.25, 0.25,
+    0.125 for 2×, 4×, 8×, 16×."""
+    past = np.flatnonzero(ratios > 1.0 + 1e-9)
+    w = np.zeros(len(ratios))
+    if not len(past):
+        return w
+    x = np.log2(np.concatenate([[1.0], ratios[past]]))  # (P+1,) the 1× end, then each past ratio
+    seg = np.diff(x)  # (P,) each segment's width in doublings
+    w[past] += seg / 2  # every segment's right end
+    w[past[:-1]] += seg[1:] / 2  # every segment's left end but the first's
+    w[past[0]] += seg[0] / 2  # the first segment's left end (1×) takes the first past score
+    return w / x[-1]
+
+
 def curve_stats(curve: np.ndarray, ratios: np.ndarray, hib: bool, chance: np.ndarray | None,
-                nats: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                nats: np.ndarray | None = None, floor: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The statistics of curves.
 
     Args:
@@ -94,6 +128,8 @@ def curve_stats(curve: np.ndarray, ratios: np.ndarray, hib: bool, chance: np.nda
         chance: (R,) the chance level at each ratio (higher-is-better metrics), or None (0).
         nats: (..., R) the mean nll behind each value (metrics built from nll sums), or None:
             then ``degradation`` is NaN.
+        floor: (R,) the best trivial baseline's score at each ratio, which ``effective_length``
+            must stay above (None: no such condition).
 
     Returns:
         {stat: (...)} for every name in `STATS`.
@@ -103,14 +139,20 @@ def curve_stats(curve: np.ndarray, ratios: np.ndarray, hib: bool, chance: np.nda
     shape = curve.shape[:-1]
     nan = np.full(shape, np.nan)
     in_dist = curve[..., np.argmax(one)] if one.any() else nan
+    sign = 1.0 if hib else -1.0
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         past_mean = curve[..., past].mean(-1) if past.any() else nan
+        weights = past_area_weights(ratios)
+        area = (curve[..., past] * weights[past]).sum(-1) if past.any() else nan
         bound = in_dist * (1 - WITHIN) if hib else in_dist * (1 + WITHIN)
         ok = (curve[..., past] >= bound[..., None]) if hib else (curve[..., past] <= bound[..., None])
+        above = np.ones(len(ratios), bool) if floor is None else sign * curve > sign * np.asarray(floor)
+        ok &= above[..., past]
         held = np.logical_and.accumulate(ok, axis=-1) if past.any() else np.zeros((*shape, 0), bool)
         n_held = held.sum(-1)
         past_ratios = np.concatenate([[1.0], ratios[past]])
-        max_ratio = np.where(np.isnan(in_dist), np.nan, past_ratios[n_held])
+        base_ok = above[..., np.argmax(one)] if one.any() else np.zeros(shape, bool)
+        effective = np.where(np.isnan(in_dist) | ~base_ok, np.nan, past_ratios[n_held])
         if hib:
             c = np.zeros(len(ratios)) if chance is None else np.nan_to_num(chance)
             denom = in_dist - c[np.argmax(one)] if one.any() else nan
@@ -120,8 +162,18 @@ def curve_stats(curve: np.ndarray, ratios: np.ndarray, hib: bool, chance: np.nda
             ret = (in_dist[..., None] / curve[..., past]).mean(-1) if past.any() else nan
         degr = nan if nats is None or not (one.any() and past.any()) else \
             nats[..., past].mean(-1) - nats[..., np.argmax(one)]
-    return {"in_dist": in_dist, "past_train_mean": past_mean, "max_ratio_within_10pct": max_ratio, "retention": ret,
-            "degradation": degr}
+    return {"in_dist": in_dist, "past_train_mean": past_mean, "past_train_area": area, "effective_length": effective,
+            "retention": ret, "degradation": degr}
+
+
+def best_baseline_curve(points: Mapping[tuple[str, str], np.ndarray], hib: bool) -> np.ndarray | None:
+    """(R,) the best of the baselines' seed-mean curves at each ratio (None without baselines)."""
+    if not points:
+        return None
+    stacked = np.stack(list(points.values()))  # (K, R)
+    with warnings.catch_warnings():  # a ratio no baseline measured stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmax(stacked, axis=0) if hib else np.nanmin(stacked, axis=0)
 
 
 def learned_threshold(task: str, metric: str) -> float | None:
@@ -194,12 +246,14 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
             curves.append({"encoding": key[0], "variant": key[1], "ratio": float(ratio), "mean": float(points[key][r]),
                            "ci_low": lo, "ci_high": hi, "all_failed": bool(len(at)) and bool((at["status"] != "ok").all())})
     chance = points.get((CHANCE, "none")) if hib else None
+    floor_curve = best_baseline_curve({k: v for k, v in points.items() if is_baseline(k[0])}, hib)
     entries, seed_stats = [], {}
     for key, s in series.items():
         value, seed_boot, (raw, raw_boot) = per_seed[key]
-        point = curve_stats(points[key], ratios, hib, chance)
-        theta = curve_stats(value, ratios, hib, chance, raw)  # {stat: (S,)}
-        boot = curve_stats(seed_boot, ratios, hib, chance, raw_boot)  # {stat: (B, S)}
+        floor = None if is_baseline(key[0]) else floor_curve
+        point = curve_stats(points[key], ratios, hib, chance, floor=floor)
+        theta = curve_stats(value, ratios, hib, chance, raw, floor=floor)  # {stat: (S,)}
+        boot = curve_stats(seed_boot, ratios, hib, chance, raw_boot, floor=floor)  # {stat: (B, S)}
         stats_k = {stat: SeedValues(theta[stat], boot[stat]) for stat in STATS}
         seed_stats[key] = stats_k
         n_seeds = int(s.present.any(axis=1).sum())
@@ -215,7 +269,7 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
             center = float(np.nanmean(theta[stat])) if stat == "degradation" and k_present(theta[stat]) else \
                 float(point[stat])
             lo, hi = (math.nan, math.nan) if stat in POINT_ONLY or not has_interval else est.interval(center=center)
-            if stat in ("in_dist", "past_train_mean"):
+            if stat in ("in_dist", "past_train_mean", "past_train_area"):
                 lo, hi = clip_interval(lo, hi, bounds)
             entry.update({stat: center, f"{stat}_ci_low": lo, f"{stat}_ci_high": hi})
         entries.append(entry)
@@ -226,7 +280,7 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
         e["rank"] = math.nan
         e["variant_rank"] = math.nan
     main = [k for k, e in by_key.items() if e["kind"] == "model" and rankable(e)]
-    goodness = {k: (v["past_train_mean"] if hib else -v["past_train_mean"]) for k, v in seed_stats.items()}
+    goodness = {k: (v[RANK_STAT] if hib else -v[RANK_STAT]) for k, v in seed_stats.items()}
     for k, rank in support_ranks(goodness, main).items():
         by_key[k]["rank"] = float(rank)
     for encoding in dict.fromkeys(e["encoding"] for e in entries if e["kind"] == "variant"):
@@ -269,17 +323,17 @@ def _floor(by_key: dict, seed_stats: dict, metric: str, hib: bool) -> None:
     """Each entry's margin over the board's floor past the training length (better positive) with
     its 95 % interval, and whether that interval lies above 0. The floor is the best trivial
     baseline; on a board without baseline rows, the metric's worst score where it is finite."""
-    baselines = [k for k, e in by_key.items() if e["kind"] == "baseline" and not math.isnan(e["past_train_mean"])]
+    baselines = [k for k, e in by_key.items() if e["kind"] == "baseline" and not math.isnan(e[RANK_STAT])]
     sign = 1.0 if hib else -1.0
-    best = max(baselines, key=lambda k: sign * by_key[k]["past_train_mean"], default=None)
+    best = max(baselines, key=lambda k: sign * by_key[k][RANK_STAT], default=None)
     worst = worst_value(metric, hib)
     for key, e in by_key.items():
         e.update(floor_baseline="", margin=math.nan, margin_ci_low=math.nan, margin_ci_high=math.nan,
                  above_floor=e["kind"] != "baseline")
         if e["kind"] == "baseline" or (best is None and not math.isfinite(worst)):
             continue
-        own = seed_stats[key]["past_train_mean"]
-        floor = seed_stats[best]["past_train_mean"] if best is not None else \
+        own = seed_stats[key][RANK_STAT]
+        floor = seed_stats[best][RANK_STAT] if best is not None else \
             SeedValues(np.where(np.isnan(own.theta), np.nan, worst), np.where(np.isnan(own.boot), np.nan, worst))
         diff = own - floor
         est = estimate(diff if hib else -diff)

@@ -11,15 +11,16 @@ tasks, perplexity for lm); the statistics themselves are `lenbench.report.stats`
 intervals, paired support ranks, not-learned flags, retention, variant tables), whose docstring
 defines them:
 
-- ``in_dist``, ``past_train_mean`` (a failed length counts as the worst score: 0 for accuracies,
-  +inf for perplexity; ``n_failed`` counts them), ``retention`` and ``degradation``, each with
-  ``_ci_low`` / ``_ci_high``, and ``max_ratio_within_10pct`` (no interval);
+- ``in_dist``, ``past_train_mean``, ``past_train_area`` (a failed length counts as the worst
+  score: 0 for accuracies, +inf for perplexity; ``n_failed`` counts them), ``retention`` and
+  ``degradation``, each with ``_ci_low`` / ``_ci_high``, and ``effective_length`` (no interval);
 - ``learnability`` (learned / not learned / uncertain, with the interval it used), ``complete``,
   the margin over the board's best trivial baseline (``floor_baseline``, ``margin`` and its
   interval, ``above_floor``);
 - ``rank`` in the task's main table (trained models, variant "none"), ``variant_rank`` in the table
-  of one encoding's inference-time variants; only learned, complete entries above the floor are
-  ranked, with Holm's correction over each table's pairs;
+  of one encoding's inference-time variants, both on the area past train
+  (`lenbench.report.stats.RANK_STAT`); only learned, complete entries above the floor are ranked,
+  with Holm's correction over each table's pairs;
 - overall: each trained encoding's mean rank over the boards where it learned the task.
 
 The leaderboard CSVs carry ``schema_version`` (`LEADERBOARD_SCHEMA_VERSION`) and the provenance
@@ -52,9 +53,10 @@ from lenbench.results.schema import COLUMNS, ResultsError
 from lenbench.results.values import to_bool, to_float, to_int
 
 SCORE_STATS = stats.STATS
-#: The leaderboard CSVs' schema: 3 has seed-level t intervals, Holm-corrected ranks, learnability,
-#: completeness, the floor margin and degradation (2: bootstrap intervals, support ranks).
-LEADERBOARD_SCHEMA_VERSION = 3
+#: The leaderboard CSVs' schema: 4 ranks on the area past train and has the effective length (3:
+#: ranks on the mean past train, "holds to"; seed-level t intervals, Holm-corrected ranks,
+#: learnability, completeness, the floor margin and degradation; 2: bootstrap intervals).
+LEADERBOARD_SCHEMA_VERSION = 4
 #: Per-entry columns beside the statistics (`lenbench.report.stats.board_statistics`).
 ENTRY_FLAGS = ("complete", "learnability", "learned_ci_low", "learned_ci_high", "floor_baseline", "margin",
                "margin_ci_low", "margin_ci_high", "above_floor")
@@ -118,7 +120,7 @@ class Leaderboard:
             for stat in SCORE_STATS:
                 if stat == "degradation" and math.isnan(r[stat]):
                     continue
-                hib = True if stat in ("max_ratio_within_10pct", "retention") else \
+                hib = True if stat in ("effective_length", "retention") else \
                     False if stat == "degradation" else r["higher_is_better"]
                 rows.append({**base, "statistic": stat, "value": r[stat], "ci_low": r[f"{stat}_ci_low"],
                              "ci_high": r[f"{stat}_ci_high"], "higher_is_better": hib})
@@ -188,7 +190,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
             sign = -1.0 if hib else 1.0  # ties (a shared rank, unranked entries) ordered by score, best first
             entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r,
                                   math.inf if math.isnan(p) else sign * p, _series_key(e, v))
-                                 for k, r, p, e, v in zip(entries["kind"], entries["rank"], entries["past_train_mean"],
+                                 for k, r, p, e, v in zip(entries["kind"], entries["rank"], entries[stats.RANK_STAT],
                                                           entries["encoding"], entries["variant"], strict=True)]
             entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
             per_task_parts.append(entries.drop(columns="_order"))

@@ -155,7 +155,7 @@ def test_leaderboard_csv_comparison(tmp_path):
     result = compare(tmp_path / "a" / "leaderboard.csv", tmp_path / "b" / "leaderboard.csv")
     assert result.level == "leaderboard" and result.exit_code == 1
     reg = result.quality[result.quality["status"] == REGRESSION]
-    assert set(reg["statistic"]) == {"past_train_mean", "retention"} and set(reg["encoding"]) == {"alibi"}
+    assert set(reg["statistic"]) == {"past_train_mean", "past_train_area", "retention"} and set(reg["encoding"]) == {"alibi"}
     # a leaderboard CSV against raw rows: the rows are aggregated first
     assert compare(tmp_path / "a" / "leaderboard.csv", write_cells(tmp_path / "run", rows)).exit_code == 0
 

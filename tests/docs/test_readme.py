@@ -12,8 +12,11 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from docs_markdown import DOCS, README, ROOT, block, marker_keys, nav_pages, table_after
+
+from lenbench.report.stats import RANK_STAT, past_area_weights
 
 pytestmark = pytest.mark.docs
 
@@ -140,10 +143,11 @@ def _ci(row) -> str:
 
 def expected_headline(board) -> list[dict[str, str]]:
     """Rows of the headline, computed from a leaderboard.csv frame: the overall ranking, with each
-    encoding's mean past train on lm and passkey (n/l where not learned, ? where uncertain)."""
+    encoding's area past train (the ranked statistic) on lm and passkey (n/l where not learned, ? where
+    uncertain)."""
     overall = board[(board["task"] == "overall") & (board["statistic"] == "rank")]
     ranks = list(overall["value"])
-    past = board[(board["kind"] == "model") & (board["variant"] == "none") & (board["statistic"] == "past_train_mean")]
+    past = board[(board["kind"] == "model") & (board["variant"] == "none") & (board["statistic"] == RANK_STAT)]
     rows = []
     for r in overall.to_dict("records"):
         shared = ranks.count(r["value"]) > 1
@@ -173,7 +177,7 @@ def test_the_headline_reader_reads_the_csv():
     """The reader above, on a hand-made leaderboard: half-widths, shared ranks, not learned."""
     import pandas as pd
 
-    row = {"kind": "model", "variant": "none", "statistic": "past_train_mean", "ci_low": 0.0, "ci_high": 0.5,
+    row = {"kind": "model", "variant": "none", "statistic": RANK_STAT, "ci_low": 0.0, "ci_high": 0.5,
            "not_learned": False, "n": 3}
     frame = pd.DataFrame([
         {**row, "task": "overall", "encoding": "a", "statistic": "rank", "value": 1.0, "n": 2},
@@ -187,7 +191,8 @@ def test_the_headline_reader_reads_the_csv():
     ])
     rows = expected_headline(frame)
     assert [r["rank"] for r in rows] == ["=1", "=1"]
-    assert rows[0]["lm perplexity past train ↓"] == "2.000 ± 0.600" and rows[1]["passkey exact match past train ↑"] == "?"
+    assert rows[0]["lm perplexity past train ↓"] == "2.000 ± 0.600"
+    assert rows[1]["passkey exact match past train ↑"] == "?"
     assert [r["boards counted"] for r in rows] == ["2", "1"]
 
 
@@ -241,8 +246,13 @@ def test_headline_caveat_states_the_published_scale():
            f"{len(c['seeds'])} seeds" in " ".join(text.split())
     ratios = {json.dumps(r) for r in c["ratios"].values()}
     assert len(ratios) == 1, "the published tasks are evaluated at different ratios: the caveat names one range"
-    past = [r for r in json.loads(ratios.pop()) if r > 1]
-    assert f"the mean over {min(past):g}×–{max(past):g}× the training length" in text
+    published = json.loads(ratios.pop())
+    past = [r for r in published if r > 1]
+    weights = [w for w in past_area_weights(np.array(published, dtype=float)) if w > 0]
+    assert len(past) > 1, "the caveat's weights need at least two ratios past 1x"
+    named = f"{', '.join(f'{r:g}×' for r in past[:-1])} and {past[-1]:g}× weighted " \
+            f"{', '.join(f'{w:g}' for w in weights[:-1])} and {weights[-1]:g}"
+    assert named in " ".join(text.split())
     units = {"items": "items", "tokens": "tokens", "digits": "digits"}
     for task in order:
         unit = "bytes" if task == "lm" else units[TASKS.get(task).length_unit]  # lm's tokens are bytes

@@ -129,7 +129,8 @@ def test_index_html_holds_every_leaderboard_cell_and_no_external_url(report):
     for row in md:  # every table row of leaderboard.md, header and numbers, cell for cell
         assert tuple(row) in rows, f"leaderboard.md row {row} missing from index.html"
     cost = pd.read_csv(report / "cost.csv")
-    cost_rows = [r for r in page.rows if len(r) == 11 and r[0] != "encoding"]
+    kinds = set(zip(cost["encoding"], cost["kind"], strict=True))
+    cost_rows = [r for r in page.rows if len(r) == 11 and tuple(r[:2]) in kinds]
     assert len(cost_rows) == len(cost)
     for html_row, r in zip(cost_rows, cost.to_dict("records"), strict=True):
         assert html_row[0] == r["encoding"] and html_row[2] == (str(r["T"]) if r["T"] else "–")
@@ -204,10 +205,10 @@ def test_every_figure_has_its_caption_once_and_says_what_it_left_out(report):
     assert not (report / "encodings" / "learned.png").exists() and (report / "encodings" / "rope.png").is_file()
 
 
-def test_holds_to_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp_path):
+def test_effective_length_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp_path):
     from test_results import row
 
-    from lenbench.report.markdown import HOLDS_TO, board_table_rows
+    from lenbench.report.markdown import EFFECTIVE_LENGTH, board_header, board_table_rows
     from lenbench.report.tables import leaderboard
 
     rows = [row("copy", e, "none", 10, r, "exact_match", v, s) for s in (0, 1)
@@ -215,12 +216,15 @@ def test_holds_to_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp_path):
             for r, v in zip((1, 2, 4), vals, strict=True)]
     board = leaderboard(pd.DataFrame(rows))
     table = board.per_task.set_index("encoding")
-    cells = {r[1].split(" ")[0]: r[6] for r in board_table_rows(board.per_task, "rank", "exact_match")}
+    header = board_header("exact_match", True)
+    cells = {r[1].split(" ")[0]: r[header.index("effective length ↑")]
+             for r in board_table_rows(board.per_task, "rank", "exact_match")}
     assert cells["rope"] == "2×"  # discrete: never with an interval
-    assert cells["nope"] == "n/a" and table.loc["nope", "max_ratio_within_10pct"] == 4  # 0 within 10 % of 0, vacuously
+    assert cells["nope"] == "n/a" and table.loc["nope", "effective_length"] == 4  # 0 within 10 % of 0, vacuously
     assert cells["alibi"] == "n/a"  # in-dist 0: nothing to hold, whatever follows
     write_report(pd.DataFrame(rows), tmp_path, plots=False)
     text = (tmp_path / "index.html").read_text(encoding="utf-8")
-    assert html.escape(HOLDS_TO.split("*holds to*", 1)[1], quote=True) in text and "<em>holds to</em>" in text
+    assert html.escape(EFFECTIVE_LENGTH.split("*effective length*", 1)[1], quote=True) in text
+    assert "<em>effective length</em>" in text
     assert "<td class=\"r\" data-v=\"NaN\">n/a</td>" in text  # sorts with the missing values
-    assert HOLDS_TO in (tmp_path / "leaderboard.md").read_text()
+    assert EFFECTIVE_LENGTH in (tmp_path / "leaderboard.md").read_text()

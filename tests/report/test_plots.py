@@ -520,3 +520,14 @@ def test_needle_panel_annotates_every_finite_cell_with_readable_text():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0.0-0.5", "0.5-1.0"]
     plt.close(fig)
+
+
+def test_a_dense_length_axis_labels_whole_multiples_and_no_two_labels_that_touch():
+    from lenbench.report.plots.extrapolation import spaced_labels
+
+    lengths = [8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 64]
+    labels = spaced_labels(lengths, 8)
+    assert [x for x, s in zip(lengths, labels, strict=True) if s] == [8, 10, 16, 24, 32, 64]
+    shown = [math.log2(x) for x, s in zip(lengths, labels, strict=True) if s and x % 8]
+    assert all(abs(a - math.log2(b)) >= 0.3 for a in shown for b in lengths if b % 8 == 0)
+    assert spaced_labels([64, 128, 256, 512, 1024], 64) == ["64", "128", "256", "512", "1024"]

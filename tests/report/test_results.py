@@ -14,7 +14,7 @@ from lenbench.report.build import write_report
 from lenbench.report.formatting import to_csv_text
 from lenbench.report.markdown import leaderboard_markdown
 from lenbench.report.rows import load_results
-from lenbench.report.tables import leaderboard, read_leaderboard_csv
+from lenbench.report.tables import LEADERBOARD_SCHEMA_VERSION, leaderboard, read_leaderboard_csv
 from lenbench.report.timings import load_kernel_timings
 from lenbench.results.schema import COLUMNS, ResultsError
 
@@ -37,7 +37,7 @@ COPY = {
     ("rope", "none"): [1.0, 0.95, 0.85, 0.5],
     ("alibi", "none"): [0.9, 0.9, 0.89, 0.85],
     ("learned", "none"): [1.0, 0.99, 0.95, None],
-    ("nope", "none"): [0.8, 0.5, 0.75, 0.78],  # back within 10 % at 4x and 8x: "holds to" stays 1
+    ("nope", "none"): [0.8, 0.5, 0.75, 0.78],  # back within 10 % at 4x and 8x: the effective length stays 1
 }
 LM = {
     ("rope", "none"): [10.0, 10.5, 12.0],
@@ -237,11 +237,17 @@ def test_leaderboard_higher_is_better():
     assert alibi.past_train_mean == pytest.approx((0.9 + 0.89 + 0.85) / 3)
     assert learned.past_train_mean == pytest.approx((0.99 + 0.95 + 0.0) / 3)  # the failed length scores 0
     assert nope.past_train_mean == pytest.approx((0.5 + 0.75 + 0.78) / 3)
-    # within 10 %: ≥ 0.9 × in-dist at every ratio up to it
-    assert rope.max_ratio_within_10pct == 2.0  # 0.85 < 0.9
-    assert alibi.max_ratio_within_10pct == 8.0  # 0.85 ≥ 0.81
-    assert learned.max_ratio_within_10pct == 4.0  # failed at 8 = not within
-    assert nope.max_ratio_within_10pct == 1.0  # 0.5 < 0.72 at 2x, though 4x and 8x are back within
+    # the area past train on 1, 2, 4, 8: trapezoids over log2(ratio), the 1x end valued at 2x, per
+    # doubling: weights (1/2 + 1/2 + 1/2, 1/2 + 1/2, 1/2) / 3 for 2x, 4x, 8x
+    area = lambda s2, s4, s8: (1.5 * s2 + 1.0 * s4 + 0.5 * s8) / 3  # noqa: E731
+    assert rope.past_train_area == pytest.approx(area(0.95, 0.85, 0.5))
+    assert alibi.past_train_area == pytest.approx(area(0.9, 0.89, 0.85))
+    assert learned.past_train_area == pytest.approx(area(0.99, 0.95, 0.0))
+    # effective length (no baseline rows: no floor condition): ≥ 0.9 × in-dist at every ratio up to it
+    assert rope.effective_length == 2.0  # 0.85 < 0.9
+    assert alibi.effective_length == 8.0  # 0.85 ≥ 0.81
+    assert learned.effective_length == 4.0  # failed at 8 = not within
+    assert nope.effective_length == 1.0  # 0.5 < 0.72 at 2x, though 4x and 8x are back within
     assert (learned.n_failed, rope.n_failed) == (1.0, 0.0)
     # one seed without sample scores: no interval, so ranks follow the point values; nope (0.8 at
     # 1x) did not learn the task: flagged, kept, not ranked
@@ -259,20 +265,24 @@ def test_leaderboard_lower_is_better_and_overall():
     assert rope.metric == "perplexity" and not bool(rope.higher_is_better)
     assert rope.past_train_mean == pytest.approx(11.25) and alibi.past_train_mean == pytest.approx(10.95)
     assert nope.past_train_mean == pytest.approx(10.3) and learned.past_train_mean == math.inf
-    # within 10 %: ≤ 1.1 × in-dist
-    assert rope.max_ratio_within_10pct == 2.0  # 12 > 11
-    assert alibi.max_ratio_within_10pct == 4.0  # 11.0 ≤ 11 (inclusive)
-    assert nope.max_ratio_within_10pct == 4.0
-    assert learned.max_ratio_within_10pct == 1.0 and learned.in_dist == 9.0 and learned.n_failed == 2.0
-    assert [nope["rank"], alibi["rank"], rope["rank"], learned["rank"]] == [1, 2, 3, 4]
+    # effective length (no baselines): ≤ 1.1 × in-dist
+    assert rope.effective_length == 2.0  # 12 > 11
+    assert alibi.effective_length == 4.0  # 11.0 ≤ 11 (inclusive)
+    assert nope.effective_length == 4.0
+    assert learned.effective_length == 1.0 and learned.in_dist == 9.0 and learned.n_failed == 2.0
+    assert learned.past_train_area == math.inf
+    # ranked by the area past train, (3/4 · ppl at 2x + 1/4 · ppl at 4x) on 1, 2, 4: rope 10.875 beats
+    # alibi 10.925, though its plain mean (11.25) is worse than alibi's (10.95)
+    assert rope.past_train_area == pytest.approx(0.75 * 10.5 + 0.25 * 12) and alibi.past_train_area == pytest.approx(10.925)
+    assert [nope["rank"], rope["rank"], alibi["rank"], learned["rank"]] == [1, 2, 3, 4]
     assert rope.retention == pytest.approx((10 / 10.5 + 10 / 12) / 2) and learned.retention == 0.0
     overall = board.overall.set_index("series")
-    # copy ranks: alibi 1, rope 2, learned 3, nope not learned; lm: nope 1, alibi 2, rope 3, learned 4.
+    # copy ranks: alibi 1, rope 2, learned 3, nope not learned; lm: nope 1, rope 2, alibi 3, learned 4.
     # the overall rank is the mean rank over the boards each learned, with no "tasks learned first" key:
     # nope learned one task and ranks first there; the table says it counted one board
-    assert overall["mean_rank"].to_dict() == {"alibi": 1.5, "nope": 1.0, "rope": 2.5, "learned": 3.5}
-    assert overall["rank"].to_dict() == {"alibi": 2, "nope": 1, "rope": 3, "learned": 4}
-    assert board.overall["series"].tolist() == ["nope", "alibi", "rope", "learned"]
+    assert overall["mean_rank"].to_dict() == {"alibi": 2.0, "nope": 1.0, "rope": 2.0, "learned": 3.5}
+    assert overall["rank"].to_dict() == {"alibi": 2, "nope": 1, "rope": 2, "learned": 4}
+    assert board.overall["series"].tolist() == ["nope", "alibi", "rope", "learned"]  # a tie in registry order
     assert overall["n_tasks"].to_dict() == {"alibi": 2, "nope": 1, "rope": 2, "learned": 2}
     assert overall["n_not_learned"].to_dict() == {"alibi": 0, "nope": 1, "rope": 0, "learned": 0}
 
@@ -300,8 +310,8 @@ def test_interval_over_seeds_without_sample_scores():
     assert e.past_train_mean == pytest.approx(0.6)  # seed means 0.6, 0.5, 0.7
     half = 4.302652729749464 * 0.1 / math.sqrt(3)
     assert (e.past_train_mean_ci_low, e.past_train_mean_ci_high) == pytest.approx((0.6 - half, 0.6 + half))
-    # "holds to" is discrete: no interval
-    assert math.isnan(e.max_ratio_within_10pct_ci_low) and math.isnan(e.max_ratio_within_10pct_ci_high)
+    # the effective length is discrete: no interval
+    assert math.isnan(e.effective_length_ci_low) and math.isnan(e.effective_length_ci_high)
     # one seed: no interval
     single = entry(leaderboard(load_results(tiny_rows())), "copy", "rope")
     assert math.isnan(single.in_dist_ci_low) and math.isnan(single.in_dist_ci_high)
@@ -314,18 +324,18 @@ def test_leaderboard_long_form_and_markdown(tmp_path):
     assert {"task", "encoding", "variant", "statistic", "value", "ci_low", "ci_high", "higher_is_better"} <= set(long.columns)
     stats = long[(long["task"] == "lm") & (long["encoding"] == "rope")].set_index("statistic")
     assert stats.loc["past_train_mean", "value"] == pytest.approx(11.25)
-    assert not stats.loc["past_train_mean", "higher_is_better"] and stats.loc["max_ratio_within_10pct", "higher_is_better"]
+    assert not stats.loc["past_train_mean", "higher_is_better"] and stats.loc["effective_length", "higher_is_better"]
     assert not stats.loc["rank", "higher_is_better"]
     overall = long[long["task"] == "overall"]
     assert set(overall["statistic"]) == {"mean_rank", "n_at_floor", "rank"} and len(overall) == 3 * 4
-    assert (long["schema_version"] == 3).all() and set(long["git_sha"]) == {"0123abcd"}
+    assert (long["schema_version"] == LEADERBOARD_SCHEMA_VERSION).all() and set(long["git_sha"]) == {"0123abcd"}
     assert {"not_learned", "n", "kind", "ci_method", "suite", "torch_version", "code_fingerprint"} <= set(long.columns)
     md = leaderboard_markdown(board, df)
     assert "## copy (train length 10, exact_match ↑)" in md and "## lm (train length 20, perplexity ↓)" in md
-    assert "mean past train ↓" in md and "holds to (ratio) ↑" in md and "## Overall ranking" in md
+    assert "area past train ↓" in md and "effective length ↑" in md and "## Overall ranking" in md
     lm_table = md.split("## lm")[1]
     learned_line = next(line for line in lm_table.splitlines() if "| learned" in line)
-    assert learned_line.split("|")[4].strip() == "fail"  # mean past train: every length past it failed
+    assert learned_line.split("|")[4].strip() == "fail"  # area past train: every length past it failed
     # the long CSV reads back
     (tmp_path / "leaderboard.csv").write_text(to_csv_text(long))
     back = read_leaderboard_csv(tmp_path / "leaderboard.csv")

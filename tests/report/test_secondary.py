@@ -13,6 +13,7 @@ from lenbench.report import secondary
 from lenbench.report.build import write_report
 from lenbench.report.markdown import leaderboard_markdown
 from lenbench.report.rows import load_results
+from lenbench.report.stats import past_area_weights
 from lenbench.report.tables import leaderboard
 
 PROVENANCE = {"lenbench_version": "0.1.0", "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu",
@@ -58,12 +59,13 @@ def test_exact_match_at_its_floor_ranks_by_token_accuracy():
     assert (pt["past_train_mean"] == 0).all()  # the primary cannot separate them
     assert [pt.at[e, "rank"] for e in ("alibi", "t5", "rope")] == [1.0, 2.0, 3.0]
     assert math.isnan(pt.at["nope", "rank"]) and pt.at["nope", "not_learned"]  # learned is still exact match's verdict
-    # the secondary statistics are token accuracy's own: its mean over ratios > 1, within its interval
+    # the secondary statistics are token accuracy's own: its area past train, within its interval
     tok = load_results([r for i, (e, (x, t)) in enumerate(LEARNED_AT_FLOOR.items()) for r in rows_of(e, x, t, rng_seed=i)])
-    alibi = tok[(tok["encoding"] == "alibi") & (tok["metric"] == "token_accuracy") & (tok["ratio"] > 1)]
-    assert pt.at["alibi", "secondary_past_train_mean"] == pytest.approx(alibi.groupby("ratio")["value"].mean().mean())
-    assert pt.at["alibi", "secondary_past_train_mean_ci_low"] < pt.at["alibi", "secondary_past_train_mean"] \
-        < pt.at["alibi", "secondary_past_train_mean_ci_high"]
+    alibi = tok[(tok["encoding"] == "alibi") & (tok["metric"] == "token_accuracy")].groupby("ratio")["value"].mean()
+    weights = past_area_weights(alibi.index.to_numpy(dtype=float))
+    assert pt.at["alibi", "secondary_past_train_area"] == pytest.approx(float((alibi.to_numpy() * weights).sum()))
+    assert pt.at["alibi", "secondary_past_train_area_ci_low"] < pt.at["alibi", "secondary_past_train_area"] \
+        < pt.at["alibi", "secondary_past_train_area_ci_high"]
     md = leaderboard_markdown(lb)
     assert "**Ranked by token_accuracy past the training length: on exact_match no learned entry is above the floor" in md
     assert (pt.loc[["alibi", "t5", "rope"], "floor_baseline"] == "worst score").all()  # no baselines: the worst score
@@ -104,7 +106,7 @@ def test_the_csv_holds_the_secondary_rows_and_ranked_by(tmp_path):
     board_rows = long[long["task"] == "copy"]
     assert set(board_rows["ranked_by"]) == {"token_accuracy"}
     sec = board_rows[(board_rows["metric"] == "token_accuracy") & (board_rows["encoding"] == "alibi")]
-    assert sorted(sec["statistic"]) == ["in_dist", "margin over worst score", "past_train_mean"]
+    assert sorted(sec["statistic"]) == ["in_dist", "margin over worst score", "past_train_area"]
     html = (tmp_path / "index.html").read_text()
     assert "Ranked by token_accuracy past the training length" in html
 

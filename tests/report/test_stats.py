@@ -341,4 +341,56 @@ def test_the_summary_shows_the_boards_own_longest_ratio():
         p = {r: 0.97 if r == 1 else 0.5 for r in ratios}
         board, _ = board_of(rows_of("alibi", bernoulli(p), ratios=ratios))
         header = next(line for line in summary_markdown(board).splitlines() if line.startswith("| rank"))
-        assert [c.split()[-1] for c in header.split("|")[3:-2]] == want
+        assert [c.split()[-1] for c in header.split("|")[3:-3]] == want
+
+
+@pytest.mark.parametrize("ratios", [(1, 2, 4, 8, 16), (1, 1.125, 1.25, 1.5, 1.75, 2, 3, 4, 8), (1, 7 / 6, 4 / 3, 2, 8)])
+def test_the_area_past_train_is_the_log_length_integral_of_the_linear_interpolant(ratios):
+    """past_area_weights against an independent float64 integral: the piecewise-linear curve through the
+    scores past 1× (flat from 1× to the first ratio past it), integrated over log2(ratio) on a fine
+    grid, divided by log2 of the longest ratio; the weights sum to 1 and leave 1× out."""
+    r = np.array(ratios, dtype=float)
+    w = stats.past_area_weights(r)
+    assert w[0] == 0 and w.sum() == pytest.approx(1.0) and (w[1:] > 0).all()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        score = rng.random(len(r))
+        x = np.log2(r)
+        y = np.concatenate([[score[1]], score[1:]])  # the 1x end valued at the first past ratio
+        fine = np.linspace(0.0, x[-1], 200_001)
+        integral = np.sum(np.diff(fine) * (np.interp(fine[1:], x, y) + np.interp(fine[:-1], x, y)) / 2) / x[-1]
+        assert float((w * score).sum()) == pytest.approx(integral, abs=1e-9)
+
+
+def test_the_effective_length_stops_where_the_entry_falls_to_its_floor_or_below_90_percent():
+    """RULER's effective length: the longest ratio up to which every score keeps 90 % of the entry's own
+    1× score and stays above the best trivial baseline at that ratio."""
+    ratios = (1, 1.25, 1.5, 2, 4)
+    flat = {s: {r: np.full(64, p) for r, p in zip(ratios, (1.0, 0.95, 0.92, 0.91, 0.5), strict=True)} for s in (0, 1, 2)}
+    model = rows_of("alibi", flat, ratios=ratios)
+    high = rows_of("baseline:most-frequent", {s: {r: np.full(64, p) for r, p in zip(ratios, (0.2, 0.2, 0.93, 0.2, 0.2),
+                                                                                       strict=True)} for s in (0, 1, 2)},
+                   ratios=ratios)
+    _, alone = board_of(model)
+    assert alone.loc["alibi", "effective_length"] == 2.0  # 0.91 >= 0.9, 0.5 < 0.9
+    _, pt = board_of(model + high)
+    assert pt.loc["alibi", "effective_length"] == 1.25  # at 1.5x the baseline (0.93) is above the model (0.92)
+    assert math.isnan(pt.loc["alibi", "effective_length_ci_low"])  # discrete: no interval
+    over = rows_of("baseline:most-frequent", {s: {r: np.full(64, 1.0) for r in ratios} for s in (0, 1, 2)}, ratios=ratios)
+    _, floor = board_of(model + over)
+    assert math.isnan(floor.loc["alibi", "effective_length"])  # not above the baseline even at 1x
+
+
+def test_the_floor_margin_and_the_ranks_are_on_the_area_past_train():
+    """A baseline whose plain mean past train beats the model's but whose area does not is not its floor
+    margin's better: the margin, like the rank, is taken on the area (each doubling weighs the same)."""
+    ratios = (1, 1.25, 1.5, 1.75, 2, 4)
+    model = rows_of("alibi", bernoulli({1: 1.0, 1.25: 0.1, 1.5: 0.1, 1.75: 0.1, 2: 1.0, 4: 1.0}, rng_seed=3), ratios=ratios)
+    base = rows_of("baseline:most-frequent", {s: {r: np.full(64, 0.5) for r in ratios} for s in (0, 1, 2)},
+                   ratios=ratios)
+    _, pt = board_of(model + base)
+    e = pt.loc["alibi"]
+    assert e.past_train_mean < 0.5 < e.past_train_area  # the four dense points pull the mean down
+    w = stats.past_area_weights(np.array(ratios, dtype=float))
+    assert e.margin == pytest.approx(e.past_train_area - float((w * 0.5).sum()))
+    assert e.above_floor and e["rank"] == 1

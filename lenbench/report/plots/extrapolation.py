@@ -4,6 +4,8 @@ each line in the shared style (`lenbench.report.plots._style`)."""
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -157,6 +159,21 @@ def _chance_applies(metric: str) -> bool:
     return facts is not None and facts.per_token_rate
 
 
+def spaced_labels(lengths: list[int], train_len: int, gap: float = 0.3) -> list[str]:
+    """Tick labels of a log2 length axis: every whole multiple of the training length, then the
+    other lengths where they lie at least `gap` doublings from every label (a dense axis, every
+    length from 8 to 16, would otherwise print on top of itself); "" for the rest."""
+    whole = [x % train_len == 0 for x in lengths]
+    shown = [math.log2(x) for x, w in zip(lengths, whole, strict=True) if w]
+    labels = []
+    for x, w in zip(lengths, whole, strict=True):
+        keep = w or all(abs(math.log2(x) - y) >= gap for y in shown)
+        if keep and not w:
+            shown.append(math.log2(x))
+        labels.append(str(x) if keep else "")
+    return labels
+
+
 def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, board: Leaderboard,
                 members: set[tuple[str, str]]) -> tuple[bool, bool]:
     """One panel: the series of `members` (and every baseline) on one board; returns whether it
@@ -191,7 +208,7 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
                     color=color, markersize=5, clip_on=False)
     ax.set_xscale("log", base=2)
     lengths = sorted(data["eval_len"].unique())
-    ax.set_xticks(lengths, labels=[str(x) for x in lengths])
+    ax.set_xticks(lengths, labels=spaced_labels(lengths, train_len))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
     ax.set_xlim(lengths[0] / 2**0.25, lengths[-1] * 2**0.25)
