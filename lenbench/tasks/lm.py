@@ -20,6 +20,7 @@ import torch
 
 from lenbench.tasks._common import check_length, check_positive, check_sample_args
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.corpora import KINDS, long_range_documents
 from lenbench.tasks.lm_context import evaluate_lm_context
 
 #: Standard-library modules whose source files, joined in this order, form the default corpus. They
@@ -49,8 +50,13 @@ def stdlib_module_path(module: str) -> Path:
 
 @dataclass(frozen=True)
 class _Corpus:
+    """A corpus in memory: its bytes, the training split's size (its first bytes) and, for a corpus
+    of documents, the held-out documents as (kind index, start, end) spans of `data`."""
+
     data: torch.Tensor  # (N,) uint8
     sha256: str
+    train_bytes: int | None = None
+    held_out: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def size(self) -> int:
@@ -58,15 +64,38 @@ class _Corpus:
 
     @property
     def train_size(self) -> int:
-        return int(self.size * TRAIN_FRACTION)
+        return int(self.size * TRAIN_FRACTION) if self.train_bytes is None else self.train_bytes
+
+
+def _tensor(raw: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
 
 
 @functools.lru_cache(maxsize=8)
 def _load(paths: tuple[str, ...]) -> _Corpus:
     """Read and join `paths` once per process."""
     raw = b"".join(Path(p).read_bytes() for p in paths)
-    data = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
-    return _Corpus(data=data, sha256=hashlib.sha256(raw).hexdigest())
+    return _Corpus(data=_tensor(raw), sha256=hashlib.sha256(raw).hexdigest())
+
+
+@functools.lru_cache(maxsize=1)
+def _load_long_range() -> _Corpus:
+    """The long-range corpus (`lenbench.tasks.corpora`) once per process: the training documents,
+    then the held-out ones, each kind in name order. Its sha256 is over every document's name and
+    bytes in that order, so it changes with any file, name or split."""
+    docs = long_range_documents()
+    train = [d for d in docs if not d.held_out]
+    held = [d for d in docs if d.held_out]
+    digest = hashlib.sha256()
+    for d in (*train, *held):
+        digest.update(d.name.encode() + b"\0" + len(d.data).to_bytes(8, "little") + d.data)
+    spans, at = [], sum(len(d.data) for d in train)
+    for d in held:
+        spans.append((KINDS.index(d.kind), at, at + len(d.data)))
+        at += len(d.data)
+    raw = b"".join(d.data for d in (*train, *held))
+    return _Corpus(data=_tensor(raw), sha256=digest.hexdigest(), train_bytes=sum(len(d.data) for d in train),
+                   held_out=tuple(spans))
 
 
 def _fits(size: int, n: int) -> bool:
@@ -83,6 +112,27 @@ def _bytes_needed(n: int) -> int:
     return size
 
 
+#: The built-in corpora of the `lm` task (its `source` parameter).
+SOURCES = ("stdlib", "long-range")
+
+
+@functools.lru_cache(maxsize=4)
+def _eligible_cached(corpus_id: int, corpus: _Corpus, context: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    out = []
+    for k in range(len(KINDS)):
+        spans = [(s, e) for kind, s, e in corpus.held_out if kind == k and e - s > context]
+        starts = torch.tensor([s + context for s, _ in spans], dtype=torch.long)  # first eligible end per document
+        counts = torch.tensor([e - s - context for s, e in spans], dtype=torch.long)
+        out.append((starts, counts.cumsum(0) if len(spans) else torch.zeros(1, dtype=torch.long)))
+    return out
+
+
+def _eligible(corpus: _Corpus, context: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per kind of a document corpus: the first eligible window end of each held-out document longer
+    than `context` (its start + context) and the cumulative count of eligible ends."""
+    return _eligible_cached(id(corpus), corpus, context)
+
+
 @register_task("lm")
 class ByteLMTask(Task):
     """Next-byte prediction on windows of ``length`` bytes of a text corpus.
@@ -95,9 +145,16 @@ class ByteLMTask(Task):
     "lm"``: scored by NLL / perplexity, so ``chance`` is None.
 
     Args:
-        path: a UTF-8 text file to use as the corpus; default: the Python standard library's own
-            sources of `STDLIB_MODULES`, joined in that order.
+        path: a UTF-8 text file to use as the corpus; default: the corpus named by `source`.
         eval_tokens: targets scored per window on the "eval" split.
+        source: the built-in corpus: "stdlib" (the Python standard library's own sources of
+            `STDLIB_MODULES`, joined in that order, the last 10 % held out) or "long-range" (whole
+            documents of code, prose and structured data, held out by document:
+            `lenbench.tasks.corpora`). On "long-range" every evaluation window lies inside one
+            held-out document, its last byte at least `context` bytes from the document's start, the
+            kind drawn uniformly, then the position (the same draws at every length).
+        context: "long-range" only: the longest evaluation length (bytes) whose windows stay inside
+            one document; the catalog's 16x of 64 bytes is 1024.
 
     Worked example (corpus bytes ``b"def f(x):"``, length 4, window at offset 0)::
 
@@ -119,9 +176,20 @@ class ByteLMTask(Task):
     eval_scope_without_length = True
     chance = None
 
-    def __init__(self, path: str | os.PathLike | None = None, eval_tokens: int = 32) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, eval_tokens: int = 32, source: str = "stdlib",
+                 context: int = 1024) -> None:
         self.eval_tokens = check_positive(self.name, "eval_tokens", eval_tokens)
-        if path is None:
+        self.context = check_positive(self.name, "context", context)
+        if source not in SOURCES:
+            raise ValueError(f"task {self.name!r}: parameter source must be one of {', '.join(SOURCES)}, got {source!r}")
+        if path is not None and source != "stdlib":
+            raise ValueError(f"task {self.name!r}: pass either path= or source={source!r}, not both")
+        self.source = source
+        if source == "long-range":
+            self.path = None
+            self._paths = ()
+            self._description = "the long-range corpus (lenbench.tasks.corpora: code, prose, data)"
+        elif path is None:
             self.path = None
             self._paths = tuple(str(stdlib_module_path(m)) for m in STDLIB_MODULES)
             version = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -148,7 +216,7 @@ class ByteLMTask(Task):
 
     @property
     def corpus(self) -> _Corpus:
-        return _load(self._paths)
+        return _load_long_range() if self.source == "long-range" else _load(self._paths)
 
     def fingerprint(self) -> dict:
         return {"corpus": self._description, "corpus_sha256": self.corpus.sha256}
@@ -179,6 +247,11 @@ class ByteLMTask(Task):
             ValueError: one line with the corpus size and the size it needs.
         """
         n = check_length(self, length)
+        if self.source == "long-range":
+            if n > self.context:
+                raise ValueError(f"task {self.name!r}: train_len {n} exceeds context={self.context}, the longest "
+                                 f"window the long-range corpus keeps inside one document; pass context >= {n}")
+            return
         size = self.corpus.size
         if not _fits(size, n):
             raise ValueError(
@@ -201,6 +274,28 @@ class ByteLMTask(Task):
         u = torch.rand(batch_size, 1, generator=generator, dtype=torch.float64)  # (B, 1) uniform in [0, 1)
         return hi - 1 - (u * span).long()  # (B, 1): index of the last target byte, in [hi − span, hi − 1]
 
+    def _held_out_ends(self, batch_size: int, n: int, generator: torch.Generator) -> torch.Tensor:
+        """Window ends (B, 1) on the long-range corpus: a kind uniformly, then a byte of its held-out
+        documents at least `context` bytes from the document's start (independent of `n`, as
+        `_eval_ends`)."""
+        if n > self.context:
+            raise ValueError(f"task {self.name!r}: eval length {n} exceeds context={self.context}, the longest "
+                             f"window the long-range corpus keeps inside one document; pass context >= {n}")
+        pools = _eligible(self.corpus, self.context)  # per kind: (starts, cumulative counts)
+        if any(int(cum[-1]) == 0 for _, cum in pools):
+            raise ValueError(f"task {self.name!r}: a kind of the long-range corpus has no held-out document longer "
+                             f"than context={self.context} bytes; pass a smaller context")
+        u = torch.rand(batch_size, 2, generator=generator, dtype=torch.float64)  # (B, 2)
+        kinds = (u[:, 0] * len(pools)).long().clamp(max=len(pools) - 1)  # (B,)
+        ends = torch.empty(batch_size, 1, dtype=torch.long)
+        for k, (starts, cum) in enumerate(pools):
+            rows = (kinds == k).nonzero().flatten()
+            at = (u[rows, 1] * int(cum[-1])).long()  # (b,) a position among the kind's eligible bytes
+            doc = torch.searchsorted(cum, at, right=True)  # (b,) the document holding it
+            before = torch.cat([cum.new_zeros(1), cum])[doc]
+            ends[rows, 0] = starts[doc] + (at - before)
+        return ends  # (B, 1): index of the last target byte
+
     def sample(self, batch_size: int, length: int, generator: torch.Generator, split: str = "train") -> Batch:
         n = check_length(self, length)
         check_sample_args(self, batch_size, split)
@@ -214,6 +309,8 @@ class ByteLMTask(Task):
             )
         if split == "train":
             start = torch.randint(lo, hi - n, (batch_size, 1), generator=generator)  # (B, 1), start ≤ hi-(n+1)
+        elif self.source == "long-range":
+            start = self._held_out_ends(batch_size, n, generator) - n  # (B, 1)
         else:
             start = self._eval_ends(batch_size, n, lo, hi, generator) - n  # (B, 1)
         window = corpus.data[start + torch.arange(n + 1)].long()  # (B, n+1)
