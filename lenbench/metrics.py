@@ -119,6 +119,10 @@ class Metric:
             value of 1000 or more in four significant digits).
         log_scale: figures and heatmap colours use a log scale (a ratio of two values reads as a
             distance: perplexity).
+        ranks_on: the statistic its boards rank by (`lenbench.report.stats.RANKING`): "area" (the
+            area past train, in the metric's direction) or "degradation" (nll past the training
+            length minus nll at 1× on the same scored samples, lower better; metrics built from nll
+            sums, whose level past training mostly restates how well the model fit at 1×).
     """
 
     name: str
@@ -135,6 +139,7 @@ class Metric:
     learned_min: float | None = None
     bounds: tuple[float, float] | None = None
     log_scale: bool = False
+    ranks_on: str = "area"
 
     @property
     def per_token_rate(self) -> bool:
@@ -162,13 +167,16 @@ class Metric:
 
 
 _REGISTRY: dict[str, Metric] = {}
+#: What a metric's boards may rank by (`Metric.ranks_on`).
+RANKS_ON = ("area", "degradation")
 
 
 def register_metric(name: str, *, higher_is_better: bool, description: str = "", sums: str | None = None,
                     recorded_for: Iterable[str] = (), primary_for: Iterable[str] = (), worst: float | None = None,
                     transform: Callable[..., Any] = identity, margin: Margin = FALLBACK_MARGIN,
                     learned_min: float | None = None, secondary_for: Iterable[str] = (), why: str = "",
-                    bounds: tuple[float, float] | None = None, log_scale: bool = False) -> Metric:
+                    bounds: tuple[float, float] | None = None, log_scale: bool = False,
+                    ranks_on: str = "area") -> Metric:
     """Register a metric: every fact of it in one call (see `Metric` for each argument).
 
     Returns:
@@ -194,11 +202,15 @@ def register_metric(name: str, *, higher_is_better: bool, description: str = "",
                              f"{SECONDARY_METRIC[kind]!r}")
     if secondary_for and not why:
         raise ValueError(f"metric {name!r}: a secondary metric states why the board shows it (why=...)")
+    if ranks_on not in RANKS_ON:
+        raise ValueError(f"metric {name!r}: ranks_on {ranks_on!r} is not one of {', '.join(RANKS_ON)}")
+    if ranks_on == "degradation" and sums != "nll":
+        raise ValueError(f"metric {name!r}: ranks_on 'degradation' needs a metric built from nll sums (sums='nll')")
     if bounds is not None and not (len(bounds) == 2 and bounds[0] < bounds[1]):
         raise ValueError(f"metric {name!r}: bounds {bounds!r} is not a (low, high) pair with low < high")
     metric = Metric(name, bool(higher_is_better), description, sums, tuple(recorded_for), primary_for,
                     secondary_for, why, worst, transform, margin, learned_min,
-                    None if bounds is None else (float(bounds[0]), float(bounds[1])), bool(log_scale))
+                    None if bounds is None else (float(bounds[0]), float(bounds[1])), bool(log_scale), ranks_on)
     _REGISTRY[name] = metric
     return metric
 
@@ -394,10 +406,11 @@ register_metric("tf_token_accuracy", higher_is_better=True, sums="teacher_forced
 register_metric("nll", higher_is_better=False, sums="nll", recorded_for=("lm",), margin=Margin(0.01, False),
                 description="mean negative log-likelihood (nats) of scored tokens")
 register_metric("perplexity", higher_is_better=False, sums="nll", recorded_for=("lm",), primary_for=("lm",),
-                transform=_exp, margin=Margin(0.01, True), log_scale=True, description="exp(nll)")
+                transform=_exp, margin=Margin(0.01, True), log_scale=True, ranks_on="degradation",
+                description="exp(nll)")
 register_metric("bits_per_byte", higher_is_better=False, sums="nll", recorded_for=("lm",), transform=_per_ln2,
                 margin=Margin(0.01 / math.log(2), False),  # the same 1 % of perplexity on its log scale
-                secondary_for=("lm",),
+                secondary_for=("lm",), ranks_on="degradation",
                 why="the unit of the compression literature, additive over bytes where perplexity multiplies; a "
                     "monotone function of the same nll, so it never reorders the board",
                 description="nll / ln 2: bits per scored byte (byte-level lm: one token = one byte)")

@@ -216,3 +216,12 @@ def test_display_facts_come_from_the_registration():
     finally:
         unregister_metric(TOY)
     assert fmt_value(1234.5, "retention") == "1234.500" and fmt_value(math.inf, "retention") == "inf"  # not a metric: no facts
+
+
+def test_a_metric_ranks_on_the_area_or_on_degradation_where_it_has_nll_sums():
+    assert metrics.get_metric("perplexity").ranks_on == "degradation" and metrics.get_metric("exact_match").ranks_on == "area"
+    with pytest.raises(ValueError, match="ranks_on 'median' is not one of area, degradation"):
+        metrics.register_metric("toy_ranks", higher_is_better=True, ranks_on="median")
+    with pytest.raises(ValueError, match="needs a metric built from nll sums"):
+        metrics.register_metric("toy_ranks", higher_is_better=True, sums="tokens", ranks_on="degradation")
+    assert "toy_ranks" not in metrics.METRICS

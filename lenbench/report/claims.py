@@ -3,7 +3,7 @@
 A claim is one comparison on one or more boards: entry A against entries B… (`CLAIMS`). Every
 comparison is the leaderboard's paired t test over seeds (`lenbench.report.intervals.estimate` of
 the per-seed differences, the same seeds and evaluation samples) on the area past train
-(`lenbench.report.stats.RANK_STAT`) of the metric the board ranks by, and on boards whose metric is built from nll sums (lm) also on the
+(`lenbench.report.stats.AREA`) of the metric the board ranks by, and on boards whose metric is built from nll sums (lm) also on the
 *degradation* (nll past the training length − nll at 1×, in nats): the claims are about holding
 up past the training length, which the level alone confounds with in-distribution fit. All
 comparisons of all claims form one family, Holm-corrected at `lenbench.report.ranks.ALPHA`.
@@ -114,7 +114,7 @@ class _Test:
 def _statistics(board: stats.Board, key) -> list[str]:
     """The statistics a claim is judged on: the area past train (the board's ranking statistic), and
     degradation where it is defined."""
-    out = [stats.RANK_STAT]
+    out = [stats.AREA]
     if not math.isnan(float(pd.Series(board.seed_stats[key]["degradation"].theta).mean())):
         out.append("degradation")
     return out
@@ -141,7 +141,7 @@ def judge(board: Leaderboard, claims=CLAIMS) -> list[tuple[Claim, list[str]]]:
                 if not learned:
                     continue
                 for stat in _statistics(b, key[c.a]):
-                    better_high = hib if stat == stats.RANK_STAT else False
+                    better_high = hib if stat == stats.AREA else False
                     for s in c.bs:
                         diff = b.seed_stats[key[c.a]][stat] - b.seed_stats[key[s]][stat]
                         tests.append(_Test(i, task, int(train_len), stat, s,
@@ -173,7 +173,7 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
 
     def show(s: str) -> str:
         r = t.loc[s]
-        stat = stats.RANK_STAT if metric == r["metric"] else f"secondary_{stats.RANK_STAT}"
+        stat = stats.AREA if metric == r["metric"] else f"secondary_{stats.AREA}"
         score = fmt_ci(r[stat], r[f"{stat}_ci_low"], r[f"{stat}_ci_high"], metric)
         if r["learnability"] != stats.LEARNED:
             return f"{s} {score} ({r['learnability']})"
@@ -187,7 +187,7 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
     for stat in w["statistics"]:
         own = [x for x in tests if x.statistic == stat]
         sides = [(1 if x.est.mean > 0 else -1) if x.reject else 0 for x in own]
-        if stat == stats.RANK_STAT:
+        if stat == stats.AREA:
             parts.append(f"{text}: **{_verdict(sides)}**")
         else:
             r = t.loc[c.a]

@@ -8,8 +8,9 @@ same report's ``leaderboard.md`` (the same formatting, `lenbench.report.formatti
 - the floor (the best trivial baseline past the training length) and which learned entries are
   above it with support; entries at the floor are never named as winners;
 - rank 1 past the training length (no entry better with support: the paired t test over seeds,
-  Holm-corrected, `lenbench.report.ranks.support_ranks`), with each entry's area past train ±
-  half-width (`lenbench.report.stats.RANK_STAT`; the mean past train on a leaderboard of schema 3),
+  Holm-corrected, `lenbench.report.ranks.support_ranks`), with the statistic the board ranks by
+  ± half-width (`lenbench.report.stats.rank_statistic`: the area past train, for lm the
+  degradation; the mean past train on a leaderboard of schema 3),
   by the metric the board ranks by (the secondary where the primary cannot rank,
   `lenbench.report.secondary`);
 - the best entry outside rank 1, and how far the best rank-1 mean is ahead of it (a difference of
@@ -30,7 +31,7 @@ import pandas as pd
 
 from lenbench.escape import md_text
 from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
-from lenbench.report.stats import LEARNED, NOT_LEARNED, RANK_STAT, UNCERTAIN
+from lenbench.report.stats import AREA, LEARNED, NOT_LEARNED, UNCERTAIN, rank_statistic
 from lenbench.results.values import to_bool
 from lenbench.task_display import is_negative_control
 
@@ -38,8 +39,8 @@ ARROW = {True: "↑", False: "↓"}
 INTRO = ("Per board: the trained encodings that learned the task at 1× (the interval of the in-dist score clears "
          "the threshold; uncertain and not-learned ones are not ranked), the floor (the best trivial baseline past "
          "the training length) and the learned encodings above it with support (only those are ranked), rank 1 past "
-         "the training length (the area past train: the score past 1× per doubling of length; no entry is better "
-         "with support, by the paired "
+         "the training length (the area past train: the score past 1× per doubling of length; for lm the "
+         "degradation: nll past the training length minus nll at 1×; no entry is better with support, by the paired "
          "t test over seeds, Holm-corrected over the table) with each entry's mean ± the half-width of its 95 % "
          "interval, the best "
          "entry outside rank 1 and how far ahead the best of rank 1 is (a difference of means), and the rank-1 "
@@ -68,7 +69,9 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     for stat in ("rank", "variant_rank", "n_failed"):
         rows = board[(board["statistic"] == stat) & (board["metric"] == primary)].set_index("series")
         out[stat] = pd.to_numeric(out["series"].map(rows["value"]), errors="coerce")
-    past = board[(board["statistic"] == ranked_statistic(board)) & (board["metric"] == metric)].set_index("series")
+    stat = ranked_statistic(board, metric)
+    past = board[(board["statistic"] == stat) & (board["metric"] == metric)].set_index("series")
+    out["past_fmt"] = "retention" if stat == "degradation" else metric  # degradation: nats, a plain number
     for col in ("value", "ci_low", "ci_high"):
         out[f"past_{col}"] = pd.to_numeric(out["series"].map(past[col]), errors="coerce")
     return out
@@ -76,25 +79,32 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 def _metrics(board: pd.DataFrame) -> tuple[str, bool, str, bool]:
     """A board's primary metric and whether higher is better, then the metric its ranks use
-    (``ranked_by``: the secondary where the primary is at its floor) and its direction."""
+    (``ranked_by``: the secondary where the primary is at its floor) and the direction of the
+    statistic they rank by (`ranked_statistic`)."""
     primary = board["metric"].iloc[0]
     hib = to_bool(board.loc[board["metric"] == primary, "higher_is_better"].iloc[0])
     ranked_by = str(board["ranked_by"].iloc[0]) or primary
-    if ranked_by == primary:
-        return primary, hib, ranked_by, hib
-    rows = board[(board["metric"] == ranked_by) & (board["statistic"] == ranked_statistic(board))]
+    rows = board[(board["metric"] == ranked_by) & (board["statistic"] == ranked_statistic(board, ranked_by))]
     return primary, hib, ranked_by, to_bool(rows["higher_is_better"].iloc[0])
 
 
-def ranked_statistic(board: pd.DataFrame) -> str:
-    """The statistic a long leaderboard's ranks used: `RANK_STAT`, or the mean past train in one of
-    schema 3 and before, which has no area."""
-    return RANK_STAT if (board["statistic"] == RANK_STAT).any() else "past_train_mean"
+def ranked_statistic(board: pd.DataFrame, metric: str) -> str:
+    """The statistic a long leaderboard's ranks of `metric` used (`lenbench.report.stats.rank_statistic`),
+    or the mean past train in one of schema 3 and before, which has no area."""
+    if "ranked_on" in board and str(board["ranked_on"].iloc[0]) not in ("", "nan"):
+        return str(board["ranked_on"].iloc[0])
+    stat = rank_statistic(metric)
+    return stat if (board["statistic"] == stat).any() else "past_train_mean"
+
+
+#: How the findings name a ranking statistic.
+STAT_NAMES = {AREA: "area past train", "degradation": "degradation (nats)", "past_train_mean": "mean past train"}
 
 
 def _score(r: dict, metric: str) -> str:
-    """An entry's ranked statistic ± half-width, as leaderboard.md prints it."""
-    return fmt_ci(r["past_value"], r["past_ci_low"], r["past_ci_high"], metric)
+    """An entry's ranked statistic ± half-width, as leaderboard.md prints it (degradation, in nats,
+    as a plain number)."""
+    return fmt_ci(r["past_value"], r["past_ci_low"], r["past_ci_high"], r["past_fmt"])
 
 
 def _named(rows: pd.DataFrame, metric: str) -> str:
@@ -116,7 +126,7 @@ def _ranking(entries: pd.DataFrame, rank_col: str, metric: str, hib: bool) -> li
         gap = abs(lead - best_rest["past_value"])
         lines.append(f"best outside rank 1: {md_text(best_rest['series'])} (rank {int(best_rest[rank_col])}, "
                      f"{_score(best_rest, metric)}); "
-                     f"rank 1's best is ahead by {fmt_value(gap, metric)}")
+                     f"rank 1's best is ahead by {fmt_value(gap, best_rest['past_fmt'])}")
     else:
         lines.append("no entry is separated from the others")
     return lines
@@ -157,7 +167,7 @@ def board_findings(board: pd.DataFrame) -> list[str]:
     ranked = models[models["rank"].notna()]
     if len(ranked) == 1:
         lines.append(f"- only {md_text(ranked['series'].iloc[0])} is ranked: nothing to rank it against "
-                     f"(area past train {_score(ranked.iloc[0].to_dict(), ranked_by)})")
+                     f"({STAT_NAMES[ranked_statistic(board, ranked_by)]} {_score(ranked.iloc[0].to_dict(), ranked_by)})")
     elif len(ranked) > 1:
         lines += [f"- {line}" for line in _ranking(ranked, "rank", ranked_by, by_hib)]
     for encoding in entries.loc[entries["kind"] == "variant", "encoding"].unique():

@@ -101,8 +101,8 @@ def board_table_rows(table: pd.DataFrame, rank_col: str, metric: str) -> list[li
     degrades = board_degrades(table)
     return [[entry_rank(r, rank_col, ranks), entry_label(r),
              fmt_ci(r["in_dist"], r["in_dist_ci_low"], r["in_dist_ci_high"], metric),
-             fmt_stat(r, stats.RANK_STAT, metric),
-             *([fmt_stat(r, f"secondary_{stats.RANK_STAT}", second)] if second else []),
+             fmt_stat(r, stats.AREA, metric),
+             *([fmt_stat(r, f"secondary_{stats.AREA}", second)] if second else []),
              "–" if r["kind"] == "baseline" or math.isnan(r["margin"]) else
              fmt_ci(r["margin"], r["margin_ci_low"], r["margin_ci_high"], r["ranked_by"]).replace("fail", "–"),
              "–" if r["kind"] == "baseline" else fmt_ratio(r["effective_length"], holds_nothing=holds_nothing(r)),
@@ -123,7 +123,7 @@ def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
     sign = -1.0 if bool(table["higher_is_better"].iloc[0]) else 1.0
 
     def key(i: int) -> tuple:
-        rank, past = table["variant_rank"].iloc[i], table[stats.RANK_STAT].iloc[i]
+        rank, past = table["variant_rank"].iloc[i], table[stats.AREA].iloc[i]
         return (math.inf if math.isnan(rank) else rank, math.inf if math.isnan(past) else sign * past,
                 variant_sort_key(table["variant"].iloc[i]))
 
@@ -144,7 +144,7 @@ def floor_sentence(rows: pd.DataFrame) -> str | None:
     level = ""
     if len(base) and by == rows["metric"].iloc[0]:
         b = base.iloc[0]
-        level = f" ({fmt_stat(b, stats.RANK_STAT, by)})"
+        level = f" ({fmt_stat(b, stats.AREA, by)})"
     return (f"Floor: {named[0]}{level}, the best trivial baseline by the area of {by} past the training length; "
             f"{above} of {len(learned)} learned models are above it with support (the 95 % interval of the margin).")
 
@@ -199,6 +199,9 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     note = secondary.ranking_note(rows)
     if note:
         parts += [f"**{md_text(note)}**", ""]
+    by = rows["ranked_on"].iloc[0]
+    if by != stats.AREA:
+        parts += [md_text(RANKED_ON[by]), ""]
     floor = floor_sentence(rows)
     if floor:
         parts += [md_text(floor), ""]
@@ -213,6 +216,7 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
                  for r in wide.assign(learnability=wide.set_index(["encoding", "variant"]).index.map(
                      rows.set_index(["encoding", "variant"])["learnability"]).fillna("")).to_dict("records")]
         parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
+    parts += context_gain_section(board, task, train_len, rows)
     parts += [learnability_note(metric, hib, task), ""]
     parts += [markdown_table(["entry", "learnability (95 % interval)", "per seed: in-dist"],
                              learnability_lines(board, task, train_len, rows[rows["kind"] != "variant"]),
@@ -224,6 +228,35 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     return parts
 
 
+#: The sentence a board ranked by another statistic than the area past train says above its table.
+RANKED_ON = {"degradation": "Ranked by the degradation (nll past the training length minus nll at 1×, nats, on the same "
+                            "scored bytes; lower is better, below 0 when the longer context helps): the perplexity "
+                            "level past training mostly restates the fit at 1×. The floor still gates on the level: "
+                            "an entry is ranked only where its area past train beats the best trivial baseline's."}
+
+CONTEXT_NOTE = ("context_gain ↑ by length ratio (mean over seeds ± 95 % half-width): the perplexity of the same "
+                "scored bytes with the context cut to the training length ÷ with the whole window; above 1 the longer "
+                "context helps, 1 it is ignored, below 1 it hurts:")
+
+
+def context_gain_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
+    """An lm board's context gain per ratio of its trained models and variants (empty elsewhere)."""
+    cg = board.context[(board.context["task"] == task) & (board.context["train_len"] == train_len)] \
+        if len(board.context) else board.context
+    if cg.empty:
+        return []
+    ratios = sorted(cg["ratio"].unique())
+    lines = []
+    for r in rows[rows["kind"] != "baseline"].to_dict("records"):
+        own = cg[(cg["encoding"] == r["encoding"]) & (cg["variant"] == r["variant"])].set_index("ratio")
+        if own.empty:
+            continue
+        lines.append([entry_label(r), *(fmt_ci(own.at[x, "mean"], own.at[x, "ci_low"], own.at[x, "ci_high"], "retention")
+                                        if x in own.index else "–" for x in ratios)])
+    header = ["encoding", *(f"{ratio_label(x)}" for x in ratios)]
+    return [CONTEXT_NOTE, "", markdown_table(header, lines, ["l", *["r"] * len(ratios)]), ""]
+
+
 #: The sentence on the statistics every leaderboard.md opens with (docs/statistics.md says more).
 STATISTICS_NOTE = ("↑ higher is better, ↓ lower is better. Every value is the mean over seeds ± the half-width of its "
                    "95 % interval: a t interval over the seeds (the unit of replication), never narrower than the "
@@ -233,8 +266,8 @@ STATISTICS_NOTE = ("↑ higher is better, ↓ lower is better. Every value is th
                    "the same however densely it was evaluated); *mean past train*: the plain mean over ratios > 1 (a "
                    "failed length scores 0 accuracy / infinite perplexity in both); *margin over floor*: area past "
                    "train minus the best trivial baseline's (better positive); *retention*: (score − chance) / "
-                   "(in-dist − chance) averaged past 1× (ppl: in-dist / ppl); *degradation* (lm): nll past the training "
-                   "length minus nll at 1×, in nats, on the same scored bytes; ")
+                   "(in-dist − chance) averaged past 1× (ppl: in-dist / ppl); *degradation* (lm): the area past train of "
+                   "the nll minus the nll at 1×, in nats, on the same scored bytes; ")
 
 
 def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
@@ -252,7 +285,8 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
         parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
                   f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha']}.", ""]
     parts += [STATISTICS_NOTE + f"{EFFECTIVE_LENGTH} Rank = 1 + the number of entries better with support: the paired "
-              "t test on the seeds' differences in area past train, Holm-corrected over every pair of the table at a "
+              "t test on the seeds' differences in area past train (lm: in degradation), Holm-corrected over every "
+              "pair of the table at a "
               f"family-wise {ALPHA:g}. {RANK_MARKS}", ""]
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
         parts += _board_sections(board, task, int(train_len), rows)
@@ -299,7 +333,7 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
         w = wide.loc[(r["encoding"], r["variant"])]
         lines.append([entry_rank(r, rank_col, ranks), entry_label(r),
                       *(fmt_ci(w[c], w[f"{c}_ci_low"], w[f"{c}_ci_high"], metric) for c in cols),
-                      fmt_stat(r, stats.RANK_STAT, metric),
+                      fmt_stat(r, stats.AREA, metric),
                       "–" if r["kind"] == "baseline" else fmt_ratio(r["effective_length"], holds_nothing=holds_nothing(r))])
     return lines
 

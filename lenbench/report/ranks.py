@@ -2,7 +2,7 @@
 
 **Ranks** (`support_ranks`): among the learned, complete entries above the floor, rank = 1 + the
 number of entries better with support: the paired t test on the seed differences of the area past
-train (`lenbench.report.stats.RANK_STAT`; same seeds, same samples) rejects "no difference",
+train (`lenbench.report.stats.AREA`; same seeds, same samples) rejects "no difference",
 two-sided, with Holm's step-down correction over every pair of the table at family-wise level
 `ALPHA`. Entries that cannot be told apart share a
 rank. The main table ranks trained models (variant "none"); each encoding with inference-time

@@ -24,12 +24,12 @@ from lenbench.metrics import METRICS, get_metric, secondary_metric
 from lenbench.report import stats
 
 #: The secondary statistics each entry carries (each with ``_ci_low`` / ``_ci_high``).
-STATS = ("in_dist", stats.RANK_STAT)
+STATS = ("in_dist", stats.AREA)
 COLUMNS = ("ranked_by", "secondary_metric",
            *(f"secondary_{s}{suffix}" for s in STATS for suffix in ("", "_ci_low", "_ci_high")))
 #: The columns that follow the metric the board ranks by.
 RANKED_BY_COLUMNS = ("rank", "variant_rank", "floor_baseline", "margin", "margin_ci_low", "margin_ci_high",
-                     "above_floor")
+                     "above_floor", "ranked_on")
 
 
 def n_above_floor(entries: pd.DataFrame) -> int:

@@ -18,17 +18,22 @@ log2 of the longest ratio; a weighted mean of the scores past 1× in which each 
 weighs the same, however densely it was evaluated — DeepMind's mean over unseen lengths
 (Delétang et al. 2023) on a log-length axis), ``retention`` (mean over ratios > 1 of (score −
 chance) / (score₁ₓ − chance), chance from the ``baseline:chance`` rows; score₁ₓ / score for
-lower-is-better metrics), ``degradation`` (metrics built from nll sums: mean nll past the training
-length − nll at 1×, in nats, on the same scored samples; NaN otherwise) and
+lower-is-better metrics), ``degradation`` (metrics built from nll sums: the area past train of the
+nll − the nll at 1×, in nats, on the same scored samples; NaN otherwise) and
 ``effective_length`` (RULER's effective length, Hsieh et al. 2024, as a ratio of the training
 length: the longest evaluated ratio up to which every score keeps at least 90 % of the entry's
 own 1× score (for lower-is-better metrics at most 110 % of it) and stays above the board's best
 trivial baseline at that ratio; 1 when the first length past training already fails; NaN when
 the 1× score itself is not above the baseline; discrete, so it has no interval).
 
-**Ranks and floors use `RANK_STAT`**, the area past training: unlike the plain mean, it does not
-let the densely evaluated first doubling outweigh the rest, and unlike the effective length it is
-continuous, so the paired test over seeds can judge it.
+**Floors use `AREA`**, the area past training: unlike the plain mean, it does not let the densely
+evaluated first doubling outweigh the rest, and unlike the effective length it is continuous, so
+the paired test over seeds can judge it. **Ranks use the statistic the metric declares**
+(`lenbench.metrics.Metric.ranks_on`, `rank_statistic`): the area, or for perplexity and bits per
+byte the degradation, since their level past training mostly restates the fit at 1× (a model that
+ignores everything past its training window keeps its level and degrades by 0; one that uses the
+longer context degrades by less than 0). The floor still gates on the level: an lm entry is ranked
+only where its perplexity past training beats the unigram baseline's.
 
 **Learnability** (`learnability`): learned when the interval of in_dist lies at or above the
 metric's `learned_min` (per-task overrides in `TASK_LEARNED_MIN`), not learned when it lies
@@ -39,7 +44,7 @@ seed's sampling interval (`seed_learnability`). Only learned entries are ranked.
 **Complete**: an entry missing a (seed, ratio) of the board is incomplete: shown, never ranked.
 
 **Floor**: the best trivial baseline of the board (the ``baseline:*`` series with the best area
-past train, `RANK_STAT`; on a board without baseline rows, the metric's worst score where it is finite: 0
+past train, `AREA`; on a board without baseline rows, the metric's worst score where it is finite: 0
 for accuracies). An entry is above the floor when the 95 % interval of its paired margin (of the area past
 train) over that baseline (the seed differences, as above) lies above 0; an entry at the floor is shown with its
 margin and never ranked. Like learnability, this is a gate per entry, not a comparison between
@@ -60,7 +65,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from lenbench.metrics import get_metric, learned_min, worst_value
+from lenbench.metrics import find_metric, get_metric, learned_min, worst_value
 from lenbench.report.intervals import (
     BOOT_SEED,
     N_BOOT,
@@ -91,8 +96,18 @@ LEARNED, NOT_LEARNED, UNCERTAIN = "learned", "not learned", "uncertain"
 STATS = ("in_dist", "past_train_mean", "past_train_area", "effective_length", "retention", "degradation")
 #: Statistics without an interval (discrete).
 POINT_ONLY = ("effective_length",)
-#: The statistic every table ranks by and every floor margin is taken on (module docstring).
-RANK_STAT = "past_train_area"
+#: The area past train: the statistic every floor margin is taken on, and every table ranks by unless
+#: its metric declares otherwise (module docstring).
+AREA = "past_train_area"
+#: What a metric's `ranks_on` (`lenbench.metrics.Metric`) names: the statistic and whether higher is better
+#: (None: the metric's own direction).
+RANKING = {"area": (AREA, None), "degradation": ("degradation", False)}
+
+
+def rank_statistic(metric: str) -> str:
+    """The statistic `metric`'s boards rank by (`RANKING`; the area for an unregistered metric)."""
+    found = find_metric(metric)
+    return RANKING[found.ranks_on if found is not None else "area"][0]
 
 
 def is_baseline(encoding: str) -> bool:
@@ -161,7 +176,7 @@ def curve_stats(curve: np.ndarray, ratios: np.ndarray, hib: bool, chance: np.nda
         else:
             ret = (in_dist[..., None] / curve[..., past]).mean(-1) if past.any() else nan
         degr = nan if nats is None or not (one.any() and past.any()) else \
-            nats[..., past].mean(-1) - nats[..., np.argmax(one)]
+            (nats[..., past] * weights[past]).sum(-1) - nats[..., np.argmax(one)]
     return {"in_dist": in_dist, "past_train_mean": past_mean, "past_train_area": area, "effective_length": effective,
             "retention": ret, "degradation": degr}
 
@@ -217,7 +232,8 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
         learnability, learned_ci_low / learned_ci_high (the interval the verdict used),
         not_learned (verdict is not "learned"), floor_baseline, margin (over it, better
         positive) with margin_ci_low / margin_ci_high, above_floor, rank (main table),
-        variant_rank (the encoding's variant table), NaN where unranked; and curves: one row per
+        variant_rank (the encoding's variant table), NaN where unranked, ranked_on (the statistic
+        the ranks used: `rank_statistic`, or the area where an entry has no degradation); and curves: one row per
         series and ratio: encoding, variant, ratio, mean, ci_low, ci_high, all_failed.
     """
     seeds = sorted(mdf["seed"].unique())
@@ -280,7 +296,13 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
         e["rank"] = math.nan
         e["variant_rank"] = math.nan
     main = [k for k, e in by_key.items() if e["kind"] == "model" and rankable(e)]
-    goodness = {k: (v[RANK_STAT] if hib else -v[RANK_STAT]) for k, v in seed_stats.items()}
+    ranked = rank_statistic(metric)
+    if ranked != AREA and any(math.isnan(by_key[k][ranked]) for k in by_key if by_key[k]["kind"] != "baseline"):
+        ranked = AREA  # rows without per-sample nll (older results): no degradation to rank by
+    for e in entries:
+        e["ranked_on"] = ranked
+    up = hib if ranked == AREA else False
+    goodness = {k: (v[ranked] if up else -v[ranked]) for k, v in seed_stats.items()}
     for k, rank in support_ranks(goodness, main).items():
         by_key[k]["rank"] = float(rank)
     for encoding in dict.fromkeys(e["encoding"] for e in entries if e["kind"] == "variant"):
@@ -323,17 +345,17 @@ def _floor(by_key: dict, seed_stats: dict, metric: str, hib: bool) -> None:
     """Each entry's margin over the board's floor past the training length (better positive) with
     its 95 % interval, and whether that interval lies above 0. The floor is the best trivial
     baseline; on a board without baseline rows, the metric's worst score where it is finite."""
-    baselines = [k for k, e in by_key.items() if e["kind"] == "baseline" and not math.isnan(e[RANK_STAT])]
+    baselines = [k for k, e in by_key.items() if e["kind"] == "baseline" and not math.isnan(e[AREA])]
     sign = 1.0 if hib else -1.0
-    best = max(baselines, key=lambda k: sign * by_key[k][RANK_STAT], default=None)
+    best = max(baselines, key=lambda k: sign * by_key[k][AREA], default=None)
     worst = worst_value(metric, hib)
     for key, e in by_key.items():
         e.update(floor_baseline="", margin=math.nan, margin_ci_low=math.nan, margin_ci_high=math.nan,
                  above_floor=e["kind"] != "baseline")
         if e["kind"] == "baseline" or (best is None and not math.isfinite(worst)):
             continue
-        own = seed_stats[key][RANK_STAT]
-        floor = seed_stats[best][RANK_STAT] if best is not None else \
+        own = seed_stats[key][AREA]
+        floor = seed_stats[best][AREA] if best is not None else \
             SeedValues(np.where(np.isnan(own.theta), np.nan, worst), np.where(np.isnan(own.boot), np.nan, worst))
         diff = own - floor
         est = estimate(diff if hib else -diff)

@@ -19,7 +19,7 @@ defines them:
   interval, ``above_floor``);
 - ``rank`` in the task's main table (trained models, variant "none"), ``variant_rank`` in the table
   of one encoding's inference-time variants, both on the area past train
-  (`lenbench.report.stats.RANK_STAT`); only learned, complete entries above the floor are ranked,
+  (`lenbench.report.stats.AREA`); only learned, complete entries above the floor are ranked,
   with Holm's correction over each table's pairs;
 - overall: each trained encoding's mean rank over the boards where it learned the task.
 
@@ -59,7 +59,7 @@ SCORE_STATS = stats.STATS
 LEADERBOARD_SCHEMA_VERSION = 4
 #: Per-entry columns beside the statistics (`lenbench.report.stats.board_statistics`).
 ENTRY_FLAGS = ("complete", "learnability", "learned_ci_low", "learned_ci_high", "floor_baseline", "margin",
-               "margin_ci_low", "margin_ci_high", "above_floor")
+               "margin_ci_low", "margin_ci_high", "above_floor", "ranked_on")
 #: Provenance columns of the leaderboard CSVs: the distinct values of the board's rows, joined by "; ".
 #: `settings`: the training and evaluation settings of the board's cells (a task's overrides show here).
 PROVENANCE = ("suite", "lenbench_version", "git_sha", "torch_version", "device", "dtype", "python_version",
@@ -103,6 +103,9 @@ class Leaderboard:
     seeds: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     #: {(task, train_len): the `Board` its ranks came from} (paired tests the tables do not print).
     boards: dict = dataclasses.field(default_factory=dict, repr=False)
+    #: lm boards' `CONTEXT_METRIC` per ratio past the training length: task, train_len, encoding,
+    #: variant, ratio, mean (over seeds), ci_low, ci_high (the t interval over seeds).
+    context: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def long(self) -> pd.DataFrame:
         """Tidy long form: one row per task × train_len × encoding × variant × statistic, with
@@ -116,6 +119,7 @@ class Leaderboard:
                     "variant": r["variant"], "series": r["series"], "kind": r["kind"], "not_learned": r["not_learned"],
                     "learnability": r["learnability"], "complete": r["complete"], "above_floor": r["above_floor"],
                     "n": r["n_seeds"], "ci_method": r["ci_method"], "ranked_by": r["ranked_by"],
+                    "ranked_on": r["ranked_on"],
                     **{c: r[c] for c in prov_cols}}
             for stat in SCORE_STATS:
                 if stat == "degradation" and math.isnan(r[stat]):
@@ -146,17 +150,33 @@ class Leaderboard:
                     "variant": r["variant"], "series": r["series"], "kind": "model",
                     "not_learned": r["n_tasks"] == 0, "learnability": "", "complete": True, "above_floor": True,
                     "ci_low": math.nan, "ci_high": math.nan, "n": r["n_tasks"],
-                    "ci_method": "", "ranked_by": "", "higher_is_better": False, **prov}
+                    "ci_method": "", "ranked_by": "", "ranked_on": "", "higher_is_better": False, **prov}
             rows.append({**base, "statistic": "mean_rank", "value": r["mean_rank"]})
             rows.append({**base, "statistic": "n_at_floor", "value": float(r["n_at_floor"])})
             rows.append({**base, "statistic": "rank", "value": float(r["rank"])})
         columns = ["task", "train_len", "metric", "encoding", "variant", "series", "kind", "statistic", "value",
                    "ci_low", "ci_high", "n", "higher_is_better", "not_learned", "learnability", "complete",
-                   "above_floor", "ci_method", "ranked_by", *prov_cols]
+                   "above_floor", "ci_method", "ranked_by", "ranked_on", *prov_cols]
         out = pd.DataFrame(rows, columns=columns)
         return out.astype({"train_len": "int64", "n": "int64", "value": "float64", "ci_low": "float64",
                            "ci_high": "float64", "higher_is_better": bool, "not_learned": bool, "complete": bool,
                            "above_floor": bool, "schema_version": "int64"})
+
+
+#: The metric the lm boards show per ratio beside the degradation: perplexity with the context cut
+#: to the training length ÷ perplexity with the whole window, the same scored bytes (> 1: the longer
+#: context helps).
+CONTEXT_METRIC = "context_gain"
+CONTEXT_COLUMNS = ["task", "train_len", "encoding", "variant", "ratio", "mean", "ci_low", "ci_high"]
+
+
+def _context_curves(rows: pd.DataFrame, task: str, train_len: int, n_boot: int) -> pd.DataFrame:
+    """`CONTEXT_METRIC`'s curves of one board's rows (empty where it has none)."""
+    cg = rows[(rows["metric"] == CONTEXT_METRIC) & (rows["ratio"] > 1.0 + 1e-9)]
+    if cg.empty:
+        return pd.DataFrame(columns=CONTEXT_COLUMNS)
+    curves = stats.board_statistics(cg, task, CONTEXT_METRIC, True, n_boot=n_boot).curves
+    return curves.assign(task=task, train_len=int(train_len))[CONTEXT_COLUMNS]
 
 
 def _series_key(encoding: str, variant: str) -> tuple:
@@ -168,7 +188,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     `lenbench.report.stats`). `n_boot` overrides the number of bootstrap resamples."""
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
     df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
-    per_task_parts, wide_rows, seed_parts, boards = [], [], [], {}
+    per_task_parts, wide_rows, seed_parts, boards, context_parts = [], [], [], {}, []
     ratios_all: set[float] = set()
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
@@ -183,6 +203,8 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
                 primary, tdf[tdf["train_len"] == train_len], task, metric, hib, n_boot or intervals.N_BOOT)
             seed_parts.append(stats.seed_learnability(board, task, metric, hib, n_boot=n_boot or intervals.N_BOOT)
                               .assign(task=task, train_len=int(train_len), metric=metric))
+            context_parts.append(_context_curves(tdf[tdf["train_len"] == train_len], task, int(train_len),
+                                                 n_boot or intervals.N_BOOT))
             prov = _provenance(tdf[tdf["train_len"] == train_len])
             entries = entries.assign(task=task, train_len=int(train_len), metric=metric, higher_is_better=hib,
                                      series=[series_label(e, v) for e, v in zip(entries["encoding"], entries["variant"],
@@ -190,7 +212,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
             sign = -1.0 if hib else 1.0  # ties (a shared rank, unranked entries) ordered by score, best first
             entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r,
                                   math.inf if math.isnan(p) else sign * p, _series_key(e, v))
-                                 for k, r, p, e, v in zip(entries["kind"], entries["rank"], entries[stats.RANK_STAT],
+                                 for k, r, p, e, v in zip(entries["kind"], entries["rank"], entries[stats.AREA],
                                                           entries["encoding"], entries["variant"], strict=True)]
             entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
             per_task_parts.append(entries.drop(columns="_order"))
@@ -244,8 +266,10 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     seed_cols = ["task", "train_len", "metric", "encoding", "variant", "seed", "in_dist", "ci_low", "ci_high",
                  "threshold", "learnability"]
     seeds = pd.concat(seed_parts, ignore_index=True)[seed_cols] if seed_parts else pd.DataFrame(columns=seed_cols)
+    context = [c for c in context_parts if len(c)]
+    context = pd.concat(context, ignore_index=True) if context else pd.DataFrame(columns=CONTEXT_COLUMNS)
     return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True),
-                       seeds, boards)
+                       seeds, boards, context)
 
 
 def ratio_label(ratio: float) -> str:

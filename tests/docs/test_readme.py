@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from docs_markdown import DOCS, README, ROOT, block, marker_keys, nav_pages, table_after
 
-from lenbench.report.stats import RANK_STAT, past_area_weights
+from lenbench.report.stats import AREA, past_area_weights
 
 pytestmark = pytest.mark.docs
 
@@ -143,16 +143,18 @@ def _ci(row) -> str:
 
 def expected_headline(board) -> list[dict[str, str]]:
     """Rows of the headline, computed from a leaderboard.csv frame: the overall ranking, with each
-    encoding's area past train (the ranked statistic) on lm and passkey (n/l where not learned, ? where
+    encoding's ranked statistic on lm (the degradation) and passkey (the area past train) (n/l where not learned, ? where
     uncertain)."""
     overall = board[(board["task"] == "overall") & (board["statistic"] == "rank")]
     ranks = list(overall["value"])
-    past = board[(board["kind"] == "model") & (board["variant"] == "none") & (board["statistic"] == RANK_STAT)]
+    models = board[(board["kind"] == "model") & (board["variant"] == "none")]
+    on = models.groupby("task")["ranked_on"].first() if "ranked_on" in models else {}
+    past = models[models["statistic"] == models["task"].map(lambda t: on.get(t, AREA) or AREA)]
     rows = []
     for r in overall.to_dict("records"):
         shared = ranks.count(r["value"]) > 1
         row = {"rank": ("=" if shared else "") + f"{r['value']:g}", "encoding": r["encoding"]}
-        for task, metric, column in (("lm", "perplexity", "lm perplexity past train ↓"),
+        for task, metric, column in (("lm", "perplexity", "lm degradation (nats) ↓"),
                                      ("passkey", "exact_match", "passkey exact match past train ↑")):
             cell = past[(past["task"] == task) & (past["metric"] == metric) & (past["encoding"] == r["encoding"])]
             assert len(cell) == 1, (task, r["encoding"])
@@ -177,7 +179,7 @@ def test_the_headline_reader_reads_the_csv():
     """The reader above, on a hand-made leaderboard: half-widths, shared ranks, not learned."""
     import pandas as pd
 
-    row = {"kind": "model", "variant": "none", "statistic": RANK_STAT, "ci_low": 0.0, "ci_high": 0.5,
+    row = {"kind": "model", "variant": "none", "statistic": AREA, "ci_low": 0.0, "ci_high": 0.5,
            "not_learned": False, "n": 3}
     frame = pd.DataFrame([
         {**row, "task": "overall", "encoding": "a", "statistic": "rank", "value": 1.0, "n": 2},
@@ -191,7 +193,7 @@ def test_the_headline_reader_reads_the_csv():
     ])
     rows = expected_headline(frame)
     assert [r["rank"] for r in rows] == ["=1", "=1"]
-    assert rows[0]["lm perplexity past train ↓"] == "2.000 ± 0.600"
+    assert rows[0]["lm degradation (nats) ↓"] == "2.000 ± 0.600"
     assert rows[1]["passkey exact match past train ↑"] == "?"
     assert [r["boards counted"] for r in rows] == ["2", "1"]
 

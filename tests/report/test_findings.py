@@ -84,7 +84,7 @@ def test_nothing_learned_and_a_single_learned_entry_rank_nothing():
         entry("alibi", past=0.2, lo=0.1, hi=0.3, rank=1, **kw),
         entry("nope", past=0.0, lo=0.0, hi=0.0, not_learned=True, **kw)))
     copy = " ".join(section(text, "copy").split())
-    assert "only alibi is ranked: nothing to rank it against (area past train 0.200 ± 0.100)" in copy
+    assert "only alibi is ranked: nothing to rank it against (mean past train 0.200 ± 0.100)" in copy
     assert "- rank 1" not in copy
     none = findings_markdown(board(entry("nope", past=0.0, lo=0.0, hi=0.0, not_learned=True, **kw)))
     assert "learned at 1×: 0 of 1 trained encodings; not learned, not ranked: nope" in none

@@ -394,3 +394,53 @@ def test_the_floor_margin_and_the_ranks_are_on_the_area_past_train():
     w = stats.past_area_weights(np.array(ratios, dtype=float))
     assert e.margin == pytest.approx(e.past_train_area - float((w * 0.5).sum()))
     assert e.above_floor and e["rank"] == 1
+
+
+def test_an_lm_board_ranks_by_degradation_and_gates_on_the_level():
+    """Perplexity declares ranks_on="degradation": an entry that fits better at 1× but degrades past
+    training ranks below one that holds its level, though its perplexity past training is lower; an
+    entry whose level past training does not beat the unigram baseline is at the floor, whatever its
+    degradation (a context-free model degrades by exactly 0)."""
+    rng = np.random.default_rng(5)
+    base = {s: rng.uniform(1.5, 2.5, 64) for s in (0, 1, 2)}  # per-window nll of each seed at 1x
+
+    def lm(encoding, level, growth):
+        """nll = base + level + growth · log2(ratio) on the same windows at every ratio."""
+        out = []
+        for s in (0, 1, 2):
+            for r in (1, 2, 4, 8):
+                w = base[s] + level + growth * np.log2(r) + rng.normal(0, 0.01, 64)
+                out.append({"task": "lm", "encoding": encoding, "variant": "none", "train_len": 32, "eval_len": 32 * r,
+                            "ratio": float(r), "metric": "perplexity", "value": float(np.exp(w.mean())), "seed": s,
+                            "n_samples": 64, "sample_scores": encode_samples(list(w * 8), [8.0] * 64)})
+        return out
+
+    rows = lm("alibi", 0.0, 0.0) + lm("rope", -0.3, 0.1) + lm("nope", 0.6, 0.0) + lm("baseline:unigram", 0.6, 0.0)
+    _, pt = board_of(rows)
+    rope, alibi, nope = pt.loc["rope"], pt.loc["alibi"], pt.loc["nope"]
+    assert stats.rank_statistic("perplexity") == "degradation" and stats.rank_statistic("exact_match") == stats.AREA
+    assert rope.past_train_area < alibi.past_train_area  # rope's level stays lower past training ...
+    w = stats.past_area_weights(np.array([1, 2, 4, 8.0]))
+    assert rope.degradation == pytest.approx(0.1 * float((w * np.log2([1, 2, 4, 8.0])).sum()), abs=0.01)
+    assert abs(alibi.degradation) < 0.01
+    assert (alibi["rank"], rope["rank"]) == (1, 2)  # ... but it degrades, so it ranks below alibi
+    assert not nope.above_floor and math.isnan(nope["rank"])  # degrades by 0, yet no better than the unigram
+    md = leaderboard_markdown(leaderboard(load_results(rows)))
+    assert "Ranked by the degradation" in md
+
+
+def test_an_lm_board_shows_the_context_gain_per_ratio():
+    rows = []
+    for s in (0, 1, 2):
+        for r in (1, 2, 4):
+            for metric, value in (("perplexity", 5.0 + s * 0.1), ("context_gain", 1.0 + 0.1 * r + 0.01 * s)):
+                if metric == "context_gain" and r == 1:
+                    continue
+                rows.append({"task": "lm", "encoding": "rope", "variant": "none", "train_len": 32, "eval_len": 32 * r,
+                             "ratio": float(r), "metric": metric, "value": value, "seed": s, "n_samples": 16})
+    board = leaderboard(load_results(rows))
+    cg = board.context.set_index("ratio")
+    assert list(cg.index) == [2.0, 4.0] and cg.at[2.0, "mean"] == pytest.approx(1.21)
+    assert cg.at[2.0, "ci_low"] < 1.21 < cg.at[2.0, "ci_high"]  # a t interval over the three seeds
+    md = leaderboard_markdown(board)
+    assert "context_gain ↑ by length ratio" in md and "| rope | 1.210 ±" in " ".join(md.split())
