@@ -1,57 +1,89 @@
-"""The pilot tables of studies/tasks/README.md, from a pilot's published rows.
+"""The pilot tables of studies/tasks/README.md, read off a pilot's report (`lenbench report RUN --out BOARD`).
 
-    python studies/tasks/pilot_table.py studies/tasks/pilot-mqar/results.csv --metric exact_match --floor 0
+    python studies/tasks/pilot_table.py BOARD [--metric token_accuracy]
 
-Per encoding (the core 8 in the board's order): the metric at 1x as the seed mean and each seed,
-whether it is learned (seed mean >= 0.9 and above the floor), the effective length (the longest
-evaluated ratio up to which the seed mean keeps >= 90 % of its own 1x value and stays above the
-floor past training: RULER's definition, as a ratio of the training length), the mean over the
-ratios past training (DeepMind's mean over unseen lengths, on this grid) and the mean seconds per cell.
+Every statistic is the board's own (`lenbench.report.stats`), so the tables and the leaderboard never
+disagree. Per board (task × training length), per core encoding: the metric at 1x as the seed mean and
+each seed, the board's learnability verdict (the 95 % interval of the 1x score against 0.9), the
+statistic the board ranks by (the area past train; for lm the degradation) with its 95 % half-width, the
+effective length (RULER's: the longest ratio up to which the seed mean keeps 90 % of its own 1x score and
+stays above the best trivial baseline there), the rank (only learned entries above the floor are
+ranked) and the mean training seconds per cell. Then the best trivial baseline at 1x and past training, and how
+many learned. `--metric` reads a board's other metric (its token accuracy) with the same statistics.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+from pathlib import Path
 
 import pandas as pd
+
+from lenbench.report.rows import load_results
+from lenbench.report.stats import AREA
+from lenbench.report.tables import leaderboard
 
 CORE = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire")
 
 
+def _ci(v: float, lo: float, hi: float) -> str:
+    if math.isnan(v):
+        return "–"
+    return f"{v:.3f}" if math.isnan(lo) else f"{v:.3f} ± {(hi - lo) / 2:.3f}"
+
+
+def board_tables(rows: pd.DataFrame) -> str:
+    """The markdown tables of every board of `rows` (tidy results rows)."""
+    out = []
+    board = leaderboard(rows)
+    for (task, train_len), pt in board.per_task.groupby(["task", "train_len"], sort=False):
+        df = rows[(rows["task"] == task) & (rows["train_len"] == train_len)]
+        use = pt["metric"].iloc[0]
+        stat = pt["ranked_on"].iloc[0] if len(pt) else AREA
+        name = "area past train" if stat == AREA else stat
+        seeds = board.seeds[board.seeds["train_len"] == train_len]
+        by = pt["ranked_by"].iloc[0]
+        out += [f"**{task}** (train length {train_len}, {use}; ranks: {name} of {by})", "",
+                f"| encoding | {use} at 1x: mean (seeds) | learned | {name} | effective length | rank | train s / cell |",
+                "|---|---|---|---|---|---|---|"]
+        learned = 0
+        for enc in CORE:
+            e = pt[(pt["encoding"] == enc) & (pt["variant"] == "none")]
+            if e.empty:
+                continue
+            e = e.iloc[0]
+            own = seeds[(seeds["task"] == task) & (seeds["encoding"] == enc) & (seeds["variant"] == "none")]
+            per_seed = " / ".join(f"{v:.2f}" for v in own.sort_values("seed")["in_dist"])
+            learned += e["learnability"] == "learned"
+            cells = df[(df["encoding"] == enc) & (df["variant"] == "none")]
+            seconds = statistics.mean(cells.groupby("cell_id")["train_seconds"].first())
+            eff = "–" if math.isnan(e["effective_length"]) else f"{e['effective_length']:g}x"
+            rank = "–" if math.isnan(e["rank"]) else f"{e['rank']:g}"
+            out.append(f"| {enc} | {e['in_dist']:.3f} ({per_seed}) | {e['learnability']} | "
+                       f"{_ci(e[stat], e[f'{stat}_ci_low'], e[f'{stat}_ci_high'])} | {eff} | {rank} | {seconds:.0f} |")
+        base = pt[pt["kind"] == "baseline"]
+        if len(base):
+            best = base.loc[base[AREA].idxmax() if pt["higher_is_better"].iloc[0] else base[AREA].idxmin()]
+            out += ["", f"best trivial baseline: {best['encoding']} at 1x {best['in_dist']:.3f}, area past train "
+                        f"{best[AREA]:.3f}"]
+        ratios = sorted(df.loc[df["metric"] == use, "ratio"].unique())
+        out += [f"learned at 1x: {learned} of {int(pt['kind'].eq('model').sum())}; ratios: "
+                f"{', '.join(f'{r:.4g}' for r in ratios)}", ""]
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv")
-    ap.add_argument("--metric", default="exact_match")
-    ap.add_argument("--floor", type=float, default=0.0, help="the best trivial predictor's score")
-    ap.add_argument("--fraction", type=float, default=0.9, help="of the 1x score the effective length keeps")
+    ap.add_argument("source", help="a run or report directory, or its results.csv")
+    ap.add_argument("--metric", default=None, help="a board's other metric (default: its primary)")
     args = ap.parse_args()
-    df = pd.read_csv(args.csv, keep_default_na=False, na_values=[""])
-    df = df[(df.variant == "none") & (df.bucket.isna() | (df.bucket.astype(str) == "")) & (df.metric == args.metric)]
-    print(f"| encoding | {args.metric} at 1x: mean (seeds) | learned | effective length | mean past training | s / cell |")
-    print("|---|---|---|---|---|---|")
-    learned_n = 0
-    for enc in CORE:
-        rows = df[df.encoding == enc]
-        if rows.empty:
-            continue
-        by_ratio = rows.groupby("ratio").value.mean().sort_index()
-        one = rows[rows.ratio == 1.0].sort_values("seed").value.tolist()
-        learned = by_ratio[1.0] >= 0.9 and by_ratio[1.0] > args.floor
-        learned_n += learned
-        effective = None
-        if learned:
-            effective = 1.0
-            for ratio, value in by_ratio[by_ratio.index > 1].items():
-                if value < args.fraction * by_ratio[1.0] or value <= args.floor:
-                    break
-                effective = ratio
-        past = by_ratio[by_ratio.index > 1].mean()
-        seconds = statistics.mean(rows.groupby("cell_id").train_seconds.first())
-        print(f"| {enc} | {by_ratio[1.0]:.3f} ({' / '.join(f'{v:.2f}' for v in one)}) | {'yes' if learned else 'no'} | "
-              f"{f'{effective:g}x' if effective else '–'} | {past:.3f} | {seconds:.0f} |")
-    print(f"\nlearned at 1x: {learned_n} of {df.encoding.isin(CORE).groupby(df.encoding).any().sum()}; "
-          f"ratios: {', '.join(f'{r:g}' for r in sorted(df.ratio.unique()))}")
+    src = Path(args.source)
+    rows = load_results(src / "results.csv" if (src / "results.csv").is_file() else src)
+    if args.metric:
+        rows = rows[rows["metric"] == args.metric]
+    print(board_tables(rows))
 
 
 if __name__ == "__main__":
