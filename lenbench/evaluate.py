@@ -21,7 +21,7 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
 )
 from lenbench.results.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.tasks.base import Batch, Task
-from lenbench.tasks.decoding import Decoded, generate
+from lenbench.tasks.decoding import Decoded, NonFiniteLogits, finite_logits, generate  # noqa: F401 (re-exported)
 from lenbench.tasks.eval_data import eval_batches, eval_generator  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # annotations only: the evaluation runs any model it is given
@@ -81,15 +81,18 @@ def evaluate_length(
         `task_metrics(task)`; sample_scores is the compact per-sample string of `encode_samples`
         (one entry per evaluation sample, generator order), from which the value is
         `metric_transform(metric, sum(num) / sum(den))`.
+
+    Raises:
+        NonFiniteLogits: a forward gave NaN or infinite logits (the cell fails this length).
     """
     model.eval()
     num: dict[str, list] = {m: [] for m in METRICS}
     den: dict[str, list] = {m: [] for m in METRICS}
     for batch in eval_batches(task, length, samples=samples, tokens_per_batch=tokens_per_batch, seed=seed):
         batch = batch.to(device)
-        logits = model(batch.inputs).float()  # (B, T, V)
+        logits = finite_logits(model(batch.inputs).float(), length)  # (B, T, V)
         nll = F.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")  # (B, T)
-        decoded = generate(lambda x: model(x).argmax(-1), batch, teacher_forced=logits.argmax(-1))
+        decoded = generate(lambda x: finite_logits(model(x), length).argmax(-1), batch, teacher_forced=logits.argmax(-1))
         for metric, (n, d) in decoded_sums(decoded, batch, nll).items():
             num[metric] += n
             den[metric] += d

@@ -48,6 +48,27 @@ class Decoded:
     forwards: int
 
 
+class NonFiniteLogits(ValueError):
+    """A model's logits hold NaN or ±inf at an evaluation length: its scores there are not numbers
+    (argmax of NaN picks index 0, a NaN nll averages to NaN), so the length fails with this reason."""
+
+
+def finite_logits(logits: torch.Tensor, length: int, context: int | None = None) -> torch.Tensor:
+    """`logits` of a forward at evaluation length `length` (`context`: the context it was cut to),
+    checked to hold only finite values.
+
+    Raises:
+        NonFiniteLogits: one line with the length and how many values are NaN or infinite.
+    """
+    bad = ~torch.isfinite(logits)
+    if bool(bad.any()):
+        cut = "" if context is None else f" (context cut to {context})"
+        raise NonFiniteLogits(f"non-finite logits at length {length}{cut}: {int(bad.sum())} of {bad.numel()} values are "
+                              "NaN or infinite (the model's activations overflowed or it was handed a NaN); "
+                              "this length is failed, not scored")
+    return logits
+
+
 def generate(predict: Callable[[torch.Tensor], torch.Tensor], batch: Batch,
              teacher_forced: torch.Tensor | None = None) -> Decoded:
     """Greedy-decode the answers of `batch`.

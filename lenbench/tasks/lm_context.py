@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from lenbench.results.labels import position_bucket
 from lenbench.tasks.base import Task
+from lenbench.tasks.decoding import finite_logits
 from lenbench.tasks.eval_data import eval_batches_on
 
 if TYPE_CHECKING:  # annotations only: the measurement runs any model it is given
@@ -55,7 +56,7 @@ def window_logits(model: Transformer, inputs: torch.Tensor, columns: torch.Tenso
         rows = max(1, tokens_per_batch // window)
         last = torch.cat([model(flat[i : i + rows])[:, -1].float() for i in range(0, len(flat), rows)])  # (B·Cl, V)
         out[:, late] = last.view(B, len(late), -1)  # (B, Cl, V)
-    return out
+    return finite_logits(out, T, window)
 
 
 # Window perplexity scores every CONTEXT_COLUMN_STRIDE-th target column past the window: each
@@ -92,7 +93,7 @@ def evaluate_lm_context(
     width = position_buckets
     pos_sum = pos_count = None
     for batch in eval_batches_on(task, length, samples, tokens_per_batch, seed, device):
-        logits = model(batch.inputs).float()  # (B, T, V)
+        logits = finite_logits(model(batch.inputs).float(), length)  # (B, T, V)
         B, T, V = logits.shape
         per_pos = F.cross_entropy(logits.reshape(-1, V), batch.targets.reshape(-1), reduction="none").view(B, T)  # (B, T)
         if pos_sum is None:
