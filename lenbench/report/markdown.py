@@ -77,8 +77,8 @@ def board_degrades(rows: pd.DataFrame) -> bool:
 
 def board_header(metric: str, hib: bool, second: str = "", degradation: bool = False) -> list[str]:
     """Column names of a task's main or variant table (markdown and web page alike); with the
-    secondary metric `second`, its mean past train after the primary's; with `degradation`, the
-    nll past the training length minus the nll at 1× after retention."""
+    secondary metric `second`, its area past train after the primary's; with `degradation`, the
+    area past train of the nll minus the nll at 1× after retention."""
     arrow = {True: "↑", False: "↓"}
     extra = [f"past train {second} {arrow[bool(METRICS.get(second, True))]}"] if second else []
     return ["rank ↓", "encoding", f"in-dist {metric} {arrow[hib]}", f"area past train {arrow[hib]}", *extra,
