@@ -44,11 +44,11 @@ seed's sampling interval (`seed_learnability`). Only learned entries are ranked.
 **Complete**: an entry missing a (seed, ratio) of the board is incomplete: shown, never ranked.
 
 **Floor**: the best trivial baseline of the board (the ``baseline:*`` series with the best area
-past train, `AREA`; on a board without baseline rows, the metric's worst score where it is finite: 0
-for accuracies). An entry is above the floor when the 95 % interval of its paired margin (of the area past
-train) over that baseline (the seed differences, as above) lies above 0; an entry at the floor is shown with its
-margin and never ranked. Like learnability, this is a gate per entry, not a comparison between
-entries, so it is not corrected for multiplicity.
+past train, `AREA`; on a board without baseline rows, the metric's worst score where it is finite:
+0 for accuracies). An entry is above the floor when the 95 % interval of its paired margin (of the
+area past train) over that baseline (the seed differences, as above) lies above 0; an entry at the
+floor is shown with its margin and never ranked. Like learnability, this is a gate per entry, not a
+comparison between entries, so it is not corrected for multiplicity.
 
 **Overall** (`overall_ranks`): per trained encoding, the mean over the boards where it learned the
 task and the board ranked anything of its rank there, an entry at the floor counting as the
@@ -301,7 +301,7 @@ def board_statistics(mdf: pd.DataFrame, task: str, metric: str, hib: bool, *, n_
         ranked = AREA  # rows without per-sample nll (older results): no degradation to rank by
     for e in entries:
         e["ranked_on"] = ranked
-    up = hib if ranked == AREA else False
+    up = hib if (declared := dict(RANKING.values())[ranked]) is None else declared  # the declared direction
     goodness = {k: (v[ranked] if up else -v[ranked]) for k, v in seed_stats.items()}
     for k, rank in support_ranks(goodness, main).items():
         by_key[k]["rank"] = float(rank)

@@ -117,7 +117,10 @@ SOURCES = ("stdlib", "long-range")
 
 
 @functools.lru_cache(maxsize=4)
-def _eligible_cached(corpus_id: int, corpus: _Corpus, context: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _eligible(corpus: _Corpus, context: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per kind of a document corpus: the first eligible window end of each held-out document longer
+    than `context` (its start + context) and the cumulative count of eligible ends (cached per
+    corpus object: its hash is its tensor's identity and its spans)."""
     out = []
     for k in range(len(KINDS)):
         spans = [(s, e) for kind, s, e in corpus.held_out if kind == k and e - s > context]
@@ -125,12 +128,6 @@ def _eligible_cached(corpus_id: int, corpus: _Corpus, context: int) -> list[tupl
         counts = torch.tensor([e - s - context for s, e in spans], dtype=torch.long)
         out.append((starts, counts.cumsum(0) if len(spans) else torch.zeros(1, dtype=torch.long)))
     return out
-
-
-def _eligible(corpus: _Corpus, context: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per kind of a document corpus: the first eligible window end of each held-out document longer
-    than `context` (its start + context) and the cumulative count of eligible ends."""
-    return _eligible_cached(id(corpus), corpus, context)
 
 
 @register_task("lm")
@@ -248,9 +245,7 @@ class ByteLMTask(Task):
         """
         n = check_length(self, length)
         if self.source == "long-range":
-            if n > self.context:
-                raise ValueError(f"task {self.name!r}: train_len {n} exceeds context={self.context}, the longest "
-                                 f"window the long-range corpus keeps inside one document; pass context >= {n}")
+            self._check_context(n, "train_len")
             return
         size = self.corpus.size
         if not _fits(size, n):
@@ -274,13 +269,17 @@ class ByteLMTask(Task):
         u = torch.rand(batch_size, 1, generator=generator, dtype=torch.float64)  # (B, 1) uniform in [0, 1)
         return hi - 1 - (u * span).long()  # (B, 1): index of the last target byte, in [hi − span, hi − 1]
 
+    def _check_context(self, n: int, what: str) -> None:
+        """On the long-range corpus, a window of `n` bytes must fit inside one document (`context`)."""
+        if n > self.context:
+            raise ValueError(f"task {self.name!r}: {what} {n} exceeds context={self.context}, the longest "
+                             f"window the long-range corpus keeps inside one document; pass context >= {n}")
+
     def _held_out_ends(self, batch_size: int, n: int, generator: torch.Generator) -> torch.Tensor:
         """Window ends (B, 1) on the long-range corpus: a kind uniformly, then a byte of its held-out
         documents at least `context` bytes from the document's start (independent of `n`, as
         `_eval_ends`)."""
-        if n > self.context:
-            raise ValueError(f"task {self.name!r}: eval length {n} exceeds context={self.context}, the longest "
-                             f"window the long-range corpus keeps inside one document; pass context >= {n}")
+        self._check_context(n, "eval length")
         pools = _eligible(self.corpus, self.context)  # per kind: (starts, cumulative counts)
         if any(int(cum[-1]) == 0 for _, cum in pools):
             raise ValueError(f"task {self.name!r}: a kind of the long-range corpus has no held-out document longer "
