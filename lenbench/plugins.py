@@ -95,6 +95,9 @@ class Plugin:
 _REGISTRIES: list[Any] = []
 #: Plugins loaded in this process, in load order: module name → Plugin.
 _LOADED: dict[str, Plugin] = {}
+#: What each loaded plugin changed in lenbench or torch while it was imported, by module name
+#: (`lenbench.plugin_changes`); a plugin that changed something is in every cell's fingerprint.
+_CHANGES: dict[str, tuple[str, ...]] = {}
 #: The plugin being imported right now (registrations inside it record it as their origin).
 _CURRENT: contextvars.ContextVar[Plugin | None] = contextvars.ContextVar("lenbench_plugin", default=None)
 
@@ -115,13 +118,29 @@ def loaded() -> tuple[Plugin, ...]:
     return tuple(_LOADED.values())
 
 
+def changes(plugin: Plugin) -> tuple[str, ...]:
+    """The lenbench / torch attributes `plugin` rebound, deleted or added when it was imported."""
+    return _CHANGES.get(plugin.module, ())
+
+
+def reaches_every_cell(plugin: Plugin) -> bool:
+    """Whether `plugin`'s sources belong in every cell's fingerprint (`lenbench.run.fingerprint`), not
+    only in those of the classes it registers: it changed lenbench or torch when imported, or it
+    registered nothing (then changing something is all it can be for)."""
+    return bool(changes(plugin)) or not any(registry.names_of(plugin) for registry in _REGISTRIES)
+
+
 @contextlib.contextmanager
 def _loading(plugin: Plugin) -> Iterator[None]:
+    from lenbench.plugin_changes import changed_since, snapshot
+
     token = _CURRENT.set(plugin)
+    before = snapshot()
     try:
         yield
     finally:
         _CURRENT.reset(token)
+        _CHANGES[plugin.module] = changed_since(before)
 
 
 def _one_line(err: BaseException) -> str:
@@ -244,6 +263,7 @@ def release(plugin: Plugin) -> None:
 def _forget(plugin: Plugin) -> None:
     """Drop a plugin and every name it registered (before loading a changed file again)."""
     _LOADED.pop(plugin.module, None)
+    _CHANGES.pop(plugin.module, None)
     sys.modules.pop(plugin.module, None)
     for registry in _REGISTRIES:
         registry.forget(plugin)

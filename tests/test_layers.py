@@ -33,13 +33,14 @@ class Layer:
     torch: bool
 
 
-FOUNDATION = ("lenbench.registry", "lenbench.plugins")
+FOUNDATION = ("lenbench.registry", "lenbench.plugins", "lenbench.plugin_changes")
 #: The torch-free shared modules every layer may read.
 LEAVES = ("lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
           "lenbench.rope_factors", "lenbench.task_display", "lenbench.results")
 
 LAYERS: dict[str, Layer] = {
-    "lenbench.plugins": Layer((), torch=False),
+    "lenbench.plugin_changes": Layer((), torch=False),
+    "lenbench.plugins": Layer(("lenbench.plugin_changes",), torch=False),
     "lenbench.registry": Layer(("lenbench.plugins",), torch=False),
     "lenbench.escape": Layer((), torch=False),
     "lenbench.atomic": Layer((), torch=False),

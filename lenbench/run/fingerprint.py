@@ -24,7 +24,10 @@ environment, which the id does not see; the fingerprint covers them:
   `tests/run/test_trust_fingerprint.py` states today's closure of a cell in full.
 - **plugin sources** (`lenbench.plugins`): for an encoding or task from outside lenbench, its file
   as loaded (``plugin:mype.py``) or every module of its package that its module imports
-  (``plugin:mypkg/enc.py``), and the lenbench modules those import join the closure's roots.
+  (``plugin:mypkg/enc.py``), and the lenbench modules those import join the closure's roots. A
+  plugin that changed lenbench or torch when it was imported (`lenbench.plugin_changes`: it
+  rebinds `Transformer._init_weights`, say) or that registers nothing is in *every* cell's
+  fingerprint, built-in cells included.
 - **environment**: torch version, device type, dtype, the intra-op thread count and the CPU
   numeric mode (`lenbench.numerics`: pinned code paths, or the CPU's own choice).
 
@@ -108,8 +111,16 @@ def class_sources(cls: type) -> Sources:
     """The plugin sources of class `cls` (defined outside lenbench): see the module docstring."""
     from lenbench import plugins
 
-    module_name = cls.__module__
-    plugin = next((p for p in plugins.loaded() if p.module == module_name), None)
+    plugin = next((p for p in plugins.loaded() if p.module == cls.__module__), None)
+    return module_sources(cls.__module__, plugin, what=cls.__qualname__)
+
+
+def module_sources(module_name: str, plugin=None, what: str = "") -> Sources:
+    """The sources of module `module_name` outside lenbench: a file plugin's bytes as loaded
+    (`plugin`, a `lenbench.plugins.Plugin` of kind file), else the module's file and every module
+    of its package it imports."""
+    from lenbench import plugins
+
     if plugin is not None and plugin.kind == "file":
         rel = Path(plugin.path).name
         return Sources({f"plugin:{rel}": plugin.source},
@@ -117,8 +128,8 @@ def class_sources(cls: type) -> Sources:
     module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None)
     if not file:
-        raise plugins.PluginError(f"{cls.__qualname__} comes from module {module_name!r}, which has no source file; "
-                          "a plugin must be a .py file or a module of an installed package")
+        raise plugins.PluginError(f"{what or module_name} comes from module {module_name!r}, which has no source file; "
+                                  "a plugin must be a .py file or a module of an installed package")
     top = module_name.split(".")[0]
     top_module = sys.modules.get(top)
     search = list(getattr(top_module, "__path__", []) or [])
@@ -131,6 +142,22 @@ def class_sources(cls: type) -> Sources:
     files = import_closure([rel], root, name=top)
     return Sources({f"plugin:{top}/{f}": (root / f).read_bytes() for f in files},
                    imports_outside(files, root, name=top))
+
+
+def global_plugin_roots(plugin_files: dict[str, bytes]) -> list[str]:
+    """The plugins every cell depends on (`lenbench.plugins.reaches_every_cell`: they change
+    lenbench or torch when imported, or register nothing): their sources go into `plugin_files`,
+    and the package files they import are returned as roots."""
+    from lenbench import plugins
+
+    roots: list[str] = []
+    for plugin in plugins.loaded():
+        if plugin.module == "__main__" or not plugins.reaches_every_cell(plugin):
+            continue
+        sources = module_sources(plugin.module, plugin)
+        plugin_files.update(sources.files)
+        roots += resolve_imports(sources.lenbench_imports, PACKAGE, read=_source)
+    return roots
 
 
 def encoding_files(name: str, params: dict) -> list[str]:
@@ -163,7 +190,7 @@ def cell_sources(cell) -> dict[str, str]:
     compute path (see the module docstring), and its plugins' sources (keys ``plugin:…``)."""
     plugin_files: dict[str, bytes] = {}
     roots = [*CORE, *encoding_roots(cell.encoding.name, cell.encoding.params, plugin_files),
-             *task_roots(cell.task.name, plugin_files)]
+             *task_roots(cell.task.name, plugin_files), *global_plugin_roots(plugin_files)]
     sources = {rel: file_sha(rel) for rel in closure(roots)}
     sources.update({key: _sha(data) for key, data in plugin_files.items()})
     return dict(sorted(sources.items()))
