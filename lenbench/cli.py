@@ -254,10 +254,16 @@ def _run(args: argparse.Namespace) -> int:
                         progress=not args.quiet, **options)
     rows = load_rows(out)
     busy = f", {len(run.busy)} in progress in another run (skipped)" if run.busy else ""
-    print(f"{len(run.computed)} cell(s) run, {run.done} already done{busy}, {len(run.failed)} failed; "
+    failed = len(run.failed) + len(run.failed_before)  # never "0 failed" over failed cells kept from before
+    before = (f" ({len(run.failed_before)} of them in an earlier run; --retry-failed reruns them)"
+              if run.failed_before else "")
+    print(f"{len(run.computed)} cell(s) run, {run.done} already done{busy}, {failed} failed{before}; "
           f"{len(rows)} rows in {out}")
     for r in run.failed:
-        print(f"  failed: {r.title}: {r.error}")
+        again = " (outside the cell: the next run computes it again)" if r.outside else ""
+        print(f"  failed: {r.title}: {r.error}{again}")
+    for title in run.failed_before:
+        print(f"  failed before: {title}")
     for r in run.computed:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
         if (r.executor or {}).get("retries"):
             print(f"  retried: {r.title}: {r.executor['retries']} time(s) after {'; '.join(r.executor['lost'])}")

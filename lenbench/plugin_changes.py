@@ -63,9 +63,11 @@ def snapshot() -> Snapshot:
 
 def changed_since(before: Snapshot) -> tuple[str, ...]:
     """The watched attributes rebound, deleted or added since `before`, sorted. Not a change: a
-    module imported for the first time (and the classes it defines), a submodule added to its package."""
+    module imported for the first time (and the classes it defines), a submodule added to its package
+    or imported again."""
     after = snapshot().values
-    changed = {key for key, value in before.values.items() if key not in after or after[key] is not value}
+    changed = {key for key, value in before.values.items()
+               if key not in after or (after[key] is not value and not _both_modules(value, after[key]))}
     for key, value in after.items():
         if key in before.values or isinstance(value, types.ModuleType):
             continue
@@ -73,3 +75,7 @@ def changed_since(before: Snapshot) -> tuple[str, ...]:
         if owner in before.classes or owner in before.modules:
             changed.add(key)
     return tuple(sorted(changed))
+
+
+def _both_modules(old: object, new: object) -> bool:
+    return isinstance(old, types.ModuleType) and isinstance(new, types.ModuleType)

@@ -38,6 +38,9 @@ class CellResult:
         memory: the evaluation memory budget and any batch shrunk to fit it.
         plugins: the plugins the run loaded, when any.
         executor: an executor's bookkeeping (e.g. Ray's node and retries), never part of the rows.
+        outside: why the cell, or one of its lengths, failed for a reason outside the cell (the
+            environment, the machine's memory, a plugin this worker could not load), when one did:
+            such a result is kept for the record but never reused (`lenbench.run.driver.cell_state`).
         seconds: wall seconds of the whole cell; `train_seconds` of its training (NaN when reused
             from a checkpoint or never trained); `timestamp` when it finished (UTC, ISO 8601).
         extra: keys of a stored file this version does not know, written back unchanged.
@@ -58,6 +61,7 @@ class CellResult:
     plugins: list[dict[str, Any]] | None = None
     traceback: str | None = None
     executor: dict[str, Any] | None = None
+    outside: str | None = None
     seconds: float = math.nan
     train_seconds: float = math.nan
     timestamp: str = ""
@@ -98,4 +102,4 @@ class CellResult:
 
 
 #: Fields written only when set.
-_OPTIONAL = frozenset({"task_fingerprint", "memory", "plugins", "traceback", "executor"})
+_OPTIONAL = frozenset({"task_fingerprint", "memory", "plugins", "traceback", "executor", "outside"})

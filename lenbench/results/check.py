@@ -6,12 +6,14 @@ place in it and what was expected. The column facts (which are required, which a
 `lenbench.results.schema`'s.
 
 Accepted on purpose: an absent optional key; a NaN or infinite measurement *value* (a failed or
-worst-case measurement, compared as such).
+worst-case measurement in a table or benchmark file, compared as such). The engine's own cell
+files are held to more (`check_measured`): a row of status ok there holds a finite value.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,11 @@ POSITIVE_FIELDS = tuple(c for c in INT_COLUMNS if c in REQUIRED)
 #: Row / cell / machine fields that are text when present (the machine provenance among them).
 TEXT_FIELDS = MACHINE_KEYS
 INT64 = 2**63
+#: A row's status: measured, or failed with its error.
+STATUSES = ("ok", "failed")
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
+#: sample_scores as `lenbench.metrics.encode_samples` writes it: numbers or numerator/denominator pairs.
+SAMPLES_TEXT = re.compile(rf"(?:(?:{_NUMBER})(?:/(?:{_NUMBER}))?(?: (?=.)|$))*")
 
 
 def json_kind(value: Any) -> str:
@@ -88,17 +95,34 @@ def check_row(where: str, row: Any) -> None:
         fail_field(where, "value", row["value"], "a number or null (a failed measurement)")
     if not isinstance(row.get("higher_is_better", True), (bool, type(None))):
         fail_field(where, "higher_is_better", row["higher_is_better"], "true or false")
+    status = row.get("status")
+    if status is not None and status not in STATUSES:
+        fail_field(where, "status", status, " or ".join(map(repr, STATUSES)))
     if row.get("ratio") is not None:
         check_number(where, "ratio", row["ratio"])
         if row["ratio"] <= 0:
             fail_field(where, "ratio", row["ratio"], "a positive length ratio")
+        if not math.isclose(row["ratio"], row["eval_len"] / row["train_len"], rel_tol=1e-9):
+            fail_field(where, "ratio", row["ratio"], f"eval_len / train_len = {row['eval_len'] / row['train_len']:g}")
     scores = row.get("sample_scores")
+    if isinstance(scores, str) and not SAMPLES_TEXT.fullmatch(scores):
+        fail_field(where, "sample_scores", scores, "numbers or numerator/denominator pairs separated by spaces")
     if isinstance(scores, list) and not all(_is_number(x) or (isinstance(x, list) and len(x) == 2 and all(map(_is_number, x)))
                                             for x in scores):
         fail_field(where, "sample_scores", scores, "a string or a list of numbers / [numerator, denominator] pairs")
     check_text(where, row, ("task", "encoding", "variant", "metric", "bucket", "status", *TEXT_FIELDS))
     if not isinstance(scores, (str, list, type(None))):
         fail_field(where, "sample_scores", scores, "a string")
+
+
+def check_measured(path: Path, rows: list[dict]) -> None:
+    """The engine's own cell files hold a finite value in every row of status ok (a NaN or infinite
+    measurement is written as a failed row with its reason); checked when a cell file is written
+    and when a run reads it back, so a cell with such a row is recomputed, never reused."""
+    for i, row in enumerate(rows):
+        if row.get("status") == "ok" and not (_is_number(row["value"]) and math.isfinite(row["value"])):
+            fail_field(f"{path}: row {i}", "value", row["value"], "a finite number in a row of status ok (a "
+                       "failed measurement has status failed)")
 
 
 def check_rows(where: str, rows: Any) -> None:

@@ -20,6 +20,7 @@ import dataclasses
 import datetime as dt
 import functools
 import math
+import os
 import subprocess
 import time
 import traceback
@@ -45,7 +46,8 @@ from lenbench.results.labels import BASE_VARIANT, error_line
 from lenbench.results.schema import SCHEMA_VERSION
 from lenbench.run.checkpoint import CheckpointCache, finetune_checkpoint_name
 from lenbench.run.fingerprint import cell_fingerprint, data_fingerprint, python_version
-from lenbench.run.memory import fit_batch, memory_budget
+from lenbench.run.memory import ENV_VAR as MEMORY_ENV_VAR
+from lenbench.run.memory import MemoryBudgetExceeded, fit_batch, memory_budget
 from lenbench.tasks import Task, build_task
 from lenbench.train import train_model
 
@@ -189,9 +191,13 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
     start = time.perf_counter()
     train_seconds = float("nan")
     try:
-        ensure_plugins(plugins)  # before any name is looked up: the driver's plugins, here too
-        budget = memory_budget(device, cell.eval.memory_budget_gb)  # before the model is allocated
+        try:  # the environment this cell runs in: a failure here is not the cell's
+            ensure_plugins(plugins)  # before any name is looked up: the driver's plugins, here too
+            budget = memory_budget(device, cell.eval.memory_budget_gb)  # before the model is allocated
+        except Exception as err:
+            raise OutsideCell(error_line(err)) from err
         result.memory = {"budget_bytes": budget, "batch": {}}
+        budget_measured = not (cell.eval.memory_budget_gb > 0 or os.environ.get(MEMORY_ENV_VAR, "").strip())
         task = build_task(cell.task.name, **cell.task.params)
         result.task_fingerprint = task.fingerprint()
         fingerprint = cell_fingerprint(cell, device.type, threads, data_fingerprint(result.task_fingerprint))
@@ -233,6 +239,9 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
                                               tokens_per_batch=batch * tokens)
                     except Exception as err:  # one length fails (e.g. past a learned table); the rest go on
                         rows += [failed_row(row_base, m, METRICS[m], error_line(err)) for m in metrics]
+                        cause = outside_cause(err, budget_measured)
+                        if cause and not result.outside:
+                            result.outside = f"{key} at length {eval_len}: {cause}"
             finally:
                 if variant is not None:
                     model.pos_enc.set_scaling(trained_scaling)
@@ -245,6 +254,7 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
             result.fail(nothing)
     except Exception as err:
         result.fail(error_line(err), traceback.format_exc(limit=8))
+        result.outside = outside_cause(err) or None
         if result.fingerprint is None:  # e.g. the task could not be built: no data fingerprint
             try:
                 result.fingerprint = cell_fingerprint(cell, device.type, threads, "").to_json()
@@ -256,6 +266,29 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
         row.update(timestamp=timestamp, train_seconds=train_seconds)
     result.seconds, result.train_seconds, result.timestamp = time.perf_counter() - start, train_seconds, timestamp
     return result
+
+
+class OutsideCell(RuntimeError):
+    """The environment a cell runs in is not usable (a bad setting, a plugin this worker cannot
+    load); its message is the underlying error's one line."""
+
+
+#: Failures that are the machine's, not the cell's: its memory ran out (the allocator, or the
+#: evaluation budget measured from the memory available now), or `OutsideCell`.
+OUTSIDE_ERRORS: tuple[type[BaseException], ...] = (OutsideCell, MemoryError, torch.OutOfMemoryError)
+#: Allocator messages of an out-of-memory RuntimeError.
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "std::bad_alloc")
+
+
+def outside_cause(err: BaseException, budget_measured: bool = False) -> str:
+    """The one-line reason when `err` is a failure outside the cell (`OUTSIDE_ERRORS`, an allocator's
+    out-of-memory RuntimeError, or the evaluation memory budget when it was measured on this machine
+    (`budget_measured`) rather than set by the suite or the environment), else ""."""
+    over_measured_budget = budget_measured and isinstance(err, MemoryBudgetExceeded)
+    if isinstance(err, OUTSIDE_ERRORS) or over_measured_budget or (
+            isinstance(err, RuntimeError) and any(m in str(err) for m in OUT_OF_MEMORY)):
+        return error_line(err)
+    return ""
 
 
 def every_measurement_failed(rows: list[dict], label: str) -> str:

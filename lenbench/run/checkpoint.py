@@ -2,7 +2,9 @@
 its reader, and the per-job cache that loads a valid checkpoint or trains and keeps a new one.
 
 The compute path (`lenbench.run.cell`) trains through `CheckpointCache`; the driver checks the
-checkpoints it hands a job with `checkpoint_matches` and `load_checkpoint_bytes`.
+checkpoints it hands a job with `load_checkpoint_bytes` and `checkpoint_mismatch`. A checkpoint's
+metadata names the checkpoint it was saved as (its cell's `train_id`, or a fine-tune's name), so a
+file copied over another cell's checkpoint is refused, never loaded.
 """
 
 from __future__ import annotations
@@ -66,11 +68,23 @@ def load_checkpoint_bytes(data: bytes, device: torch.device) -> tuple[dict, dict
     return obj["state_dict"], obj["meta"]
 
 
-def checkpoint_matches(meta: dict, fingerprint: Fingerprint) -> bool:
-    """Whether a checkpoint's metadata was made by the code and environment of `fingerprint`."""
-    stored = meta.get("fingerprint") if isinstance(meta, dict) else None
-    return isinstance(stored, dict) and stored.get("code_fingerprint") == fingerprint.code \
-        and stored.get("data", "") == fingerprint.data
+def checkpoint_mismatch(meta: dict, name: str, fingerprint: Fingerprint | None) -> str:
+    """Why a checkpoint's metadata does not fit checkpoint `name` made by the code and environment
+    of `fingerprint` (None: not checked); "" when it does. The metadata names the checkpoint it was
+    saved as, so a file copied over another cell's is refused."""
+    if not isinstance(meta, dict):
+        return "no metadata"
+    saved_as = meta.get("checkpoint")
+    if saved_as != name:
+        return (f"it is checkpoint {saved_as} (copied over this one?)" if saved_as
+                else "its metadata names no checkpoint (made by an older lenbench)")
+    if fingerprint is None:
+        return ""
+    stored = meta.get("fingerprint")
+    if not (isinstance(stored, dict) and stored.get("code_fingerprint") == fingerprint.code
+            and stored.get("data", "") == fingerprint.data):
+        return "made by other code or environment (fingerprint differs)"
+    return ""
 
 
 class CheckpointCache:
@@ -94,15 +108,16 @@ class CheckpointCache:
             initial = {k: v.clone() for k, v in model.state_dict().items()}
             try:
                 state, meta = load_checkpoint_bytes(self.given[name], self.device)
-                if self.fingerprint is not None and not checkpoint_matches(meta, self.fingerprint):
-                    raise ValueError("made by other code or environment (fingerprint differs)")
+                mismatch = checkpoint_mismatch(meta, name, self.fingerprint)
+                if mismatch:
+                    raise ValueError(mismatch)
                 model.load_state_dict(state)
                 return meta
             except Exception as err:  # a damaged or mismatched checkpoint is retrained, never fatal
                 self.rejected[name] = error_line(err)
                 model.load_state_dict(initial)  # a partial load must not change the retrained model
         stats: TrainStats = train()
-        meta = {"train_seconds": stats.seconds, "final_loss": stats.final_loss,
+        meta = {"checkpoint": name, "train_seconds": stats.seconds, "final_loss": stats.final_loss,
                 "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}
         self.made[name] = checkpoint_bytes(model.state_dict(), meta)
         return meta

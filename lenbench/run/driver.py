@@ -31,12 +31,12 @@ from lenbench.device import resolve_device
 from lenbench.results.cell import CellResult
 from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome, default_threads
-from lenbench.run.checkpoint import checkpoint_matches, checkpoint_names, load_checkpoint_bytes
+from lenbench.run.checkpoint import checkpoint_mismatch, checkpoint_names, load_checkpoint_bytes
 from lenbench.run.estimate import longest_first
 from lenbench.run.executors import base as executors
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
-from lenbench.run.memory import available_bytes
+from lenbench.run.memory import available_bytes, memory_budget
 from lenbench.run.store import (
     Log,
     cell_path,
@@ -78,8 +78,9 @@ def read_checkpoints(out: Path, cell: Cell, fingerprint: Fingerprint | None = No
                      log: Log = stderr_log) -> dict[str, bytes]:
     """The cached checkpoint files of `cell` in `out` (name → bytes) that are valid for `fingerprint`.
 
-    A checkpoint that does not load (truncated, old format) is moved aside (`quarantine`); one made
-    by other code or another environment is left out (it is retrained and overwritten).
+    A checkpoint that does not load (truncated, old format) or was saved as another checkpoint (a
+    copied file) is moved aside (`quarantine`); one made by other code or another environment is
+    left out (it is retrained and overwritten).
     """
     found = {}
     for name in checkpoint_names(cell):
@@ -89,10 +90,12 @@ def read_checkpoints(out: Path, cell: Cell, fingerprint: Fingerprint | None = No
         data = path.read_bytes()
         try:
             _, meta = load_checkpoint_bytes(data, torch.device("cpu"))
+            if isinstance(meta, dict) and meta.get("checkpoint", name) != name:  # a copied file: not ours
+                raise ValueError(checkpoint_mismatch(meta, name, None))
         except Exception as err:
             quarantine(path, error_line(err), log)
             continue
-        if fingerprint is None or checkpoint_matches(meta, fingerprint):
+        if not checkpoint_mismatch(meta, name, fingerprint):
             found[name] = data
     return found
 
@@ -120,11 +123,14 @@ def cell_state(out: Path, cell: Cell, fingerprint: Fingerprint, *, keep_stale: b
     """(stored result still valid, or None; why it must be recomputed: [] when missing or valid).
 
     A stored result is recomputed when it is damaged (moved aside), stale (its fingerprint differs
-    from `fingerprint`, unless `keep_stale`) or failed (with `retry_failed`).
+    from `fingerprint`, unless `keep_stale`), failed for a reason outside the cell (its `outside`:
+    the environment, the machine's memory, a plugin; never cached) or failed (with `retry_failed`).
     """
     result = read_cell(out, cell, log)
     if result is None:
         return None, []
+    if result.outside:
+        return None, [f"failed for a reason outside the cell: {result.outside}"]
     if retry_failed and result.failed:
         return None, ["failed before (--retry-failed)"]
     reasons = stale_reasons(result.fingerprint, fingerprint)
@@ -184,6 +190,8 @@ class SuiteRun:
     done: int = 0
     stale: dict[str, int] = dataclasses.field(default_factory=dict)
     busy: list[tuple[str, dict]] = dataclasses.field(default_factory=list)
+    #: Titles of reused cells that had failed (kept: a failure of the cell itself recurs; `--retry-failed`).
+    failed_before: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> list[CellResult]:
@@ -193,10 +201,11 @@ class SuiteRun:
 
 def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, keep_stale: bool = False,
                   device: str = "auto", threads: int | None = None, log: Log = stderr_log,
-                  stale: dict[str, int] | None = None) -> list[Cell]:
+                  stale: dict[str, int] | None = None, failed_before: list[str] | None = None) -> list[Cell]:
     """Cells without a valid, current result (or with a failed one, when `retry_failed`).
 
-    `stale`, when given, is filled with reason → count of stored results found stale.
+    `stale`, when given, is filled with reason → count of stored results found stale;
+    `failed_before` with the titles of the failed results kept.
     """
     threads = threads or default_threads()
     todo = []
@@ -208,6 +217,8 @@ def pending_cells(suite: Suite, out: str | Path, *, retry_failed: bool = False, 
             if stale is not None and reasons:
                 key = "; ".join(reasons)
                 stale[key] = stale.get(key, 0) + 1
+        elif result.failed and failed_before is not None:
+            failed_before.append(result.title or cell.title)
     return todo
 
 
@@ -276,11 +287,12 @@ def run_suite(
     device_type = resolve_device(device).type  # a one-line error now rather than one per cell
     plugins.refresh()
     check_eval_lengths(suite)  # a file plugin edited since it was loaded runs (and is hashed) as it is now
+    memory_budget(torch.device(device_type))  # a bad LENBENCH_MEMORY_BUDGET_GB is one line now, not a failed cell each
     out = prepare_output(Path(out), log)
     threads = threads or default_threads()
     run = SuiteRun()
     todo = pending_cells(suite, out, retry_failed=retry_failed, keep_stale=keep_stale, device=device,
-                         threads=threads, log=log, stale=run.stale)
+                         threads=threads, log=log, stale=run.stale, failed_before=run.failed_before)
     total = len(suite.cells())
     if only is not None:
         only = set(only)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from lenbench.atomic import atomic_write_bytes, atomic_write_json, check_writable
 from lenbench.results.cell import CellResult
-from lenbench.results.check import check_cell_result
-from lenbench.results.labels import error_line
+from lenbench.results.check import check_cell_result, check_measured
+from lenbench.results.labels import error_line, is_baseline
 
 if TYPE_CHECKING:
     from lenbench.config import Cell
@@ -114,8 +114,8 @@ def readable_cell_results(directory: str | Path) -> Iterator[CellResult]:
 
 
 def read_cell(out: Path, cell: Cell, log: Log = stderr_log) -> CellResult | None:
-    """The cell's stored result, or None when it has none; a truncated or invalid file is moved
-    aside (`quarantine`) and counts as none."""
+    """The cell's stored result, or None when it has none; a truncated or invalid file, or one whose
+    rows are not this cell's (`foreign_row`), is moved aside (`quarantine`) and counts as none."""
     path = cell_path(out, cell)
     if not path.is_file():
         return None
@@ -126,10 +126,28 @@ def read_cell(out: Path, cell: Cell, log: Log = stderr_log) -> CellResult | None
         if data.get("status") not in ("ok", "failed") or not isinstance(data.get("rows"), list):
             raise ValueError("no status or rows")
         result = CellResult.from_json(data, path)
+        check_measured(path, result.rows)
+        foreign = foreign_row(cell, result.rows)
+        if foreign:
+            raise ValueError(foreign)
     except (ValueError, UnicodeDecodeError) as err:
         quarantine(path, error_line(err), log)
         return None
     return result
+
+
+def foreign_row(cell: Cell, rows: list[dict]) -> str:
+    """Why `rows` are not all measurements of `cell` (another cell's, seed's, task's or encoding's: a
+    file copied or edited by hand); "" when they are. A baseline row is any cell's."""
+    expected = {"cell_id": cell.cell_id, "task": cell.task.key, "seed": cell.seed, "train_len": cell.train_len}
+    for i, row in enumerate(rows):
+        for key, value in expected.items():
+            if key in row and row[key] != value:
+                return f"row {i} has {key} {row[key]!r}, not this cell's {value!r}"
+        encoding = row.get("encoding")
+        if encoding != cell.encoding.key and not (isinstance(encoding, str) and is_baseline(encoding)):
+            return f"row {i} has encoding {encoding!r}, not this cell's {cell.encoding.key!r}"
+    return ""
 
 
 def write_cell(out: str | Path, cell_id: str, result: CellResult) -> Path:
@@ -140,6 +158,7 @@ def write_cell(out: str | Path, cell_id: str, result: CellResult) -> Path:
     path = cell_path(out, cell_id)
     data = result.to_json()
     check_cell_result(path, data)
+    check_measured(path, data["rows"])
     atomic_write_json(path, data)
     return path
 
