@@ -23,9 +23,13 @@ or ``native`` (each library's own choice: faster on AVX-512 machines, bits depen
 is imported (`apply`, called from ``lenbench/__init__.py``), which is before torch dispatches its
 first operation in every process that computes cells: the serial path, the process executor's
 spawned workers (they inherit the environment and import lenbench to unpickle their job) and Ray
-workers (``LENBENCH_*`` variables are forwarded). `numerics_tag` names the mode that is in force
-(``pinned:x86-avx2`` or ``native:AVX512``); it is in every row and in the cell fingerprint, so a
-cell computed in another mode is recomputed.
+workers (``LENBENCH_*`` variables are forwarded). `numerics_tag` names the numeric kind in force:
+the mode and the CPU vendor (``pinned:x86-avx2@amd`` or ``native:AVX512@intel``); it is in every
+row and in the cell fingerprint, so a cell computed in another mode, or on another vendor's CPU, is
+recomputed. The vendor is there because the pin does not give the same bits across vendors: MKL
+honours its reproducibility branches on Intel CPUs only, and its COMPATIBLE branch, which it honours
+everywhere, neither reproduced the AMD bits on an Intel machine nor comes cheap (measured:
+docs/reproducibility.md).
 
 Not pinnable here: an x86 CPU without AVX2 (pre-2013) and non-x86 CPUs (Apple silicon, ARM
 servers) run native and say so in their tag. Accelerators are not affected.
@@ -121,9 +125,37 @@ def apply() -> str:
     return "native"
 
 
+#: CPU vendor ids (``/proc/cpuinfo``'s ``vendor_id``) → the vendor a numeric kind names.
+VENDORS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor ("intel", "amd", another x86 vendor id lower-cased) or, off x86, the
+    machine name ("arm64" …): what, beyond the code paths, decides a cell's bits."""
+    match = re.search(r"^vendor_id\s*:\s*(\S+)", _read("/proc/cpuinfo"), re.MULTILINE)
+    if match:
+        return VENDORS.get(match.group(1), match.group(1).lower())
+    model = cpu_model().lower()
+    return next((v for v in VENDORS.values() if v in model), platform.machine().lower() or "unknown")
+
+
+def numeric_kind(numerics: str, cpu_model_name: str = "") -> str:
+    """The numeric kind of a stored row or cell: its `numerics` tag, which names the CPU vendor
+    (``pinned:x86-avx2@amd``); for a row from before the tag named it, the vendor is read from
+    its `cpu_model` ("" when the row names no mode)."""
+    if not numerics or "@" in numerics:
+        return numerics
+    model = cpu_model_name.lower()
+    vendor = next((v for v in VENDORS.values() if v in model), "")
+    return f"{numerics}@{vendor}" if vendor else numerics
+
+
 def numerics_tag() -> str:
-    """The mode in force, as recorded in rows and fingerprints: ``pinned:x86-avx2`` or
-    ``native:<torch's CPU capability>`` (e.g. ``native:AVX512``).
+    """The numeric kind in force, as recorded in rows and fingerprints: the mode and code paths,
+    and the CPU vendor, ``pinned:x86-avx2@amd`` or ``native:<torch's CPU capability>@<vendor>``
+    (e.g. ``native:AVX512@intel``). The vendor is part of it because pinned code paths give the
+    same bits on every machine of one vendor but not across vendors (measured: docs/reproducibility.md),
+    so a cell is reused only on its own kind.
 
     Raises:
         NumericsError: pinned mode was asked for but torch had already chosen another capability
@@ -137,8 +169,8 @@ def numerics_tag() -> str:
             raise NumericsError(
                 f"torch already runs its {capability} kernels, so the pinned numeric mode cannot apply: import "
                 f"lenbench before torch computes anything, or set {MODE_ENV}=native")
-        return f"pinned:{PIN_NAME}"
-    return f"native:{capability}"
+        return f"pinned:{PIN_NAME}@{cpu_vendor()}"
+    return f"native:{capability}@{cpu_vendor()}"
 
 
 def set_mode(mode: str) -> None:

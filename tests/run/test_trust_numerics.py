@@ -73,9 +73,9 @@ def test_pinned_mode_gives_the_same_bits_whatever_the_libraries_would_choose():
     pinned_elsewhere = _train(**OTHER_MACHINE)
     native_elsewhere = _train(LENBENCH_NUMERICS="native", **OTHER_MACHINE)
     assert pinned["capability"] == pinned_elsewhere["capability"] == "AVX2"
-    assert pinned["tag"] == pinned_elsewhere["tag"] == "pinned:x86-avx2"
+    assert pinned["tag"] == pinned_elsewhere["tag"] == f"pinned:x86-avx2@{numerics.cpu_vendor()}"
     assert pinned_elsewhere["digest"] == pinned["digest"]
-    assert native_elsewhere["capability"] == "DEFAULT" and native_elsewhere["tag"] == "native:DEFAULT"
+    assert native_elsewhere["capability"] == "DEFAULT" and native_elsewhere["tag"] == f"native:DEFAULT@{numerics.cpu_vendor()}"
     assert native_elsewhere["digest"] != pinned["digest"]
 
 
@@ -85,7 +85,7 @@ def test_native_mode_sets_nothing_and_says_which_kernels_ran():
                    "print(numerics_tag(), sorted(k for k in PINNED_ENV if k in os.environ))",
                    LENBENCH_NUMERICS="native")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [f"native:{native_capability()}", "[]"]
+    assert done.stdout.split() == [f"native:{native_capability()}@{numerics.cpu_vendor()}", "[]"]
 
 
 @pytest.mark.subprocess
@@ -137,7 +137,8 @@ def test_process_workers_run_the_drivers_mode_and_every_row_records_the_machine(
                           env={**{k: v for k, v in os.environ.items() if k != numerics.MODE_ENV},
                                "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
-    expected = "pinned:x86-avx2" if mode == "pinned" and numerics.pinnable() else f"native:{native_capability()}"
+    kind = "pinned:x86-avx2" if mode == "pinned" and numerics.pinnable() else f"native:{native_capability()}"
+    expected = f"{kind}@{numerics.cpu_vendor()}"
     for cell in _rows(out):
         assert cell["fingerprint"]["numerics"] == expected
         for where in (cell["provenance"], *cell["rows"]):
@@ -157,3 +158,27 @@ def test_cpu_isa_reads_the_widest_vector_extension(monkeypatch):
         assert numerics.pinnable() == (isa in ("avx2", "avx512"))
     monkeypatch.setattr(numerics.platform, "machine", lambda: "arm64")
     assert numerics.cpu_isa() == "arm64" and not numerics.pinnable()
+
+
+def test_the_numeric_kind_names_the_cpu_vendor(monkeypatch):
+    """Issue 38: pinned numerics give one vendor's bits, not every vendor's, so the kind that rows
+    and fingerprints record names the vendor, and a cell computed on the other vendor is stale."""
+    for vendor_id, vendor in (("GenuineIntel", "intel"), ("AuthenticAMD", "amd"), ("HygonGenuine", "hygongenuine")):
+        monkeypatch.setattr(numerics, "_read", lambda path, v=vendor_id: f"vendor_id\t: {v}\nmodel name\t: X\n")
+        assert numerics.cpu_vendor() == vendor
+    amd = Fingerprint(sources={"model.py": "0" * 16}, torch_version="2.13.0+cpu", device="cpu", dtype="float32",
+                      threads=1, numerics="pinned:x86-avx2@amd")
+    intel = Fingerprint(**{**amd.__dict__, "numerics": "pinned:x86-avx2@intel"})
+    assert amd.code != intel.code
+    assert stale_reasons(amd.to_json(), intel) == ["numerics pinned:x86-avx2@amd → pinned:x86-avx2@intel"]
+    # a cell of the catalog computed before the tag named the vendor: stale on both kinds
+    old = {**amd.to_json(), "numerics": "pinned:x86-avx2"}
+    assert stale_reasons(old, amd) == ["numerics pinned:x86-avx2 → pinned:x86-avx2@amd"]
+
+
+def test_the_numeric_kind_of_an_older_row_is_read_from_its_cpu_model():
+    assert numerics.numeric_kind("pinned:x86-avx2", "AMD EPYC") == "pinned:x86-avx2@amd"
+    assert numerics.numeric_kind("pinned:x86-avx2", "Intel(R) Xeon(R) Processor") == "pinned:x86-avx2@intel"
+    assert numerics.numeric_kind("pinned:x86-avx2@amd", "Intel(R) Xeon(R)") == "pinned:x86-avx2@amd"
+    assert numerics.numeric_kind("native:DEFAULT", "Apple M2") == "native:DEFAULT"
+    assert numerics.numeric_kind("", "AMD EPYC") == ""
