@@ -33,14 +33,15 @@ class Layer:
     torch: bool
 
 
-FOUNDATION = ("lenbench.registry", "lenbench.plugins")
+FOUNDATION = ("lenbench.registry", "lenbench.plugins", "lenbench.names")
 #: The torch-free shared modules every layer may read.
 LEAVES = ("lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
           "lenbench.rope_factors", "lenbench.task_display", "lenbench.results")
 
 LAYERS: dict[str, Layer] = {
     "lenbench.plugins": Layer((), torch=False),
-    "lenbench.registry": Layer(("lenbench.plugins",), torch=False),
+    "lenbench.names": Layer((), torch=False),
+    "lenbench.registry": Layer(("lenbench.plugins", "lenbench.names"), torch=False),
     "lenbench.escape": Layer((), torch=False),
     "lenbench.atomic": Layer((), torch=False),
     "lenbench.rope_factors": Layer((), torch=False),

@@ -424,20 +424,21 @@ def test_report_out_refuses_a_directory_holding_a_users_files(run, tmp_path, cap
 
 
 def test_a_plugin_encodings_name_never_becomes_a_path_outside_the_report(run, tmp_path, monkeypatch):
-    """An encoding named like a path (a plugin may register any string) is left out of the position
-    patterns with its reason; no file is written outside `out/encodings/`."""
-    from lenbench.escape import is_file_stem
+    """An encoding named like a path in the rows (data anyone can write; registration refuses such a
+    name, tests/test_trust_ownership.py) is left out of the position patterns with its reason; no file
+    is written outside `out/encodings/`."""
+    from lenbench.names import is_safe_name
     from lenbench.report import geometry
 
-    assert not any(is_file_stem(n) for n in ("../../../../tmp/x", "a/b", ".hidden", "", "a\\b", "x" * 200))
-    assert all(is_file_stem(n) for n in ("rope", "fire-relthresh", "ssmax+rope", "rope@4", "a_b.c"))
+    assert not any(is_safe_name(n) for n in ("../../../../tmp/x", "a/b", ".hidden", "", "a\\b", "x" * 200))
+    assert all(is_safe_name(n) for n in ("rope", "fire-relthresh", "ssmax+rope", "rope@4", "a_b.c"))
     alibi = geometry.encoding_pattern("alibi", length=16, d_model=32, n_heads=4)
     monkeypatch.setattr(geometry, "encoding_patterns", lambda *a, **k: {"../../evil": alibi, "a/b": alibi, "alibi": alibi})
     out = tmp_path / "deep" / "report"
     write_report(run, out, plots=True, page=True)
     assert not list(tmp_path.rglob("evil.*")) and not (out / "encodings" / "a").exists()
     page = (out / "index.html").read_text(encoding="utf-8")
-    assert "its name is not a plain file name" in page and "../../evil" in page and "a/b" in page
+    assert "its name is not a safe file name" in page and "../../evil" in page and "a/b" in page
     assert (out / "encodings" / "alibi.png").is_file()  # the others are drawn
 
 

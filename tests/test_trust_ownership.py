@@ -1,0 +1,119 @@
+"""Nothing of a user's is overwritten (issue 38, second round): `lenbench report --out` writes only
+into a directory lenbench owns or a new one; a republish keeps what a user put into the publication
+and refuses only what stands where it writes; a name becomes a file name only once it follows the
+one safe-name rule (`lenbench.names`), checked where it is registered or loaded."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from lenbench_testing import PLUGIN_ENCODING, TINY_SUITE, plugin_sandbox
+
+from lenbench.cli import main
+from lenbench.config import load_suite, parse_suite
+from lenbench.config.fields import SuiteError
+from lenbench.encodings import ENCODINGS
+from lenbench.names import RULE, is_safe_name
+from lenbench.plugins import PluginError, load_plugins
+from lenbench.registry import Registry
+from lenbench.tasks import TASKS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def run(tiny_run) -> Path:
+    """A finished tiny run (2 cells): what is reported and published in every test."""
+    return tiny_run
+
+
+@pytest.fixture
+def sandbox():
+    with plugin_sandbox():
+        yield
+
+
+def digest(directory: Path) -> dict[str, str]:
+    """Every file (links as their target path) under `directory`, by relative name."""
+    return {str(p.relative_to(directory)): (f"-> {os.readlink(p)}" if p.is_symlink()
+                                            else hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(directory.rglob("*")) if p.is_file() or p.is_symlink()}
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("lenbench: error: "), err
+    return err.strip()
+
+
+def report(run: Path, out: Path) -> int:
+    return main(["report", str(run), "--out", str(out), "--no-plots"])
+
+
+# --- names: one rule, checked where a name enters ----------------------------------------------------
+
+BAD_NAMES = ["../../../../tmp/x", "a/b", "a\\b", ".hidden", "", "-x", "x" * 129, "a b"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_a_plugin_registering_an_unsafe_name_is_refused_in_one_line(tmp_path, sandbox, name):
+    path = tmp_path / "evil.py"
+    path.write_text(textwrap.dedent(PLUGIN_ENCODING.format(name=name.replace("\\", "\\\\"), scale=2.0)))
+    with pytest.raises(PluginError) as err:
+        load_plugins([path])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"plugin evil.py registers encoding {name!r}, which is not a "
+                                                      f"safe name ({RULE})")
+    assert name not in ENCODINGS.names()
+
+
+def test_report_plugin_named_like_a_path_writes_nothing_outside_out(run, tmp_path, capsys, sandbox):
+    path = tmp_path / "evil.py"
+    path.write_text(PLUGIN_ENCODING.format(name="../../../../tmp/x", scale=2.0))
+    out = tmp_path / "deep" / "er" / "report"
+    assert main(["report", str(run), "--out", str(out), "--plugin", str(path)]) == 2
+    assert one_error_line(capsys).startswith("lenbench: error: plugin evil.py registers encoding '../../../../tmp/x'")
+    assert not list(tmp_path.rglob("x.png")) and not list(tmp_path.rglob("x.svg")) and not out.exists()
+
+
+def test_a_built_in_registration_follows_the_rule_too():
+    things = Registry("thing")
+    with pytest.raises(ValueError, match=r"lenbench registers thing 'a/b', which is not a safe name"):
+        things.register("a/b")(object)
+    assert "a/b" not in things
+
+
+@pytest.mark.parametrize("key, value", [("label", "a/b"), ("label", "../../x"), ("label", ".x")])
+def test_a_suite_encoding_label_must_be_a_safe_name(key, value):
+    data = {**TINY_SUITE, "encodings": [{"name": "alibi", key: value}]}
+    with pytest.raises(SuiteError) as err:
+        parse_suite(data, source="s.yaml")
+    assert str(err.value).startswith(f"s.yaml: encodings[0].label {value!r} is not a safe name ({RULE}); e.g. label: ")
+
+
+def test_a_suite_variant_name_must_be_a_safe_name():
+    data = {**TINY_SUITE, "encodings": ["rope"], "variants": [{"rope_type": "linear", "factor": 2, "name": "a/b"}]}
+    with pytest.raises(SuiteError, match=r"variants\[0\]\.name 'a/b' is not a safe name"):
+        parse_suite(data, source="s.yaml")
+
+
+def test_every_name_in_use_follows_the_rule():
+    """The rule accepts every name lenbench and its published boards use: built-in and example
+    registrations, the presets' and examples' suite names and labels, and the published labels."""
+    import pandas as pd
+
+    assert all(map(is_safe_name, [*ENCODINGS.builtin_names(), *TASKS.builtin_names()]))
+    suites = [load_suite(p) for p in sorted((ROOT / "lenbench" / "config" / "suites").glob("*.yaml"))]
+    for suite in suites:
+        assert is_safe_name(suite.name)
+        assert all(is_safe_name(t.key) for t in suite.tasks) and all(is_safe_name(e.key) for e in suite.encodings)
+        assert all(is_safe_name(v.key) for v in suite.variants)
+    for csv in sorted((ROOT / "results").rglob("results.csv")):
+        df = pd.read_csv(csv)
+        labels = {*df["task"], *(e for e in df["encoding"] if not str(e).startswith("baseline:")), *df["suite"]}
+        assert all(map(is_safe_name, labels)), csv
+    assert all(is_safe_name(n) for n in ("ssmax+rope", "fire-relthresh", "randomized-rope", "yarn@4", "running-max"))
