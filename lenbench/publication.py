@@ -13,7 +13,7 @@ from pathlib import Path
 from lenbench.atomic import atomic_write_json
 from lenbench.numerics import cpu_isa, cpu_model
 from lenbench.report.figures import SUFFIXES
-from lenbench.run.store import CELLS, CHECKPOINTS, LOCKS, cell_files, pid_alive
+from lenbench.run.store import CELLS, cell_files, pid_alive
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
 MARKER = ".lenbench-publication"
@@ -118,34 +118,6 @@ def foreign_entries(directory: Path) -> list[str]:
                         or (entry.name == CELLS and not _is_cell_file(p))]
         elif entry.is_dir() and is_nested_publication(entry):
             continue
-        elif not (entry.is_file() and entry.name in names):
-            foreign.append(entry.name + ("/" if entry.is_dir() else ""))
-    return foreign
-
-
-def report_foreign_entries(directory: Path) -> list[str]:
-    """The entries of `directory` that neither a report nor a run wrote (relative names, sorted):
-    what `lenbench report --out` would overwrite or mix with. A report may write into a new or empty
-    directory, a publication, or a results directory (``cells/``, ``checkpoints/``, ``locks/``)
-    holding only report files besides."""
-    if not directory.is_dir():
-        return []
-    names = published_names()
-    foreign = []
-    for entry in sorted(directory.iterdir()):
-        if entry.is_symlink():
-            foreign.append(entry.name)
-        elif entry.name == MARKER and entry.is_file():
-            continue
-        elif entry.name in (CELLS, CHECKPOINTS, LOCKS) and entry.is_dir():
-            continue
-        elif entry.name == "encodings" and entry.is_dir():
-            foreign += [f"encodings/{p.name}" for p in sorted(entry.iterdir())
-                        if p.is_symlink() or not p.is_file() or p.suffix not in SUFFIXES]
-        elif entry.is_dir() and is_nested_publication(entry):
-            continue
-        elif entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
-            continue  # an atomic write a kill left (`lenbench.atomic`)
         elif not (entry.is_file() and entry.name in names):
             foreign.append(entry.name + ("/" if entry.is_dir() else ""))
     return foreign

@@ -20,6 +20,7 @@ from lenbench.encodings import ENCODINGS
 from lenbench.names import RULE, is_safe_name
 from lenbench.plugins import PluginError, load_plugins
 from lenbench.registry import Registry
+from lenbench.report_target import MARKER as REPORT_MARKER
 from lenbench.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +53,68 @@ def one_error_line(capsys) -> str:
 
 def report(run: Path, out: Path) -> int:
     return main(["report", str(run), "--out", str(out), "--no-plots"])
+
+
+# --- report --out: only into a directory lenbench owns, or a new or empty one ---------------------
+
+
+def test_report_out_refuses_a_users_own_index_and_summary(run, tmp_path, capsys):
+    """Files under the very names a report writes are not a report's unless the directory says so."""
+    mine = tmp_path / "site"
+    mine.mkdir()
+    (mine / "index.html").write_text("<p>my homepage</p>")
+    (mine / "summary.md").write_text("my summary")
+    before = digest(mine)
+    assert report(run, mine) == 2
+    assert one_error_line(capsys) == (
+        f"lenbench: error: --out {mine} is not a directory lenbench made (no {REPORT_MARKER}) and it holds index.html, "
+        "summary.md; a report replaces the files it names (index.html, summary.md, …) and so writes only into a new "
+        f"or empty directory or its own: give another --out (or, if a report wrote these, `touch {mine / REPORT_MARKER}`)")
+    assert digest(mine) == before
+    (mine / REPORT_MARKER).touch()  # the fix the line names: now it is a report directory
+    assert report(run, mine) == 0 and (mine / "index.html").read_text() != "<p>my homepage</p>"
+
+
+@pytest.mark.parametrize("start", ["absent", "empty"])
+def test_report_out_marks_a_new_directory_and_rewrites_it_keeping_a_users_files(run, tmp_path, start):
+    out = tmp_path / "report"
+    if start == "empty":
+        out.mkdir()
+    assert report(run, out) == 0
+    assert (out / REPORT_MARKER).is_file() and (out / "leaderboard.md").is_file()
+    (out / "NOTES.md").write_text("what I make of it")
+    (out / "drafts").mkdir()
+    (out / "drafts" / "fig.svg").write_text("<svg/>")
+    (out / "summary.md").write_text("stale")
+    assert report(run, out) == 0  # its own directory: written again
+    assert (out / "summary.md").read_text() != "stale"
+    assert (out / "NOTES.md").read_text() == "what I make of it" and (out / "drafts" / "fig.svg").read_text() == "<svg/>"
+
+
+def test_report_out_into_a_run_keeps_a_users_file_beside_it(run, tmp_path):
+    """A run's results directory is lenbench's own: the report goes beside its cells, and a file of
+    the user's there is left as it is (it was refused before, which sent users to delete it)."""
+    copy = tmp_path / "run"
+    (copy / "cells").mkdir(parents=True)
+    for cell in (run / "cells").glob("*.json"):
+        (copy / "cells" / cell.name).write_bytes(cell.read_bytes())
+    (copy / "thesis.txt").write_text("four years of work")
+    assert report(copy, copy) == 0
+    assert (copy / "thesis.txt").read_text() == "four years of work" and (copy / "index.html").is_file()
+    assert not (copy / REPORT_MARKER).exists()  # a run is marked by its cells, not by a report
+
+
+def test_report_out_refuses_a_link_where_it_writes_a_file(run, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert report(run, out) == 0
+    precious = tmp_path / "precious.md"
+    precious.write_text("mine")
+    (out / "summary.md").unlink()
+    (out / "summary.md").symlink_to(precious)
+    assert report(run, out) == 2
+    assert one_error_line(capsys) == (f"lenbench: error: --out {out} holds summary.md under a name the report writes "
+                                      "(a link or a directory, not its file); move it out of the way and rerun")
+    assert precious.read_text() == "mine" and (out / "summary.md").is_symlink()
 
 
 # --- names: one rule, checked where a name enters ----------------------------------------------------

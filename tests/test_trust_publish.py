@@ -406,23 +406,6 @@ def test_republishing_over_a_users_file_inside_the_publication_is_refused(run, t
     assert dot_entries(tmp_path) == []  # nothing staged
 
 
-def test_report_out_refuses_a_directory_holding_a_users_files(run, tmp_path, capsys):
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "index.html").write_text("<p>my homepage</p>")
-    (mine / "summary.md").write_text("my summary")
-    (mine / "thesis.txt").write_text("four years of work")
-    before = digest(mine)
-    assert main(["report", str(run), "--out", str(mine), "--no-plots"]) == 2
-    line = one_error_line(capsys)
-    assert f"--out {mine} holds files a report does not write (thesis.txt)" in line
-    assert digest(mine) == before
-    # a new directory, and one a report wrote, are written (again)
-    assert main(["report", str(run), "--out", str(tmp_path / "new"), "--no-plots"]) == 0
-    assert main(["report", str(run), "--out", str(tmp_path / "new"), "--no-plots"]) == 0
-    assert (tmp_path / "new" / "leaderboard.md").is_file()
-
-
 def test_a_plugin_encodings_name_never_becomes_a_path_outside_the_report(run, tmp_path, monkeypatch):
     """An encoding named like a path in the rows (data anyone can write; registration refuses such a
     name, tests/test_trust_ownership.py) is left out of the position patterns with its reason; no file
