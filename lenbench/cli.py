@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_pub.add_argument("--benchmark-json", default=None,
                        help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline; it names the "
                             "run's cells, so cells an earlier configuration of the suite left in RUN_DIR are not published)")
-    p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole (publications nested in it are kept)")
+    p_pub.add_argument("--to", default="results", help="published directory: the files the previous publication wrote are replaced, what else is in it "
+                       "(publications nested in it, your own files) is kept")
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)

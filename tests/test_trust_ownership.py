@@ -6,6 +6,7 @@ one safe-name rule (`lenbench.names`), checked where it is registered or loaded.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -19,6 +20,8 @@ from lenbench.config.fields import SuiteError
 from lenbench.encodings import ENCODINGS
 from lenbench.names import RULE, is_safe_name
 from lenbench.plugins import PluginError, load_plugins
+from lenbench.publication import MARKER, read_marker
+from lenbench.publish import publish
 from lenbench.registry import Registry
 from lenbench.report_target import MARKER as REPORT_MARKER
 from lenbench.tasks import TASKS
@@ -115,6 +118,108 @@ def test_report_out_refuses_a_link_where_it_writes_a_file(run, tmp_path, capsys)
     assert one_error_line(capsys) == (f"lenbench: error: --out {out} holds summary.md under a name the report writes "
                                       "(a link or a directory, not its file); move it out of the way and rerun")
     assert precious.read_text() == "mine" and (out / "summary.md").is_symlink()
+
+
+# --- republishing: a user's entries are kept; only what stands where it writes is refused ----------
+
+
+def plant(target: Path, what: str, outside: Path) -> None:
+    if what == "NOTES.md":
+        (target / "NOTES.md").write_text("my notes")
+    elif what == "drafts/":
+        (target / "drafts" / "deep").mkdir(parents=True)
+        (target / "drafts" / "deep" / "plan.txt").write_text("a plan")
+        (target / "drafts" / "link").symlink_to("deep/plan.txt")
+    elif what == ".hidden":
+        (target / ".hidden").write_text("a dotfile")
+    elif what == "link":
+        (target / "link").symlink_to(outside)
+
+
+@pytest.mark.parametrize("what", ["NOTES.md", "drafts/", ".hidden", "link"])
+def test_republishing_keeps_what_a_user_put_into_the_publication(run, tmp_path, what):
+    target = tmp_path / "results"
+    publish(run, target, plots=False)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "data.txt").write_text("not copied, linked")
+    plant(target, what, outside)
+    name = what.rstrip("/")
+    kept = {k: v for k, v in digest(target).items() if k == name or k.startswith(name + "/")}
+    (target / "summary.md").write_text("stale")
+    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 0
+    assert (target / "summary.md").read_text() != "stale"  # the publication's own files are replaced
+    assert {k: v for k, v in digest(target).items() if k == name or k.startswith(name + "/")} == kept
+    if what == "link":
+        assert (target / "link").is_symlink() and os.readlink(target / "link") == str(outside)
+    assert name not in read_marker(target)["files"]  # still the user's, not the publication's
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no stage left
+
+
+def test_republishing_keeps_a_users_files_inside_a_nested_publication(run, tmp_path):
+    target = tmp_path / "results"
+    publish(run, target, plots=False)
+    nested = target / "catalog"
+    publish(run, nested, plots=False)
+    (nested / "NOTES.md").write_text("catalog notes")
+    (nested / "link").symlink_to("NOTES.md")
+    assert main(["publish", str(run), "--to", str(nested), "--no-plots"]) == 0  # the nested one alone
+    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 0  # the outer one, carrying it
+    assert (nested / "NOTES.md").read_text() == "catalog notes" and os.readlink(nested / "link") == "NOTES.md"
+
+
+@pytest.mark.parametrize("what", ["cells/mine.txt", "encodings/notes.md", "summary.md/", "index.html"])
+def test_republishing_refuses_what_stands_where_it_writes(run, tmp_path, capsys, what):
+    """In cells/ or encodings/ (rewritten whole), or under a name it writes: a directory there, or
+    a user's file under a name the previous publication did not write (its marker lists its files)."""
+    target = tmp_path / "results"
+    publish(run, target, plots=False)
+    path = target / what.rstrip("/")
+    path.parent.mkdir(exist_ok=True)
+    if what.endswith("/"):
+        path.unlink()
+        path.mkdir()
+    elif what == "index.html":  # a publication without a page, and the user's own index.html
+        marker = json.loads((target / MARKER).read_text())
+        marker["files"].remove("index.html")
+        (target / MARKER).write_text(json.dumps(marker))
+        path.write_text("<p>my own page</p>")
+    else:
+        path.write_text("mine")
+    before = digest(target)
+    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 2
+    assert one_error_line(capsys) == (
+        f"lenbench: error: --to {target} holds {what} where a publication writes its own files (in cells/ or "
+        "encodings/, which it rewrites whole, or under a name it writes); publishing would delete them: move them "
+        f"out of {target} first (other files of yours there are kept)")
+    assert digest(target) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # nothing staged
+
+
+def test_a_file_the_previous_publication_wrote_does_not_survive(run, tmp_path):
+    """A file the old publication lists as its own (a figure an older version drew) is replaced, not
+    kept as if it were the user's."""
+    target = tmp_path / "results"
+    publish(run, target, plots=False)
+    marker = json.loads((target / MARKER).read_text())
+    marker["files"].append("retired_figure.png")
+    (target / MARKER).write_text(json.dumps(marker))
+    (target / "retired_figure.png").write_bytes(b"\x89PNG")
+    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 0
+    assert not (target / "retired_figure.png").exists()
+
+
+def test_publish_to_a_read_only_parent_names_its_own_option(run, tmp_path, capsys, monkeypatch):
+    """Permission denied on the parent (as for a non-root user in a read-only directory)."""
+    import tempfile
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", denied)
+    assert main(["publish", str(run), "--to", str(tmp_path / "ro" / "results"), "--no-plots"]) == 2
+    line = one_error_line(capsys)
+    assert "is not writable (Permission denied)" in line and "(--to)" in line and "--out" not in line
 
 
 # --- names: one rule, checked where a name enters ----------------------------------------------------

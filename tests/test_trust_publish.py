@@ -388,22 +388,7 @@ def test_an_interrupt_before_the_swap_leaves_the_old_publication_and_no_stage(ru
     assert digest(target) == before and dot_entries(tmp_path) == []
 
 
-# --- nothing of a user's inside a publication or a report directory is overwritten (issue 38) -----
-
-
-@pytest.mark.parametrize("plant", ["NOTES.md", "link", "cells/mine.txt"])
-def test_republishing_over_a_users_file_inside_the_publication_is_refused(run, tmp_path, capsys, plant):
-    target = published(run, tmp_path / "results")
-    if plant == "link":
-        (target / "link").symlink_to(tmp_path)
-    else:
-        (target / plant).write_text("my notes")
-    before = digest(target)
-    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 2
-    line = one_error_line(capsys)
-    assert f"--to {target} holds entries a publication does not write ({plant}" in line and "move them out" in line
-    assert digest(target) == before and (target / plant).is_symlink() or (target / plant).exists()
-    assert dot_entries(tmp_path) == []  # nothing staged
+# --- nothing of a user's is overwritten (issue 38): tests/test_trust_ownership.py ---------------
 
 
 def test_a_plugin_encodings_name_never_becomes_a_path_outside_the_report(run, tmp_path, monkeypatch):
