@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_pub.add_argument("--benchmark-json", default=None,
                        help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline; it names the "
                             "run's cells, so cells an earlier configuration of the suite left in RUN_DIR are not published)")
-    p_pub.add_argument("--to", default="results", help="published directory, replaced as a whole (publications nested in it are kept)")
+    p_pub.add_argument("--to", default="results", help="published directory: the files the previous publication wrote are replaced, what else is in it "
+                       "(publications nested in it, your own files) is kept")
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)
@@ -186,20 +187,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _report(args: argparse.Namespace) -> int:
     from lenbench.atomic import check_writable
-    from lenbench.publication import recover, report_foreign_entries
+    from lenbench.publication import recover
     from lenbench.report.build import write_report
+    from lenbench.report_target import claim_report_dir
 
     source = Path(args.results)
     _note(recover(source if source.is_dir() or not source.exists() else source.parent))  # after a killed publish
     out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
+    # before reading or plotting anything: --out must be lenbench's own, or new or empty
     if args.out:
         _note(recover(out))
-        foreign = report_foreign_entries(out)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-            raise ValueError(f"--out {out} holds files a report does not write ({shown}); the report would "
-                             "overwrite or mix with them: give a new or empty directory, or one a report wrote")
-    check_writable(out, "report directory")  # before reading or plotting anything
+        claim_report_dir(out)
+    else:
+        check_writable(out, "report directory")
     written = write_report(source, out, plots=not args.no_plots)
     print(f"wrote {len(written)} file(s) to {out}:")
     for path in written:

@@ -17,10 +17,6 @@ writer passes them through this module, the one place that knows each format's h
   ``\\`` and ``|`` are backslash-escaped so a label cannot end its cell or open a new one.
 
 Ordinary labels (letters, digits, ``-_.+@:/ ×±`` inside a name) come out unchanged.
-
-- File names (`is_file_stem`): a label becomes part of a file name (``encodings/<name>.png``) only
-  when it is a plain name: letters, digits and ``._+@-``, not starting with a dot, so no label can
-  name a path outside the directory written (``../../x``) or a nested one (``a/b``).
 """
 
 from __future__ import annotations
@@ -30,15 +26,6 @@ import html
 import re
 
 import pandas as pd
-
-#: A label that may be a file name's stem (`is_file_stem`).
-FILE_STEM = re.compile(r"[A-Za-z0-9_+@-][A-Za-z0-9._+@-]{0,127}")
-
-
-def is_file_stem(label: str) -> bool:
-    """Whether `label` may be used as a file name's stem (module docstring)."""
-    return bool(FILE_STEM.fullmatch(label))
-
 
 #: First characters a spreadsheet reads as the start of a formula (OWASP CSV injection).
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

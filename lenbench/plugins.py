@@ -15,7 +15,10 @@ Three ways in, one mechanism (`load_plugins`, then the usual `register_encoding`
   (`PluginError`); it never stops the built-ins from listing.
 
 Names: a plugin may not take the name of a built-in (or of another plugin's entry): that is refused
-in one line, which suggests a prefixed name (``mype-alibi``). Nothing else is required of a name.
+in one line, which suggests a prefixed name (``mype-alibi``). A name becomes a file name in reports
+(``encodings/<name>.png``), so it must follow `lenbench.names.SAFE_NAME` (letters, digits and
+``._+@-``, starting with a letter, a digit or ``_``, at most 128 characters): ``../../x`` or ``a/b``
+is refused in one line when it is registered, and the plugin does not load.
 Each registry records who registered each name (`lenbench.registry.Registry.origin`): a class of
 lenbench's own modules is a built-in even when a plugin's import is what first imported it, so a
 reload drops only the plugin's own names.

@@ -13,7 +13,7 @@ from pathlib import Path
 from lenbench.atomic import atomic_write_json
 from lenbench.numerics import cpu_isa, cpu_model
 from lenbench.report.figures import SUFFIXES
-from lenbench.run.store import CELLS, CHECKPOINTS, LOCKS, cell_files, pid_alive
+from lenbench.run.store import CELLS, cell_files, pid_alive
 
 #: The marker every publication carries (written first into a stage, removed last from a deleted one).
 MARKER = ".lenbench-publication"
@@ -84,12 +84,14 @@ def report_machine() -> dict[str, str]:
     return {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}
 
 
-def write_marker(directory: Path, state: str) -> None:
+def write_marker(directory: Path, state: str, files: list[str] | None = None) -> None:
     """Write (atomically) the marker of a publication in `directory`, in `state` ("staging" or
-    "complete"), with the `report_machine` that builds its report."""
+    "complete"), with the `report_machine` that builds its report and, once complete, the `files`
+    it wrote at its top level (what the next publish replaces: `user_entries`)."""
     atomic_write_json(directory / MARKER, {
         "lenbench_publication": MARKER_FORMAT, "state": state, "report_machine": report_machine(),
-        "note": "written by `lenbench publish`, which replaces this directory as a whole; "
+        **({"files": sorted(files)} if files is not None else {}),
+        "note": "written by `lenbench publish`, which replaces the files it wrote here and keeps the others; "
                 "without this file it refuses to"})
 
 
@@ -111,11 +113,8 @@ def foreign_entries(directory: Path) -> list[str]:
             continue
         if entry.is_symlink() or entry.name.startswith("."):
             foreign.append(entry.name)
-        elif entry.name in (CELLS, "encodings") and entry.is_dir():
-            suffixes = (".json",) if entry.name == CELLS else SUFFIXES
-            foreign += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir())
-                        if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
-                        or (entry.name == CELLS and not _is_cell_file(p))]
+        elif entry.name in REWRITTEN and entry.is_dir():
+            foreign += _foreign_inside(entry)
         elif entry.is_dir() and is_nested_publication(entry):
             continue
         elif not (entry.is_file() and entry.name in names):
@@ -123,32 +122,51 @@ def foreign_entries(directory: Path) -> list[str]:
     return foreign
 
 
-def report_foreign_entries(directory: Path) -> list[str]:
-    """The entries of `directory` that neither a report nor a run wrote (relative names, sorted):
-    what `lenbench report --out` would overwrite or mix with. A report may write into a new or empty
-    directory, a publication, or a results directory (``cells/``, ``checkpoints/``, ``locks/``)
-    holding only report files besides."""
-    if not directory.is_dir():
-        return []
-    names = published_names()
-    foreign = []
-    for entry in sorted(directory.iterdir()):
-        if entry.is_symlink():
-            foreign.append(entry.name)
-        elif entry.name == MARKER and entry.is_file():
+#: The directories a publication rewrites whole: anything in them that it does not write is in the way.
+REWRITTEN = (CELLS, "encodings")
+
+
+def _foreign_inside(directory: Path) -> list[str]:
+    """The entries of a publication's ``cells/`` or ``encodings/`` it would not contain."""
+    suffixes = (".json",) if directory.name == CELLS else SUFFIXES
+    return [f"{directory.name}/{p.name}" for p in sorted(directory.iterdir())
+            if p.is_symlink() or not p.is_file() or p.name.startswith(".") or p.suffix not in suffixes
+            or (directory.name == CELLS and not _is_cell_file(p))]
+
+
+def user_entries(target: Path) -> tuple[list[Path], list[str]]:
+    """What a republish of the publication `target` must keep, and what stands in its way.
+
+    The publication's own files are the top-level names its marker lists (`write_marker`; every name
+    a report may hold, `published_names`, for one marked before the list existed), its ``cells/``
+    and ``encodings/``, and the marker. Nested publications are carried over apart
+    (`nested_publications`). Everything else at the top level (a user's ``NOTES.md``, directory,
+    hidden file or symlink) is kept: copied unchanged (links as links) into the new publication.
+    In the way, and so refused, is what the new publication would delete or overwrite: anything in
+    ``cells/`` or ``encodings/`` it does not write, and a link, a directory, or a user's file, under
+    a name it writes.
+
+    Returns:
+        (kept: the top-level entries to carry over, sorted; in the way: relative names, sorted).
+    """
+    names, marker = published_names(), read_marker(target) or {}
+    own = set(marker["files"]) if isinstance(marker.get("files"), list) else names
+    kept: list[Path] = []
+    blocked: list[str] = []
+    for entry in sorted(target.iterdir()):
+        plain = entry.is_file() and not entry.is_symlink()
+        real_dir = entry.is_dir() and not entry.is_symlink()
+        if (entry.name == MARKER and plain) or is_nested_publication(entry):
             continue
-        elif entry.name in (CELLS, CHECKPOINTS, LOCKS) and entry.is_dir():
-            continue
-        elif entry.name == "encodings" and entry.is_dir():
-            foreign += [f"encodings/{p.name}" for p in sorted(entry.iterdir())
-                        if p.is_symlink() or not p.is_file() or p.suffix not in SUFFIXES]
-        elif entry.is_dir() and is_nested_publication(entry):
-            continue
-        elif entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
-            continue  # an atomic write a kill left (`lenbench.atomic`)
-        elif not (entry.is_file() and entry.name in names):
-            foreign.append(entry.name + ("/" if entry.is_dir() else ""))
-    return foreign
+        if entry.name in REWRITTEN:
+            blocked += _foreign_inside(entry) if real_dir else [entry.name]
+        elif entry.name in own and plain:
+            continue  # the previous publication's own file: replaced
+        elif entry.name in names | own | {MARKER} or not (plain or real_dir or entry.is_symlink()):
+            blocked.append(entry.name + ("/" if real_dir else ""))  # where it writes, or no file to copy
+        else:
+            kept.append(entry)
+    return kept, blocked
 
 
 def is_nested_publication(entry: Path) -> bool:

@@ -8,10 +8,11 @@ publish a finished run explicitly:
 
 which stages a new directory beside the target (the run's finished cell files ``cells/*.json``,
 the benchmark JSON as ``bench.json``, the report rebuilt from them by
-`lenbench.report.build.write_report`, and the marker file ``.lenbench-publication``), then swaps it in
-place of the target with renames: a reader (or a kill at any moment) sees the old published
-directory or the complete new one, never a mix. The target is replaced as a whole, so a stale plot
-or cell of an older publication never survives.
+`lenbench.report.build.write_report`, and the marker file ``.lenbench-publication``, which lists the
+files it wrote), then swaps it in place of the target with renames: a reader (or a kill at any
+moment) sees the old published directory or the complete new one, never a mix. Every file the old
+publication wrote is replaced, so a stale plot or cell of an older publication never survives;
+what it did not write is carried over (below).
 
 What it replaces. Publishing deletes the old target, so it only ever replaces its own work. The
 target (``--to``, symlinks resolved) must be
@@ -33,8 +34,12 @@ A publication may hold other publications as direct subdirectories (the catalog'
 ``"state": "complete"``. Publishing into it replaces it alone; publishing the outer one copies each
 of them into the stage unchanged, so replacing ``results/`` never loses ``results/catalog/``.
 
-A publication holding anything a publication does not write (a user's ``NOTES.md``, a symlink, a
-stray file in ``cells/``) is refused in one line naming it: replacing it would delete them.
+What a user put into a (marked) publication is kept (`lenbench.publication.user_entries`): a
+``NOTES.md``, a directory of their own (a publication nested in it keeps its own files too), a
+hidden file or a symlink at its top level is copied unchanged into the new publication (a link as
+the link). Only what stands where the publication writes is refused, in one line naming it, before
+anything is staged: a file in ``cells/`` or ``encodings/`` (which it rewrites whole) that it does
+not write, or a link, a directory or a user's file under a name it writes (``summary.md/``).
 Anything else (a user's directory with a ``thesis.txt`` in it, say) is refused in one line, as is
 a target that is the working directory or one of its parents (``--to .``), that equals or contains
 the run directory, or that is a file.
@@ -65,12 +70,13 @@ from pathlib import Path
 
 from lenbench.atomic import DiskFullError, check_writable, format_bytes, free_bytes, is_disk_full
 from lenbench.publication import (
+    MARKER,
     check_target_path,
-    foreign_entries,
     nested_publications,
     recover,
     remove_publication,
     target_kind,
+    user_entries,
     write_marker,
 )
 from lenbench.run.store import CELLS, cell_files, cells_dir
@@ -96,8 +102,8 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
 
     Args:
         run_dir: a results directory of `lenbench run` / `pytest bench` (with ``cells/*.json``).
-        to: the published directory (default ``results``); replaced as a whole, so it must be
-            absent, empty or a publication (module docstring).
+        to: the published directory (default ``results``): absent, empty or a publication, whose
+            own files are replaced and whose user's files are kept (module docstring).
         benchmark_json: the run's pytest-benchmark JSON (``--benchmark-json``); its extrapolation
             rows must be the rows of ``run_dir/cells`` (the published tests check that), less cells
             an earlier configuration of the suite left there (`_run_cells`: not published, one line
@@ -111,8 +117,9 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
 
     Raises:
         ValueError: one line naming the problem and the fix (no cells, rows that differ between
-            the benchmark JSON and the cells, a target that is not a publication, is the working
-            directory, equals or contains `run_dir`, or is not writable).
+            the benchmark JSON and the cells, a target that is not a publication, holds a user's
+            entry where the publication writes, is the working directory, equals or contains
+            `run_dir`, or is not writable).
         DiskFullError: not enough space beside `to` (one line; the old publication is unchanged).
     """
     run_dir, shown = Path(run_dir), Path(to)
@@ -128,18 +135,19 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     if note:
         log(note)
     kind = target_kind(to, shown)
-    foreign = foreign_entries(to) if kind == "publication" else []
-    if foreign:  # a user's notes, links or files inside the publication: replacing it would delete them
-        listed = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise ValueError(f"--to {shown} holds entries a publication does not write ({listed}); publishing "
-                         "replaces the directory as a whole and would delete them: move them out first")
+    kept, blocked = user_entries(to) if kind == "publication" else ([], [])
+    if blocked:  # a user's file where the publication writes: replacing it would delete or overwrite it
+        listed = ", ".join(blocked[:5]) + (f" and {len(blocked) - 5} more" if len(blocked) > 5 else "")
+        raise ValueError(f"--to {shown} holds {listed} where a publication writes its own files (in cells/ or "
+                         "encodings/, which it rewrites whole, or under a name it writes); publishing would delete "
+                         f"them: move them out of {shown} first (other files of yours there are kept)")
     needed = _space_needed([*files, *([benchmark_json] if benchmark_json is not None else [])], to)
     _check_space(parent, needed, run_dir, shown)
     stage = Path(tempfile.mkdtemp(dir=parent, prefix=f".{to.name}.publish-{os.getpid()}-"))
     os.chmod(stage, 0o777 & ~_umask())
     old = parent / f".{to.name}.replaced-{os.getpid()}"
     try:
-        _fill_stage(stage, files, benchmark_json, plots, nested_publications(to))
+        _fill_stage(stage, files, benchmark_json, plots, nested_publications(to), kept)
         if to.exists():
             if kind == "older publication":
                 write_marker(to, "complete")  # its leftover, if killed from here on, is provably ours
@@ -162,9 +170,10 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
 
 
 def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plots: bool,
-                nested: list[Path]) -> None:
+                nested: list[Path], kept: list[Path]) -> None:
     """Write a complete publication into `stage`: marker (staging), cells, benchmark JSON, report,
-    copies of the nested publications, then the marker again (complete).
+    copies of the nested publications and of the user's entries, then the marker again (complete,
+    listing the files the publication wrote).
 
     Args:
         stage: the new, empty staging directory beside the target.
@@ -172,6 +181,7 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
         benchmark_json: the run's benchmark JSON, or None.
         plots: also write the figures.
         nested: the publications inside the old target (`nested_publications`), carried over unchanged.
+        kept: the user's entries of the old target (`user_entries`), carried over unchanged.
     """
     from lenbench.report.build import write_report
 
@@ -182,9 +192,17 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
     if benchmark_json is not None:
         shutil.copy2(benchmark_json, stage / "bench.json")
     write_report(stage / "bench.json" if benchmark_json is not None else stage, stage, plots=plots)
+    written = [p.name for p in stage.iterdir() if p.name != MARKER]
     for publication in nested:  # e.g. results/catalog/ when publishing results/
         shutil.copytree(publication, stage / publication.name, symlinks=True)
-    write_marker(stage, "complete")
+    for entry in kept:  # copied, never moved: until the swap the old publication holds the originals
+        if os.path.lexists(stage / entry.name):
+            raise ValueError(f"{entry} is in the way of the publication's {entry.name}; move it out first")
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, stage / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, stage / entry.name, follow_symlinks=False)
+    write_marker(stage, "complete", files=written)
 
 
 def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log) -> tuple[list[Path], Path]:

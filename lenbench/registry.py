@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from lenbench import plugins
+from lenbench import names, plugins
 
 T = TypeVar("T")
 
@@ -83,7 +83,8 @@ class Registry(Generic[T]):
     (`lenbench.plugins`): a name not registered yet is looked up among installed entry points of
     that group, loaded on demand. Each entry remembers its origin (None: lenbench itself, else the
     `lenbench.plugins.Plugin`); this is the one record of who registered what, which `lenbench
-    list` shows and a plugin's reload clears. A plugin may not take a name already registered.
+    list` shows and a plugin's reload clears. A plugin may not take a name already registered,
+    and every name follows `lenbench.names.SAFE_NAME` (names become file names in reports).
     """
 
     def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
@@ -102,6 +103,8 @@ class Registry(Generic[T]):
 
         def decorator(obj: T) -> T:
             by = origin if origin is not None else self._origin_of(obj)
+            if not names.is_safe_name(name):
+                self._refuse_unsafe(name, by)
             if name in self._items:
                 self._refuse(name, by)
             if set_name:
@@ -133,6 +136,13 @@ class Registry(Generic[T]):
         by = f"the built-in lenbench {self.kind}" if taken is None else f"{self.kind} {name!r} of plugin {taken.label}"
         raise plugins.PluginError(f"plugin {origin.label} registers {self.kind} {name!r}, which is already {by}; "
                           f"give yours another name (e.g. '{origin.module.rsplit('.', 1)[-1].removeprefix('lenbench_plugin_')}-{name}')")
+
+    def _refuse_unsafe(self, name: object, origin) -> None:
+        what = f"{self.kind} {name!r}, which is not a safe name ({names.RULE}): it becomes a file name in reports"
+        if origin is None:
+            raise ValueError(f"lenbench registers {what}")
+        raise plugins.PluginError(f"plugin {origin.label} registers {what}; rename it "
+                                  f"(e.g. {names.safe_name(str(name).rsplit('/', 1)[-1])!r})")
 
     def forget(self, origin: object) -> None:
         """Remove every name `origin` (a plugin) registered."""

@@ -33,7 +33,7 @@ class Layer:
     torch: bool
 
 
-FOUNDATION = ("lenbench.registry", "lenbench.plugins", "lenbench.plugin_changes")
+FOUNDATION = ("lenbench.registry", "lenbench.plugins", "lenbench.plugin_changes", "lenbench.names")
 #: The torch-free shared modules every layer may read.
 LEAVES = ("lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.encoding_display",
           "lenbench.rope_factors", "lenbench.task_display", "lenbench.results")
@@ -41,7 +41,8 @@ LEAVES = ("lenbench.metrics", "lenbench.escape", "lenbench.atomic", "lenbench.en
 LAYERS: dict[str, Layer] = {
     "lenbench.plugin_changes": Layer((), torch=False),
     "lenbench.plugins": Layer(("lenbench.plugin_changes",), torch=False),
-    "lenbench.registry": Layer(("lenbench.plugins",), torch=False),
+    "lenbench.names": Layer((), torch=False),
+    "lenbench.registry": Layer(("lenbench.plugins", "lenbench.names"), torch=False),
     "lenbench.escape": Layer((), torch=False),
     "lenbench.atomic": Layer((), torch=False),
     "lenbench.rope_factors": Layer((), torch=False),

@@ -388,56 +388,25 @@ def test_an_interrupt_before_the_swap_leaves_the_old_publication_and_no_stage(ru
     assert digest(target) == before and dot_entries(tmp_path) == []
 
 
-# --- nothing of a user's inside a publication or a report directory is overwritten (issue 38) -----
-
-
-@pytest.mark.parametrize("plant", ["NOTES.md", "link", "cells/mine.txt"])
-def test_republishing_over_a_users_file_inside_the_publication_is_refused(run, tmp_path, capsys, plant):
-    target = published(run, tmp_path / "results")
-    if plant == "link":
-        (target / "link").symlink_to(tmp_path)
-    else:
-        (target / plant).write_text("my notes")
-    before = digest(target)
-    assert main(["publish", str(run), "--to", str(target), "--no-plots"]) == 2
-    line = one_error_line(capsys)
-    assert f"--to {target} holds entries a publication does not write ({plant}" in line and "move them out" in line
-    assert digest(target) == before and (target / plant).is_symlink() or (target / plant).exists()
-    assert dot_entries(tmp_path) == []  # nothing staged
-
-
-def test_report_out_refuses_a_directory_holding_a_users_files(run, tmp_path, capsys):
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "index.html").write_text("<p>my homepage</p>")
-    (mine / "summary.md").write_text("my summary")
-    (mine / "thesis.txt").write_text("four years of work")
-    before = digest(mine)
-    assert main(["report", str(run), "--out", str(mine), "--no-plots"]) == 2
-    line = one_error_line(capsys)
-    assert f"--out {mine} holds files a report does not write (thesis.txt)" in line
-    assert digest(mine) == before
-    # a new directory, and one a report wrote, are written (again)
-    assert main(["report", str(run), "--out", str(tmp_path / "new"), "--no-plots"]) == 0
-    assert main(["report", str(run), "--out", str(tmp_path / "new"), "--no-plots"]) == 0
-    assert (tmp_path / "new" / "leaderboard.md").is_file()
+# --- nothing of a user's is overwritten (issue 38): tests/test_trust_ownership.py ---------------
 
 
 def test_a_plugin_encodings_name_never_becomes_a_path_outside_the_report(run, tmp_path, monkeypatch):
-    """An encoding named like a path (a plugin may register any string) is left out of the position
-    patterns with its reason; no file is written outside `out/encodings/`."""
-    from lenbench.escape import is_file_stem
+    """An encoding named like a path in the rows (data anyone can write; registration refuses such a
+    name, tests/test_trust_ownership.py) is left out of the position patterns with its reason; no file
+    is written outside `out/encodings/`."""
+    from lenbench.names import is_safe_name
     from lenbench.report import geometry
 
-    assert not any(is_file_stem(n) for n in ("../../../../tmp/x", "a/b", ".hidden", "", "a\\b", "x" * 200))
-    assert all(is_file_stem(n) for n in ("rope", "fire-relthresh", "ssmax+rope", "rope@4", "a_b.c"))
+    assert not any(is_safe_name(n) for n in ("../../../../tmp/x", "a/b", ".hidden", "", "a\\b", "x" * 200))
+    assert all(is_safe_name(n) for n in ("rope", "fire-relthresh", "ssmax+rope", "rope@4", "a_b.c"))
     alibi = geometry.encoding_pattern("alibi", length=16, d_model=32, n_heads=4)
     monkeypatch.setattr(geometry, "encoding_patterns", lambda *a, **k: {"../../evil": alibi, "a/b": alibi, "alibi": alibi})
     out = tmp_path / "deep" / "report"
     write_report(run, out, plots=True, page=True)
     assert not list(tmp_path.rglob("evil.*")) and not (out / "encodings" / "a").exists()
     page = (out / "index.html").read_text(encoding="utf-8")
-    assert "its name is not a plain file name" in page and "../../evil" in page and "a/b" in page
+    assert "its name is not a safe file name" in page and "../../evil" in page and "a/b" in page
     assert (out / "encodings" / "alibi.png").is_file()  # the others are drawn
 
 

@@ -29,9 +29,10 @@ Its cells get the suite's TrainSpec / EvalSpec / ModelSpec with those fields rep
 an entry without overrides makes the very cells (ids, checkpoints) it made before. `label` names
 the entry in results (the `task` column, `TaskSpec.key`): one task at one training length under one
 label is one leaderboard board, so two entries that would share a board with different settings
-are an error asking for a label (`TASK_LABEL`: no "-", not another task's name, not "overall"). The suite `name` becomes a directory (``runs/<name>``):
-an explicit name must be a safe directory name (`lenbench.config.sections.SAFE_NAME`), else a one-line error; a name taken
-from the file name is sanitised (other characters become ``_``).
+are an error asking for a label (`is_task_label`: a safe name with no "-", not another task's name, not
+"overall"). The suite `name` becomes a directory (``runs/<name>``) and an encoding's `label` a figure's
+file name: an explicit name or label (a variant's `name` too) must follow `lenbench.names.SAFE_NAME`, else
+a one-line error; a name taken from the file name is made safe (`lenbench.names.safe_name`).
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ from lenbench.config.sections import (
     dedupe,
     entry_list,
     eval_section,
+    label_name,
     model_section,
-    sanitise_name,
     suite_name,
     train_section,
     variant_mapping,
@@ -67,6 +68,7 @@ from lenbench.config.sections import (
 from lenbench.encodings import ENCODINGS
 from lenbench.encodings.rope_scaling import factor_mode
 from lenbench.encodings.rope_types import ROPE_TYPES
+from lenbench.names import RULE, is_safe_name, safe_name
 from lenbench.plugins import PluginError, load_plugins
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
@@ -104,11 +106,15 @@ def load_suite(name_or_path: str | Path) -> Suite:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise SuiteError(f"{path}:{where} is not valid YAML ({getattr(err, 'problem', err)})") from None
-    return parse_suite(data, source=str(path), default_name=sanitise_name(path.stem), base_dir=path.parent)
+    return parse_suite(data, source=str(path), default_name=safe_name(path.stem), base_dir=path.parent)
 
 
-#: A task label: one name in results and cell titles, where "-" separates a title's parts.
-TASK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@]*")
+def is_task_label(value: Any) -> bool:
+    """Whether `value` may label a task entry: a safe name (`lenbench.names.SAFE_NAME`) without
+    "-", which separates the parts of a cell title."""
+    return is_safe_name(value) and "-" not in value
+
+
 #: The task name the leaderboard's long table gives its overall ranking (`lenbench.report.tables`).
 RESERVED_TASK_LABELS = ("overall",)
 
@@ -118,12 +124,11 @@ def _task_label(value: Any, name: str, where: str, source: str) -> str:
     entry's cells keep the ids of an unlabelled one)."""
     if value is None or value == name:
         return ""
-    if not isinstance(value, str) or not TASK_LABEL.fullmatch(value):
+    if not is_task_label(value):
         fix = re.sub(r"[^A-Za-z0-9_.+@]", "_", str(value)).lstrip("_.+@")
         fix = fix if isinstance(value, str) and fix and fix[0].isalpha() else f"{name}_{fix}".rstrip("_")
-        raise SuiteError(f"{source}: {where}.label {value!r} is not a task label (letters, digits and _ . + @, "
-                         f"starting with a letter or digit; no '-', which separates the parts of a cell title); "
-                         f"e.g. label: {fix}")
+        raise SuiteError(f"{source}: {where}.label {value!r} is not a task label ({RULE}; no '-', which "
+                         f"separates the parts of a cell title); e.g. label: {fix}")
     if value in RESERVED_TASK_LABELS:
         raise SuiteError(f"{source}: {where}.label {value!r} is reserved (the leaderboard's overall ranking); "
                          f"e.g. label: {name}_{value}")
@@ -214,7 +219,7 @@ def _label_hint(name: str, diff: list[str], signature: tuple, params: dict, inde
             text = repr(value) if isinstance(value, float) else str(value)
             text = text[:-2] if text.endswith(".0") else text
             hint = f"{name}_{field.replace('_', '')}{re.sub(r'[^A-Za-z0-9_.+@]', '', text)}"
-            if TASK_LABEL.fullmatch(hint):
+            if is_task_label(hint):
                 return hint
     return f"{name}_{index}"
 
@@ -245,7 +250,8 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         reason = probe_encoding(name, params, model.d_model, model.n_heads)  # every parameter in range, now
         if reason:
             raise SuiteError(f"{source}: {where}: {reason}")
-        encodings.append(EncodingSpec(name=name, params=params, label=str(e.get("label", ""))))
+        label = label_name(e.get("label"), f"{where}.label", source)
+        encodings.append(EncodingSpec(name=name, params=params, label=label))
     encodings = dedupe(encodings, key=lambda e: (e.name, canonical_params(e.params), e.key),
                         what=lambda e: f"encoding {e.key!r}", source=source)
     labels = [e.key for e in encodings]
@@ -268,6 +274,8 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         for key, want in (("name", str), ("finetune_steps", int), ("finetune_ratio", (int, float)), ("finetune_lr", (int, float))):
             if key in extra and (not isinstance(extra[key], want) or isinstance(extra[key], bool)):
                 raise SuiteError(f"{source}: {where}.{key} has the wrong type: {extra[key]!r}")
+        if "name" in extra:
+            extra["name"] = label_name(extra["name"], f"{where}.name", source)
         variant = VariantSpec(rope_type=rope_type, params=params, **extra)
         try:
             factor_mode(variant)  # dynamic without a pinned factor: one line with the fix

@@ -13,7 +13,6 @@ import dataclasses
 import inspect
 import json
 import math
-import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from lenbench.config.fields import SuiteError, SuiteWarning, numeric_string, typed
 from lenbench.config.schema import EvalSpec, ModelSpec, TrainSpec, VariantSpec
 from lenbench.encodings.rope_types import ROPE_TYPES
+from lenbench.names import RULE, is_safe_name, safe_name
 from lenbench.registry import did_you_mean
 
 
@@ -65,8 +65,6 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "variants.finetune_lr": (lambda v: 0 < v < math.inf, "> 0 and finite, with finetune_steps > 0"),
 }
 
-#: A suite name that is safe as one directory under runs/: no path separator, no leading dot.
-SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
 
 
 def check_range(key: str, value: Any, where: str, source: str) -> None:
@@ -90,18 +88,25 @@ def check_ranges(spec: Any, section: str, source: str, where: str | None = None)
             check_range(key, getattr(spec, f.name), f"{where or section}.{f.name}", source)
 
 
-def sanitise_name(stem: str) -> str:
-    """A safe directory name from a file name: characters outside `SAFE_NAME` become ``_``."""
-    name = re.sub(r"[^A-Za-z0-9._+-]", "_", stem)
-    return "_" + name if name[:1] in ("", ".", "-", "+") else name
-
-
 def suite_name(name: Any, source: str) -> str:
+    """A suite's explicit `name`, once it is shown to follow `lenbench.names.SAFE_NAME` (it names
+    the directory ``runs/<name>``)."""
     name = str(name)
-    if not SAFE_NAME.fullmatch(name):
-        raise SuiteError(f"{source}: name {name!r} is not a safe directory name for runs/<name> (letters, digits and "
-                         f"._+- only, not starting with . + or -); e.g. name: {sanitise_name(name.replace('/', '_'))!r}")
+    if not is_safe_name(name):
+        raise SuiteError(f"{source}: name {name!r} is not a safe directory name for runs/<name> ({RULE}); "
+                         f"e.g. name: {safe_name(name.replace('/', '_'))!r}")
     return name
+
+
+def label_name(value: Any, where: str, source: str) -> str:
+    """An encoding's `label` or a variant's `name`, once it is shown to follow
+    `lenbench.names.SAFE_NAME` (it is a label of every results file, and an encoding's the stem of
+    its figure file); "" when absent."""
+    value = "" if value is None else str(value)
+    if value and not is_safe_name(value):
+        raise SuiteError(f"{source}: {where} {value!r} is not a safe name ({RULE}); "
+                         f"e.g. {where.rsplit('.', 1)[-1]}: {safe_name(str(value).replace('/', '_'))}")
+    return value
 
 
 def dedupe(items: list, key: Callable[[Any], Any], what: Callable[[Any], str], source: str) -> list:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.atomic import atomic_write_text
-from lenbench.escape import is_file_stem
+from lenbench.names import RULE, is_safe_name
 from lenbench.report.claims import claims_markdown
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
 from lenbench.report.figures import FIGURES, FORMATS, FigureInputs
@@ -202,8 +202,8 @@ def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: d
     written = _draw_figures("rows", FigureInputs(df, board), out, figures)
     drawn, skipped = [], {}
     for encoding, pattern in geometry.encoding_patterns(df, src.run_dir).items():
-        if not is_file_stem(encoding):  # never a path outside encodings/ (a plugin may register any name)
-            skipped[encoding] = "its name is not a plain file name (letters, digits and ._+@- only)"
+        if not is_safe_name(encoding):  # never a path outside encodings/ (rows are data anyone can write)
+            skipped[encoding] = f"its name is not a safe file name ({RULE})"
             continue
         reason = geometry_plot.pattern_left_out(pattern)
         if reason is not None:

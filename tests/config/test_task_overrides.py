@@ -19,6 +19,7 @@ from lenbench_testing import TINY_SUITE, write_cells
 
 import lenbench
 from lenbench.config import SuiteError, SuiteWarning, TrainSpec, load_suite, parse_suite
+from lenbench.names import RULE
 
 GOLDEN = Path(__file__).with_name("quick_ids_before_overrides.json")
 
@@ -168,10 +169,10 @@ def test_a_dense_axis_adds_every_length_to_its_ratio_and_leaves_other_entries_id
     ({"model": {"embeding_std": 1}}, "unknown key tasks[0].model.embeding_std; did you mean 'embedding_std'? (valid: "
                                      "d_model, n_layers, n_heads, ff_mult, dropout, embedding_std)"),
     ({"model": {"n_heads": 3}}, "tasks[0].model.d_model = 16 is out of range (valid: a multiple of tasks[0].model.n_heads = 3)"),
-    ({"label": "copy-long"}, "tasks[0].label 'copy-long' is not a task label (letters, digits and _ . + @, starting "
-                             "with a letter or digit; no '-', which separates the parts of a cell title); e.g. label: copy_long"),
-    ({"label": 3000}, "tasks[0].label 3000 is not a task label (letters, digits and _ . + @, starting with a letter or "
-                      "digit; no '-', which separates the parts of a cell title); e.g. label: copy_3000"),
+    ({"label": "copy-long"}, f"tasks[0].label 'copy-long' is not a task label ({RULE}; no '-', which separates "
+                             "the parts of a cell title); e.g. label: copy_long"),
+    ({"label": 3000}, f"tasks[0].label 3000 is not a task label ({RULE}; no '-', which separates the parts of a "
+                      "cell title); e.g. label: copy_3000"),
     ({"label": "lm"}, "tasks[0].label 'lm' is the name of another task, whose rows it would join; e.g. label: copy_lm"),
     ({"label": "overall"}, "tasks[0].label 'overall' is reserved (the leaderboard's overall ranking); e.g. label: copy_overall"),
 ])
