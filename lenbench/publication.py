@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from lenbench.atomic import atomic_write_json
-from lenbench.numerics import cpu_isa, cpu_model
+from lenbench.numerics import cpu_isa, cpu_model, numeric_kind
 from lenbench.report.figures import SUFFIXES
 from lenbench.run.store import CELLS, cell_files, pid_alive
 
@@ -84,12 +84,42 @@ def report_machine() -> dict[str, str]:
     return {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}
 
 
-def write_marker(directory: Path, state: str, files: list[str] | None = None) -> None:
+def numeric_kinds(cells: list[Path]) -> dict[str, int]:
+    """Numeric kind (`lenbench.numerics.numeric_kind`: mode and CPU vendor) → how many of the cell
+    files `cells` were computed on it; a board is computed on one kind (cells without a recorded
+    mode, or unreadable, are not counted)."""
+    kinds: dict[str, int] = {}
+    for path in cells:
+        try:
+            provenance = json.loads(path.read_text()).get("provenance") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        kind = numeric_kind(str(provenance.get("numerics") or ""), str(provenance.get("cpu_model") or ""))
+        if kind:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+
+
+def check_one_kind(run_dir: Path, cells: list[Path]) -> str:
+    """The one numeric kind of a run's `cells` ("" when none records one); a one-line ValueError
+    when they mix kinds: seeds and encodings of one board would then be trained on different CPUs."""
+    kinds = numeric_kinds(cells)
+    if len(kinds) > 1:
+        listed = ", ".join(f"{kind} ({n} cells)" for kind, n in kinds.items())
+        raise ValueError(f"{run_dir} holds cells of {len(kinds)} numeric kinds ({listed}); a board is computed on one "
+                         "kind: rerun `lenbench run` into it on one kind of machine (cells of another kind are "
+                         "recomputed) and publish again")
+    return next(iter(kinds), "")
+
+
+def write_marker(directory: Path, state: str, files: list[str] | None = None, kind: str | None = None) -> None:
     """Write (atomically) the marker of a publication in `directory`, in `state` ("staging" or
-    "complete"), with the `report_machine` that builds its report and, once complete, the `files`
-    it wrote at its top level (what the next publish replaces: `user_entries`)."""
+    "complete"), with the `report_machine` that builds its report, the numeric `kind` its cells
+    were computed on (`check_one_kind`) and, once complete, the `files` it wrote at its top level
+    (what the next publish replaces: `user_entries`)."""
     atomic_write_json(directory / MARKER, {
         "lenbench_publication": MARKER_FORMAT, "state": state, "report_machine": report_machine(),
+        **({"numeric_kind": kind} if kind is not None else {}),
         **({"files": sorted(files)} if files is not None else {}),
         "note": "written by `lenbench publish`, which replaces the files it wrote here and keeps the others; "
                 "without this file it refuses to"})

@@ -14,6 +14,11 @@ moment) sees the old published directory or the complete new one, never a mix. E
 publication wrote is replaced, so a stale plot or cell of an older publication never survives;
 what it did not write is carried over (below).
 
+One numeric kind. A publication's cells are computed on one numeric kind (the mode and CPU vendor,
+`lenbench.numerics.numeric_kind`): a run whose cells mix kinds is refused in one line, and the
+marker names the kind (``numeric_kind``), so the board's identity says which machines can
+reproduce it bit for bit.
+
 What it replaces. Publishing deletes the old target, so it only ever replaces its own work. The
 target (``--to``, symlinks resolved) must be
 
@@ -71,6 +76,7 @@ from pathlib import Path
 from lenbench.atomic import DiskFullError, check_writable, format_bytes, free_bytes, is_disk_full
 from lenbench.publication import (
     MARKER,
+    check_one_kind,
     check_target_path,
     nested_publications,
     recover,
@@ -130,12 +136,13 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     files = cell_files(run_dir)  # finished cells only: no locks, checkpoints, *.corrupt
     if benchmark_json is not None:
         files, benchmark_json = _run_cells(run_dir, files, Path(benchmark_json), log)
+    kind = check_one_kind(run_dir, files)
     parent = check_writable(to.parent, "publish target's parent directory", option="--to")
     note = recover(to)
     if note:
         log(note)
-    kind = target_kind(to, shown)
-    kept, blocked = user_entries(to) if kind == "publication" else ([], [])
+    target = target_kind(to, shown)
+    kept, blocked = user_entries(to) if target == "publication" else ([], [])
     if blocked:  # a user's file where the publication writes: replacing it would delete or overwrite it
         listed = ", ".join(blocked[:5]) + (f" and {len(blocked) - 5} more" if len(blocked) > 5 else "")
         raise ValueError(f"--to {shown} holds {listed} where a publication writes its own files (in cells/ or "
@@ -147,9 +154,9 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
     os.chmod(stage, 0o777 & ~_umask())
     old = parent / f".{to.name}.replaced-{os.getpid()}"
     try:
-        _fill_stage(stage, files, benchmark_json, plots, nested_publications(to), kept)
+        _fill_stage(stage, files, benchmark_json, plots, nested_publications(to), kept, kind)
         if to.exists():
-            if kind == "older publication":
+            if target == "older publication":
                 write_marker(to, "complete")  # its leftover, if killed from here on, is provably ours
             os.replace(to, old)
         os.replace(stage, to)
@@ -170,7 +177,7 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
 
 
 def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plots: bool,
-                nested: list[Path], kept: list[Path]) -> None:
+                nested: list[Path], kept: list[Path], kind: str = "") -> None:
     """Write a complete publication into `stage`: marker (staging), cells, benchmark JSON, report,
     copies of the nested publications and of the user's entries, then the marker again (complete,
     listing the files the publication wrote).
@@ -182,10 +189,11 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
         plots: also write the figures.
         nested: the publications inside the old target (`nested_publications`), carried over unchanged.
         kept: the user's entries of the old target (`user_entries`), carried over unchanged.
+        kind: the numeric kind the cells were computed on (`check_one_kind`), named in the marker.
     """
     from lenbench.report.build import write_report
 
-    write_marker(stage, "staging")
+    write_marker(stage, "staging", kind=kind)
     cells_dir(stage).mkdir()
     for path in cells:
         shutil.copy2(path, cells_dir(stage) / path.name)
@@ -202,7 +210,7 @@ def _fill_stage(stage: Path, cells: list[Path], benchmark_json: Path | None, plo
             shutil.copytree(entry, stage / entry.name, symlinks=True)
         else:
             shutil.copy2(entry, stage / entry.name, follow_symlinks=False)
-    write_marker(stage, "complete", files=written)
+    write_marker(stage, "complete", files=written, kind=kind)
 
 
 def _run_cells(run_dir: Path, files: list[Path], benchmark_json: Path, log: Log) -> tuple[list[Path], Path]:

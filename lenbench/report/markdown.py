@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 import pandas as pd
 
 from lenbench.escape import md_text
 from lenbench.metrics import METRICS
+from lenbench.numerics import numeric_kind
 from lenbench.report import secondary, stats
 from lenbench.report.formatting import (
     fmt_ci,
@@ -284,6 +286,7 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
         one = " (one seed: intervals from evaluation sampling alone)" if len(seeds) == 1 else ""
         parts += [f"Suite: {suites}; seeds: {', '.join(map(str, seeds))}{one}; lenbench {prov['lenbench_version']}, "
                   f"torch {prov['torch_version']}, device {prov['device']}, commit {prov['git_sha']}.", ""]
+        parts += kinds_lines(df)
     parts += [STATISTICS_NOTE + f"{EFFECTIVE_LENGTH} Rank = 1 + the number of entries better with support: the paired "
               "t test on the seeds' differences in area past train (lm: in degradation), Holm-corrected over every "
               "pair of the table at a "
@@ -294,6 +297,31 @@ def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> 
               OVERALL_NOTE, ""]
     parts += [markdown_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"]), ""]
     return "\n".join(parts)
+
+
+def cell_kinds(df: pd.DataFrame) -> dict[str, int]:
+    """Numeric kind (`lenbench.numerics.numeric_kind`) → number of cells of `df` computed on it."""
+    if not {"cell_id", "numerics"} <= set(df.columns):
+        return {}
+    models = df["cpu_model"] if "cpu_model" in df.columns else pd.Series("", index=df.index)
+    per_cell = {cell: numeric_kind(str(n), str(m)) for cell, n, m in zip(df["cell_id"], df["numerics"], models)}
+    kinds = Counter(kind for kind in per_cell.values() if kind)
+    return dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+
+
+def kinds_lines(df: pd.DataFrame) -> list[str]:
+    """The leaderboard's line naming the numeric kind its cells were computed on, and a warning when
+    they mix kinds (seeds of one entry, or two entries, trained on different CPU vendors)."""
+    kinds = cell_kinds(df)
+    if len(kinds) == 1:
+        return [f"Numeric kind: {md_text(next(iter(kinds)))} (every cell; other kinds reproduce it to float noise, "
+                "not bit for bit).", ""]
+    if not kinds:
+        return []
+    listed = ", ".join(f"{md_text(k)} ({n} cells)" for k, n in kinds.items())
+    return [f"**Mixed numeric kinds**: {listed}. Cells of different CPU vendors train to different draws, so this "
+            "board compares some entries across machines; `lenbench publish` refuses such a run, and a board "
+            "computed on one kind replaces it.", ""]
 
 
 #: The overall table's header and note (leaderboard.md, summary.md and the page).
