@@ -174,25 +174,36 @@ class EvalMemory:
 
 
 def estimate(model: torch.nn.Module, tokens: int) -> EvalMemory:
-    """Peak-memory estimate of `model` (a `lenbench.model.Transformer`) on sequences of `tokens`.
+    """Peak-memory estimate of `model` (a `lenbench.model.Transformer`) on sequences of `tokens`
+    (`eval_memory`, with the model's own parameters and buffers, the `learned` table included)."""
+    cfg = model.cfg
+    params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    return eval_memory(params, tokens, d_model=cfg.d_model, n_heads=cfg.n_heads, vocab=cfg.vocab_size,
+                       ff_mult=cfg.ff_mult, **attention_kind(model.pos_enc))
+
+
+def attention_kind(enc: PositionalEncoding) -> dict[str, bool]:
+    """What an encoding adds to attention's memory: `masked`, a (T, T) mask and materialised scores
+    (an additive bias, or a content-dependent one); `content`, a per-layer bias of the batch (CoPE)."""
+    content = bool(getattr(enc, "content_dependent", False))
+    return {"masked": type(enc).bias is not PositionalEncoding.bias or content, "content": content}
+
+
+def eval_memory(param_bytes: int, tokens: int, *, d_model: int, n_heads: int, vocab: int, ff_mult: int,
+                masked: bool, content: bool) -> EvalMemory:
+    """Peak-memory estimate of one evaluation forward on sequences of `tokens`.
 
     Terms (float32, T = tokens, D = d_model, H = heads, V = vocabulary):
-        parameters + buffers                                  (learned tables included)
+        parameters + buffers                                  `param_bytes`
         shared mask: (2H + 3)·T²·4   bias (1, H, T, T), causal mask, their sum, int64 distances
         per sequence: T·D·4·(6 + 2·ff_mult)   residual, LN, q/k/v, attention output, MLP hidden
                       2·H·T²·4                scores and softmax when a mask is present
                       3·H·T²·4                per-layer bias of a content-dependent encoding (CoPE)
                       3·T·V·4                 logits, their float copy, log-softmax
     """
-    cfg = model.cfg
-    enc = model.pos_enc
-    T, D, H, V = tokens, cfg.d_model, cfg.n_heads, cfg.vocab_size
-    params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    has_bias = type(enc).bias is not PositionalEncoding.bias
-    content = bool(getattr(enc, "content_dependent", False))
-    masked = has_bias or content
-    fixed = params + ((2 * H + 3) * T * T * F32 if masked else 0)
-    per_seq = T * D * F32 * (6 + 2 * cfg.ff_mult) + 3 * T * V * F32
+    T, D, H, V = tokens, d_model, n_heads, vocab
+    fixed = param_bytes + ((2 * H + 3) * T * T * F32 if masked else 0)
+    per_seq = T * D * F32 * (6 + 2 * ff_mult) + 3 * T * V * F32
     if masked:
         per_seq += 2 * H * T * T * F32
     if content:
