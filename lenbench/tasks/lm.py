@@ -20,9 +20,9 @@ import torch
 
 from lenbench.tasks._common import check_length, check_sample_args
 from lenbench.tasks.base import Batch, Task, register_task
-from lenbench.tasks.params import Param
 from lenbench.tasks.corpora import KINDS, long_range_documents
 from lenbench.tasks.lm_context import evaluate_lm_context
+from lenbench.tasks.params import Param
 
 #: Standard-library modules whose source files, joined in this order, form the default corpus. They
 #: ship with every CPython installation, so the corpus needs no download; its bytes (and sha256,

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from lenbench.run import memory
-from lenbench.run.memory import CGROUP_ENV, GIB, SAFE_FRACTION, available_bytes, cgroup_free_bytes, memory_budget
+from lenbench.run.memory import (
+    CGROUP_ENV,
+    GIB,
+    SAFE_FRACTION,
+    available_bytes,
+    cgroup_free_bytes,
+    memory_budget,
+)
 
 CPU = torch.device("cpu")
 MIB = 2**20
