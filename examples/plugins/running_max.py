@@ -3,6 +3,7 @@
 import torch
 
 from lenbench.tasks import Batch, Task, register_task
+from lenbench.tasks.params import Param
 
 
 @register_task("running-max")
@@ -19,10 +20,10 @@ class RunningMax(Task):
     description = "predict the running maximum of a random digit string (a plugin example)"
     length_unit = "digits"
 
+    PARAMS = {"vocab": Param(int, low=2)}
+
     def __init__(self, vocab: int = 10):
-        if vocab < 2:
-            raise ValueError(f"task 'running-max': vocab must be >= 2, got {vocab}")
-        self.vocab = vocab
+        self.vocab = self.param("vocab", vocab)
 
     @property
     def vocab_size(self) -> int:

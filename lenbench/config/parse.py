@@ -45,7 +45,15 @@ from typing import Any
 
 import yaml
 
-from lenbench.config.checks import DuplicateKeyError, check_seed, probe_encoding, read_yaml
+from lenbench.config.checks import (
+    MAX_VALUES,
+    DuplicateKeyError,
+    TooManyValuesError,
+    check_seed,
+    probe_encoding,
+    probe_variant,
+    read_yaml,
+)
 from lenbench.config.fields import SuiteError, SuiteWarning, check_keys, numeric_string, registered
 from lenbench.config.kernels import parse_kernels
 from lenbench.config.resources import parse_resources
@@ -66,12 +74,12 @@ from lenbench.config.sections import (
     variant_mapping,
 )
 from lenbench.encodings import ENCODINGS
-from lenbench.encodings.rope_scaling import factor_mode
 from lenbench.encodings.rope_types import ROPE_TYPES
 from lenbench.names import RULE, is_safe_name, safe_name
 from lenbench.plugins import PluginError, load_plugins
 from lenbench.registry import check_keywords, did_you_mean
 from lenbench.tasks import TASKS
+from lenbench.tasks.params import check_task_params
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"  # package data: a wheel install finds its presets
 
@@ -100,6 +108,12 @@ def load_suite(name_or_path: str | Path) -> Suite:
     except DuplicateKeyError as err:
         raise SuiteError(f"{path}: line {err.line}: duplicate key {err.key!r} (first given on line {err.first}); "
                          "YAML would keep only the last value: keep one") from None
+    except TooManyValuesError as err:
+        raise SuiteError(f"{path}: {err}; a suite holds at most {MAX_VALUES} values (the presets: a few hundred): "
+                         "write the values out instead of repeating aliases") from None
+    except RecursionError:
+        raise SuiteError(f"{path}: is nested too deeply to read (lists or mappings inside each other about "
+                         "a thousand levels down); a suite nests a few levels") from None
     except UnicodeDecodeError as err:
         raise SuiteError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason}); a suite is a YAML file") from None
     except yaml.YAMLError as err:
@@ -174,7 +188,7 @@ def _tasks(data: Any, train: TrainSpec, ev: EvalSpec, model: ModelSpec, source: 
         lens = tuple(lens) if isinstance(lens, (list, tuple)) else (lens,) if lens is not None else ()
         if not lens or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lens):
             raise SuiteError(f"{source}: {where}.train_len must be a positive integer or a list of them, got {t.get('train_len')!r}")
-        params = checked_params(t, where, source, lambda p, n=name: check_keywords(f"task {n!r}", TASKS.get(n).__init__, p))
+        params = checked_params(t, where, source, lambda p, n=name: check_task_params(n, TASKS.get(n), p))
         label = _task_label(t.get("label"), name, where, source)
         overrides = {}
         for section, parse in (("train", train_section), ("eval", eval_section), ("model", model_section)):
@@ -277,10 +291,10 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
         if "name" in extra:
             extra["name"] = label_name(extra["name"], f"{where}.name", source)
         variant = VariantSpec(rope_type=rope_type, params=params, **extra)
-        try:
-            factor_mode(variant)  # dynamic without a pinned factor: one line with the fix
-        except ValueError as err:
-            raise SuiteError(f"{source}: {where}: {err}") from None
+        # a pinned factor in range, dynamic with one (`factor_mode`'s error, with the fix): now
+        reason = probe_variant(variant, model.d_model, model.n_heads)
+        if reason:
+            raise SuiteError(f"{source}: {where}: {reason}")
         check_range("variants.finetune_steps", variant.finetune_steps, f"{where}.finetune_steps", source)
         if variant.finetune_steps:
             check_range("variants.finetune_ratio", variant.finetune_ratio, f"{where}.finetune_ratio", source)

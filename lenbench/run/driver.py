@@ -32,7 +32,7 @@ from lenbench.results.cell import CellResult
 from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome, default_threads
 from lenbench.run.checkpoint import checkpoint_mismatch, checkpoint_names, load_checkpoint_bytes
-from lenbench.run.estimate import longest_first
+from lenbench.run.estimate import check_suite_fits, longest_first
 from lenbench.run.executors import base as executors
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
@@ -263,7 +263,8 @@ def run_suite(
 ) -> SuiteRun:
     """Run every unfinished or stale cell of `suite` into `out`; return what ran (`SuiteRun`).
 
-    Before anything runs: `out` must be writable (one-line ValueError otherwise), damaged cell files
+    Before anything runs: every cell must fit the memory available and the time limit
+    (`lenbench.run.estimate.check_suite_fits`), `out` must be writable (one-line ValueErrors otherwise), damaged cell files
     and checkpoints are moved aside (`*.corrupt`) and recomputed, and temporary files of a killed
     run are removed. Each cell is claimed with a lock file; cells another live run holds are
     skipped (`SuiteRun.busy`). One line per reason says how many stale cells are recomputed.
@@ -288,6 +289,7 @@ def run_suite(
     plugins.refresh()
     check_eval_lengths(suite)  # a file plugin edited since it was loaded runs (and is hashed) as it is now
     memory_budget(torch.device(device_type))  # a bad LENBENCH_MEMORY_BUDGET_GB is one line now, not a failed cell each
+    check_suite_fits(suite, device_type)  # memory and time of every cell, before anything is allocated
     out = prepare_output(Path(out), log)
     threads = threads or default_threads()
     run = SuiteRun()

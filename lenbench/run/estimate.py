@@ -18,11 +18,46 @@
   evaluation (``samples`` sequences per ratio, once per evaluated variant). It is an order of
   magnitude for a CPU, not a promise, and says nothing of GPUs (where the model is run-time bound
   by kernel launches at these sizes).
+
+Before any cell runs, `check_suite_fits` refuses, in one line with the numbers, a suite with a cell
+that cannot fit (`lenbench run`, `pytest bench` and `lenbench calibrate` exit 2 through the driver),
+instead of letting it grow for minutes into a `MemoryError`, `std::bad_alloc` or the OOM killer:
+
+- **training memory** (`cell_size`): parameters × `TRAIN_BYTES_PER_PARAM` (weight, gradient and
+  AdamW's two moments, float32), counted from the model's geometry and the encoding built on the
+  meta device (no memory: a `learned` table's size is known without allocating it), plus the
+  activations kept for the backward pass of one batch at the longest training (or fine-tune) length:
+  per layer and sequence T·D·4·(`ACTIVATION_WIDTHS` + 2·ff_mult) (+ 3·H·T²·4 for a content-dependent
+  bias, CoPE's, made per batch), per batch the (1, H, T, T) mask of an additive bias and 3·T·V·4 of
+  logits per sequence. Measured on the reference CPU (torch 2.13, d_model 256, 6 layers, one AdamW
+  step): RoPE at 2048 tokens keeps 292 MB per sequence, 23.2 floats per token, layer and unit of
+  width (the estimate: 15 + 2·4 = 23); ALiBi at 512 tokens 58 MB, no (T, T) scores per sequence
+  (SDPA's fused CPU and CUDA kernels take the additive mask without materialising them). More than the memory
+  available when the run starts (`lenbench.run.memory.available_bytes`: free accelerator memory, or
+  `MemAvailable` within what the memory cgroup has left): refused. Training is not batched down
+  like evaluation, so it must fit whole; the evaluation budget (`eval.memory_budget_gb`, half the
+  memory available by default) is the evaluation's own.
+- **per-sample scores**: every evaluation sample keeps a numerator and a denominator per metric
+  while its length is evaluated (`SAMPLE_BYTES` each) and a compact string per row: samples ×
+  metrics × (`SAMPLE_BYTES` + `SAMPLE_TEXT_BYTES` × lengths × variants). Not batchable, so more than
+  the memory available: refused (``samples: 1000000000``).
+- **time**: the cost model above (the reference CPU; attention's T² included), over
+  `MAX_CELL_HOURS` per cell (env ``LENBENCH_MAX_CELL_HOURS``; 0 lifts it): refused, naming the part
+  that dominates (``ratios: [1, 1000000]`` with nope is years). The longest cell of the presets,
+  ``paper``'s lm at 512 tokens, models at about 262 h; the bound is 720 h (30 days), so it is a sanity
+  bound, not a forecast: on a GPU cells run many times faster than the model says.
+
+An evaluation length where not even one sequence fits the budget is not refused here: the run fails
+that length's rows in one line (`MemoryBudgetExceeded`) and goes on, as it always did; its time
+still counts above.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +84,8 @@ def _model_flops_per_token(cell: Cell, vocab: int, tokens: int) -> float:
     return 2.0 * weights + 4.0 * m.n_layers * tokens * d  # + QK^T and AV per layer
 
 
-def cell_flops(cell: Cell) -> float:
-    """Training (forward + backward) and evaluation (forward) FLOPs of one cell."""
-    from lenbench.encodings import ENCODINGS
+def _task(cell: Cell):
+    """The cell's task, built without its data where it can be (seq_len / vocab only), else None."""
     from lenbench.tasks import TASKS
 
     task_cls = TASKS.get(cell.task.name)
@@ -60,30 +94,54 @@ def cell_flops(cell: Cell) -> float:
         task.__init__(**cell.task.params)
     except Exception:  # noqa: BLE001 - a task that cannot be built here still gets a rough estimate
         pass
+    return task
 
-    def seq(n: int) -> int:
-        try:
-            return int(task.seq_len(n))
-        except Exception:  # noqa: BLE001
-            return n
 
+def _seq(task, n: int) -> int:
     try:
-        vocab = int(task.vocab_size)
+        return int(task.seq_len(n))
     except Exception:  # noqa: BLE001
-        vocab = 256
-    t = seq(cell.train_len)
+        return n
+
+
+def _vocab(task) -> int:
+    try:
+        return int(task.vocab_size)
+    except Exception:  # noqa: BLE001
+        return 256
+
+
+def _evaluated_variants(cell: Cell) -> tuple:
+    from lenbench.encodings import ENCODINGS
+
+    return cell.variants if ENCODINGS.get(cell.encoding.name).variant_descriptions() else ()
+
+
+def cell_flops_parts(cell: Cell) -> list[tuple[str, float]]:
+    """(what, FLOPs) of each part of a cell: training (forward + backward), each fine-tune, and
+    each evaluation length (forward, once per evaluated variant)."""
+    task = _task(cell)
+    vocab = _vocab(task)
+    t = _seq(task, cell.train_len)
     b = cell.train.batch_size
-    total = 3.0 * cell.train.steps * b * t * _model_flops_per_token(cell, vocab, t)
-    scaled = bool(ENCODINGS.get(cell.encoding.name).variant_descriptions())
-    variants = cell.variants if scaled else ()
+    parts = [(f"training {cell.train.steps} steps of {b} x {t} tokens",
+              3.0 * cell.train.steps * b * t * _model_flops_per_token(cell, vocab, t))]
+    variants = _evaluated_variants(cell)
     for v in variants:
         if v.finetune_steps:
-            tf = seq(int(cell.train_len * v.finetune_ratio))
-            total += 3.0 * v.finetune_steps * b * tf * _model_flops_per_token(cell, vocab, tf)
+            tf = _seq(task, int(cell.train_len * v.finetune_ratio))
+            parts.append((f"fine-tuning {v.key} at {tf} tokens",
+                          3.0 * v.finetune_steps * b * tf * _model_flops_per_token(cell, vocab, tf)))
     for ratio in cell.eval.ratios:
-        te = seq(int(round(cell.train_len * ratio)))
-        total += (1 + len(variants)) * cell.eval.samples * te * _model_flops_per_token(cell, vocab, te)
-    return total
+        te = _seq(task, int(round(cell.train_len * ratio)))
+        parts.append((f"evaluating {cell.eval.samples} samples of {te} tokens ({ratio:g}x)",
+                      (1 + len(variants)) * cell.eval.samples * te * _model_flops_per_token(cell, vocab, te)))
+    return parts
+
+
+def cell_flops(cell: Cell) -> float:
+    """Training (forward + backward) and evaluation (forward) FLOPs of one cell."""
+    return sum(flops for _, flops in cell_flops_parts(cell))
 
 
 def cell_seconds_model(cell: Cell) -> float:
@@ -152,3 +210,155 @@ def format_seconds(seconds: float) -> str:
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"
+
+
+# --- will a cell fit: memory and time, before anything is allocated -------------------------------
+
+#: Bytes per parameter while training: the float32 weight, its gradient and AdamW's two moments.
+TRAIN_BYTES_PER_PARAM = 16
+#: Activations a training step keeps per token and layer, in units of d_model floats, beside the
+#: MLP's 2·ff_mult (module docstring: fitted to a measured RoPE step).
+ACTIVATION_WIDTHS = 15
+#: Bytes per evaluation sample and metric while a length is evaluated: a Python float numerator and
+#: denominator with their list slots (`lenbench.evaluate.evaluate_length`).
+SAMPLE_BYTES = 64
+#: Bytes per evaluation sample and metric of each row's compact `sample_scores` string.
+SAMPLE_TEXT_BYTES = 16
+#: Longest a cell may take on the cost model's reference CPU (module docstring), unless env
+#: `MAX_CELL_HOURS_ENV` says otherwise (0: no limit).
+MAX_CELL_HOURS = 720.0
+MAX_CELL_HOURS_ENV = "LENBENCH_MAX_CELL_HOURS"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class CellSize:
+    """What one cell needs (module docstring): bytes of training, of its per-sample scores, and the
+    cost model's seconds, with the parts that decide them (for the error line)."""
+
+    params: int
+    train_bytes: int
+    train_what: str
+    sample_bytes: int
+    seconds: float
+    slowest: str
+
+
+def _layer_params(d: int, ff: int) -> int:
+    """Parameters of one block (`lenbench.model.Block`): qkv and out projections, the MLP, two LayerNorms."""
+    return 4 * d * d + 2 * ff * d * d + ff * d + d + 4 * d
+
+
+@functools.lru_cache(maxsize=256)
+def _encoding_facts(name: str, params_json: str, d: int, heads: int, layers: int, max_len: int,
+                    train_len: int) -> tuple[int, bool, bool]:
+    """(parameters and buffers, masked, content) of an encoding built on the meta device: its tables
+    are sized without memory. (0, True, False) when it cannot be built here (a conservative guess)."""
+    import torch
+
+    from lenbench.encodings import EncodingDims, build_encoding
+    from lenbench.run.memory import attention_kind
+
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            enc = build_encoding(name, EncodingDims(d_model=d, n_heads=heads, max_len=max_len, causal=True,
+                                                    train_len=train_len, n_layers=layers), **json.loads(params_json))
+    except Exception:  # noqa: BLE001 - the cell reports its own error when it builds the encoding
+        return 0, True, False
+    kind = attention_kind(enc)
+    return sum(t.numel() for t in (*enc.parameters(), *enc.buffers())), kind["masked"], kind["content"]
+
+
+def cell_size(cell: Cell, budget: int | None = None) -> CellSize:
+    """The memory and time `cell` needs (module docstring). The model's own parameters are counted
+    first: past `budget` (bytes) the encoding is not even built on the meta device (its per-layer
+    modules for ten million layers would take minutes to describe)."""
+    from lenbench.metrics import METRICS
+
+    task = _task(cell)
+    m = cell.model
+    vocab = _vocab(task)
+    d, heads, ff, layers = m.d_model, m.n_heads, m.ff_mult, m.n_layers
+    lengths = [cell.train_len, *(int(cell.train_len * v.finetune_ratio) for v in _evaluated_variants(cell)
+                                  if v.finetune_steps)]
+    train_tokens = max(_seq(task, n) for n in lengths)
+    eval_tokens = max(_seq(task, max(1, round(r * cell.train_len))) for r in cell.eval.ratios)
+    params = layers * _layer_params(d, ff) + 2 * vocab * d + 2 * d
+    extra, masked, content = 0, True, False
+    if budget is None or params * TRAIN_BYTES_PER_PARAM <= budget:
+        extra, masked, content = _encoding_facts(cell.encoding.name, json.dumps(cell.encoding.params, sort_keys=True),
+                                                 d, heads, layers, max(train_tokens, eval_tokens),
+                                                 _seq(task, cell.train_len))
+    params += extra
+    T, B, F32 = train_tokens, cell.train.batch_size, 4
+    per_layer = T * d * F32 * (ACTIVATION_WIDTHS + 2 * ff) + (3 * heads * T * T * F32 if content else 0)
+    activations = B * (layers * per_layer + 3 * T * vocab * F32) + ((2 * heads + 3) * T * T * F32 if masked else 0)
+    rows = len(cell.eval.ratios) * (1 + len(_evaluated_variants(cell)))
+    samples = cell.eval.samples * len(METRICS) * (SAMPLE_BYTES + SAMPLE_TEXT_BYTES * rows)
+    parts = cell_flops_parts(cell)
+    slowest = max(parts, key=lambda p: p[1])[0]
+    return CellSize(params=params, train_bytes=params * TRAIN_BYTES_PER_PARAM + activations,
+                    train_what=f"{B} sequences of {T} tokens", sample_bytes=samples,
+                    seconds=cell_seconds_model(cell), slowest=slowest)
+
+
+def max_cell_seconds() -> float | None:
+    """The time limit per cell in seconds (`MAX_CELL_HOURS`, or env `MAX_CELL_HOURS_ENV`); None: no limit."""
+    text = os.environ.get(MAX_CELL_HOURS_ENV, "").strip()
+    hours = MAX_CELL_HOURS
+    if text:
+        try:
+            hours = float(text)
+        except ValueError:
+            hours = -1.0
+        if not 0 <= hours < math.inf:
+            raise ValueError(f"{MAX_CELL_HOURS_ENV}={text!r} is not a number of hours >= 0; set e.g. "
+                             f"{MAX_CELL_HOURS_ENV}=2000, or 0 for no limit, or unset it")
+    return hours * 3600 if hours > 0 else None
+
+
+def check_suite_fits(suite: Suite, device: str = "cpu", available: int | None = -1) -> None:
+    """Refuse, in one line with the numbers, a suite with a cell that cannot fit the memory available
+    or the time limit (module docstring); nothing is allocated. Cells that differ only in their seed
+    are sized once.
+
+    Args:
+        suite: the suite to run.
+        device: the device type its cells run on.
+        available: bytes available (default -1: `available_bytes` of `device` now; None: unknown,
+            no memory check).
+
+    Raises:
+        ValueError: e.g. "suite 'x', cell copy-nope-L16-s0: training needs ~6.36e+04 GiB (4.97e+11
+            parameters x 16 B with gradients and AdamW state, and the activations of 32 sequences of
+            32 tokens), more than the 22.4 GiB of memory available; ...".
+    """
+    import torch
+
+    from lenbench.run.memory import available_bytes
+
+    budget = available_bytes(torch.device(device)) if available == -1 else available
+    limit = max_cell_seconds()
+    seen: set[str] = set()
+    for cell in suite.cells():
+        key = json.dumps({k: v for k, v in cell.config().items() if k != "seed"}, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        size = cell_size(cell, budget)
+        where = f"suite {suite.name!r}, cell {cell.title}"
+        budget_words = (f"more than the {budget / GIB:.3g} GiB of memory available (free {device} memory, within the "
+                        "memory cgroup's limit)") if budget is not None else ""
+        if budget is not None and size.train_bytes > budget:
+            raise ValueError(f"{where}: training needs ~{size.train_bytes / GIB:.3g} GiB ({size.params:.3g} parameters "
+                             f"x {TRAIN_BYTES_PER_PARAM} B with gradients and AdamW state, and the activations of "
+                             f"{size.train_what}), {budget_words}; shrink model (n_layers, d_model), the task's "
+                             "vocabulary, train.batch_size or train_len")
+        if budget is not None and size.sample_bytes > budget:
+            raise ValueError(f"{where}: the per-sample scores of {cell.eval.samples} evaluation samples need "
+                             f"~{size.sample_bytes / GIB:.3g} GiB, {budget_words}; lower eval.samples")
+        if limit is not None and size.seconds > limit:
+            raise ValueError(f"{where}: needs ~{format_seconds(size.seconds)} of compute on the reference CPU "
+                             f"(lenbench/run/estimate.py), most of it {size.slowest}, over the limit of "
+                             f"{limit / 3600:g} h per cell; lower eval.ratios, eval.samples or train.steps "
+                             f"(or set {MAX_CELL_HOURS_ENV}, 0 for no limit)")

@@ -9,9 +9,19 @@ the budget, and when not even one sequence fits, fails that length with `MemoryB
 
 The budget (bytes) is, first match wins: the suite's `eval.memory_budget_gb` (> 0), the
 environment variable `LENBENCH_MEMORY_BUDGET_GB`, else `SAFE_FRACTION` of the memory available
-now (`torch.cuda.mem_get_info` on CUDA; `MemAvailable` of /proc/meminfo, or the free physical
-pages, on the CPU; no limit where neither is known). It is taken before the model is built, so
-the estimate counts the model's parameters (the `learned` table included).
+now (`torch.cuda.mem_get_info` on CUDA; on the CPU the least of `MemAvailable` of /proc/meminfo (or
+the free physical pages) and what this process's memory cgroup has left, `cgroup_free_bytes`; no
+limit where none is known). It is taken before the model is built, so the estimate counts the
+model's parameters (the `learned` table included).
+
+A container's /proc/meminfo shows the host's memory, so under a 2.5 GB cgroup on a 24 GB machine
+the budget would be 12 GB and an evaluation the estimate lets through is OOM-killed (exit 137, no
+result written). The cgroup's limit is read from ``/sys/fs/cgroup`` (`CGROUP_ROOT`, or the
+directory `LENBENCH_CGROUP_ROOT` names): v2's ``memory.max`` and ``memory.current``, v1's
+``memory/memory.limit_in_bytes`` and ``memory.usage_in_bytes``, in this process's cgroup (from
+/proc/self/cgroup) and every cgroup above it, the least left counting. "max" (v2) and v1's
+near-2**63 value mean no limit. Usage counts the working set, as the kernel's OOM decision and the
+kubelet do: the page cache it may drop (``inactive_file`` of ``memory.stat``) is not used memory.
 
 The estimate is deliberately conservative (it assumes SDPA's math path materialises the (B, H, T, T)
 scores whenever a mask is present); shrinking a batch changes only how the evaluation samples are
@@ -29,6 +39,13 @@ import torch
 from lenbench.encodings.base import PositionalEncoding
 
 ENV_VAR = "LENBENCH_MEMORY_BUDGET_GB"
+CGROUP_ENV = "LENBENCH_CGROUP_ROOT"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: A cgroup v1 limit at or past this is "no limit" (v1 writes the largest page-aligned int64).
+NO_LIMIT = 2**60
+#: (directory under the cgroup root, limit file, usage file, reclaimable cache in memory.stat) per layout.
+CGROUP_LAYOUTS = (("", "memory.max", "memory.current", "inactive_file"),
+                  ("memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
 SAFE_FRACTION = 0.5
 GIB = 2**30
 F32 = 4
@@ -50,6 +67,12 @@ def available_bytes(device: torch.device) -> int | None:
         return free + int(backend.memory_reserved(device) - backend.memory_allocated(device))
     if device.type != "cpu":
         return None
+    known = [n for n in (host_available_bytes(), cgroup_free_bytes()) if n is not None]
+    return min(known) if known else None
+
+
+def host_available_bytes() -> int | None:
+    """`MemAvailable` of /proc/meminfo, else the free physical pages; None when neither is known."""
     meminfo = Path("/proc/meminfo")
     if meminfo.is_file():
         for line in meminfo.read_text().splitlines():
@@ -59,6 +82,62 @@ def available_bytes(device: torch.device) -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def cgroup_free_bytes(root: str | Path | None = None, self_cgroup: str | None = None) -> int | None:
+    """Bytes this process's memory cgroups have left (limit − working set, the least over its cgroup
+    and those above it, v2 and v1); None where no limit is set or none can be read (module docstring).
+
+    Args:
+        root: the cgroup mount (default: env `LENBENCH_CGROUP_ROOT`, else `CGROUP_ROOT`).
+        self_cgroup: the text of /proc/self/cgroup (default: read it; "" where it cannot be).
+    """
+    root = Path(root if root is not None else os.environ.get(CGROUP_ENV, "").strip() or CGROUP_ROOT)
+    if self_cgroup is None:
+        try:
+            self_cgroup = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            self_cgroup = ""
+    own = {"": "/", "memory": "/"}  # layout → this process's cgroup path ("0::/x" v2, "4:memory:/x" v1)
+    for line in self_cgroup.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            own[""] = path or "/"
+        elif "memory" in controllers.split(","):
+            own["memory"] = path or "/"
+    left = []
+    for sub, limit_file, usage_file, cache_key in CGROUP_LAYOUTS:
+        base = root / sub if sub else root
+        parts = [p for p in own[sub].split("/") if p and p not in (".", "..")]
+        for depth in range(len(parts), -1, -1):  # this process's cgroup, then each one above it
+            here = base.joinpath(*parts[:depth])
+            limit = _cgroup_number(here / limit_file)
+            if limit is None:
+                continue
+            usage = _cgroup_number(here / usage_file) or 0
+            left.append(max(0, limit - max(0, usage - _cgroup_stat(here / "memory.stat", cache_key))))
+    return min(left) if left else None
+
+
+def _cgroup_number(path: Path) -> int | None:
+    """The integer in a cgroup file; None for "max", v1's no-limit value, or an unreadable file."""
+    try:
+        value = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value < NO_LIMIT else None
+
+
+def _cgroup_stat(path: Path, key: str) -> int:
+    """One counter of a cgroup's memory.stat (0 when absent)."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def memory_budget(device: torch.device, configured_gb: float = 0.0) -> int | None:
@@ -95,25 +174,36 @@ class EvalMemory:
 
 
 def estimate(model: torch.nn.Module, tokens: int) -> EvalMemory:
-    """Peak-memory estimate of `model` (a `lenbench.model.Transformer`) on sequences of `tokens`.
+    """Peak-memory estimate of `model` (a `lenbench.model.Transformer`) on sequences of `tokens`
+    (`eval_memory`, with the model's own parameters and buffers, the `learned` table included)."""
+    cfg = model.cfg
+    params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    return eval_memory(params, tokens, d_model=cfg.d_model, n_heads=cfg.n_heads, vocab=cfg.vocab_size,
+                       ff_mult=cfg.ff_mult, **attention_kind(model.pos_enc))
+
+
+def attention_kind(enc: PositionalEncoding) -> dict[str, bool]:
+    """What an encoding adds to attention's memory: `masked`, a (T, T) mask and materialised scores
+    (an additive bias, or a content-dependent one); `content`, a per-layer bias of the batch (CoPE)."""
+    content = bool(getattr(enc, "content_dependent", False))
+    return {"masked": type(enc).bias is not PositionalEncoding.bias or content, "content": content}
+
+
+def eval_memory(param_bytes: int, tokens: int, *, d_model: int, n_heads: int, vocab: int, ff_mult: int,
+                masked: bool, content: bool) -> EvalMemory:
+    """Peak-memory estimate of one evaluation forward on sequences of `tokens`.
 
     Terms (float32, T = tokens, D = d_model, H = heads, V = vocabulary):
-        parameters + buffers                                  (learned tables included)
+        parameters + buffers                                  `param_bytes`
         shared mask: (2H + 3)·T²·4   bias (1, H, T, T), causal mask, their sum, int64 distances
         per sequence: T·D·4·(6 + 2·ff_mult)   residual, LN, q/k/v, attention output, MLP hidden
                       2·H·T²·4                scores and softmax when a mask is present
                       3·H·T²·4                per-layer bias of a content-dependent encoding (CoPE)
                       3·T·V·4                 logits, their float copy, log-softmax
     """
-    cfg = model.cfg
-    enc = model.pos_enc
-    T, D, H, V = tokens, cfg.d_model, cfg.n_heads, cfg.vocab_size
-    params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    has_bias = type(enc).bias is not PositionalEncoding.bias
-    content = bool(getattr(enc, "content_dependent", False))
-    masked = has_bias or content
-    fixed = params + ((2 * H + 3) * T * T * F32 if masked else 0)
-    per_seq = T * D * F32 * (6 + 2 * cfg.ff_mult) + 3 * T * V * F32
+    T, D, H, V = tokens, d_model, n_heads, vocab
+    fixed = param_bytes + ((2 * H + 3) * T * T * F32 if masked else 0)
+    per_seq = T * D * F32 * (6 + 2 * ff_mult) + 3 * T * V * F32
     if masked:
         per_seq += 2 * H * T * T * F32
     if content:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from lenbench.tasks.base import Batch, Task
+from lenbench.tasks.params import Param
 
 SPLITS = ("train", "eval")
 
@@ -25,13 +26,6 @@ def check_length(task: Task | str, length: int, minimum: int = 1, fix: str = "")
         fix = fix or f"pass a length of at least {minimum} {unit}"
         raise ValueError(f"task {name!r}: length {length} is too short (minimum {minimum} {unit}); {fix}")
     return length
-
-
-def check_positive(task_name: str, param: str, value: int, minimum: int = 1) -> int:
-    """Validate an integer constructor parameter (one-line ValueError)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"task {task_name!r}: parameter {param} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 def check_sample_args(task: Task, batch_size: int, split: str) -> None:
@@ -70,9 +64,10 @@ class ItemTransductionTask(Task):
 
     length_unit = "items"
     chance = 1 / 8
+    PARAMS = {"vocab": Param(int, low=2)}
 
     def __init__(self, vocab: int = 8) -> None:
-        self.vocab = check_positive(self.name, "vocab", vocab, minimum=2)
+        self.vocab = self.param("vocab", vocab)
         self.sep = self.vocab
         self.chance = 1.0 / self.vocab
 

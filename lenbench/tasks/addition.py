@@ -9,12 +9,12 @@ import torch
 
 from lenbench.tasks._common import (
     check_length,
-    check_positive,
     check_sample_args,
     most_frequent_so_far,
     to_batch,
 )
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.params import Param
 
 PLUS = 10
 EQUALS = 11
@@ -68,9 +68,10 @@ class AdditionTask(Task):
     paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
     length_unit = "digits"
     chance = 0.1
+    PARAMS = {"index_hints": Param(int, low=0)}
 
     def __init__(self, index_hints: int = 0) -> None:
-        self.index_hints = check_positive(self.name, "index_hints", index_hints, minimum=0)
+        self.index_hints = self.param("index_hints", index_hints)
 
     @property
     def vocab_size(self) -> int:

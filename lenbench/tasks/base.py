@@ -17,6 +17,7 @@ from typing import ClassVar
 import torch
 
 from lenbench.registry import Registry, check_keywords
+from lenbench.tasks.params import Param
 
 
 @dataclass
@@ -83,6 +84,10 @@ class Task:
         solvable_past_training: False for a negative control, whose answers past the training
             length cannot be learned from its training data (`count`): a score above its floor
             there is a leak in the evaluation, not extrapolation.
+        PARAMS: every keyword parameter of the constructor → its type and range
+            (`lenbench.tasks.params`); the constructor validates each through `param`, and a suite's
+            `params:` are checked against it at load. None (a plugin that declares nothing): only
+            the names are checked at load.
     """
 
     name: ClassVar[str] = ""
@@ -93,6 +98,12 @@ class Task:
     chance: ClassVar[float | None] = None
     eval_scope_without_length: ClassVar[bool] = False
     solvable_past_training: ClassVar[bool] = True
+    PARAMS: ClassVar[dict[str, Param] | None] = None
+
+    def param(self, name: str, value):
+        """`value` of constructor parameter `name`, checked against its declaration in `PARAMS`
+        (one-line ValueError)."""
+        return type(self).PARAMS[name].check(self.name, name, value)
 
     @property
     def vocab_size(self) -> int:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.tasks._common import check_length, check_positive, check_sample_args, to_batch
+from lenbench.tasks._common import check_length, check_sample_args, to_batch
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.params import Param
 
 
 @register_task("count")
@@ -55,11 +56,12 @@ class CountTask(Task):
     paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
     length_unit = "items"
     solvable_past_training = False
+    PARAMS = {"symbols": Param(int, low=1), "max_count": Param(int, low=1), "spread": Param(int, low=1)}
 
     def __init__(self, symbols: int = 4, max_count: int = 256, spread: int = 2) -> None:
-        self.symbols = check_positive(self.name, "symbols", symbols)
-        self.max_count = check_positive(self.name, "max_count", max_count)
-        self.spread = check_positive(self.name, "spread", spread)
+        self.symbols = self.param("symbols", symbols)
+        self.max_count = self.param("max_count", max_count)
+        self.spread = self.param("spread", spread)
         self.filler = self.symbols
         self.mark = self.symbols + 1
         self.chance = 1.0 / (self.max_count + 1)

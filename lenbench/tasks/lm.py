@@ -18,10 +18,11 @@ from pathlib import Path
 
 import torch
 
-from lenbench.tasks._common import check_length, check_positive, check_sample_args
+from lenbench.tasks._common import check_length, check_sample_args
 from lenbench.tasks.base import Batch, Task, register_task
 from lenbench.tasks.corpora import KINDS, long_range_documents
 from lenbench.tasks.lm_context import evaluate_lm_context
+from lenbench.tasks.params import Param
 
 #: Standard-library modules whose source files, joined in this order, form the default corpus. They
 #: ship with every CPython installation, so the corpus needs no download; its bytes (and sha256,
@@ -172,13 +173,15 @@ class ByteLMTask(Task):
     kind = "lm"
     eval_scope_without_length = True
     chance = None
+    PARAMS = {"path": Param(str, optional=True), "eval_tokens": Param(int, low=1), "source": Param(str, choices=SOURCES),
+              "context": Param(int, low=1)}
 
     def __init__(self, path: str | os.PathLike | None = None, eval_tokens: int = 32, source: str = "stdlib",
                  context: int = 1024) -> None:
-        self.eval_tokens = check_positive(self.name, "eval_tokens", eval_tokens)
-        self.context = check_positive(self.name, "context", context)
-        if source not in SOURCES:
-            raise ValueError(f"task {self.name!r}: parameter source must be one of {', '.join(SOURCES)}, got {source!r}")
+        self.eval_tokens = self.param("eval_tokens", eval_tokens)
+        self.context = self.param("context", context)
+        self.param("source", source)
+        self.param("path", path)
         if path is not None and source != "stdlib":
             raise ValueError(f"task {self.name!r}: pass either path= or source={source!r}, not both")
         self.source = source

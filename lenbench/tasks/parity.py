@@ -38,6 +38,7 @@ class ParityTask(Task):
     paper = "Delétang et al. 2023, Neural Networks and the Chomsky Hierarchy"
     length_unit = "items"
     chance = 0.5
+    PARAMS: dict = {}
 
     def __init__(self) -> None:
         pass

@@ -8,12 +8,12 @@ import torch
 
 from lenbench.tasks._common import (
     check_length,
-    check_positive,
     check_sample_args,
     most_frequent_so_far,
     to_batch,
 )
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.params import Param
 from lenbench.tasks.passkey_depth import evaluate_depth
 
 
@@ -53,10 +53,11 @@ class PasskeyTask(Task):
     paper = "Mohtashami & Jaggi 2023, Landmark Attention"
     length_unit = "tokens"
     chance = 0.1
+    PARAMS = {"digits": Param(int, low=1), "filler_period": Param(int, low=1)}
 
     def __init__(self, digits: int = 5, filler_period: int = 5) -> None:
-        self.digits = check_positive(self.name, "digits", digits)
-        self.filler_period = check_positive(self.name, "filler_period", filler_period)
+        self.digits = self.param("digits", digits)
+        self.filler_period = self.param("filler_period", filler_period)
         self.key_token = 10 + self.filler_period
         self.query_token = 11 + self.filler_period
 

@@ -9,12 +9,12 @@ import torch
 
 from lenbench.tasks._common import (
     check_length,
-    check_positive,
     check_sample_args,
     most_frequent_so_far,
     to_batch,
 )
 from lenbench.tasks.base import Batch, Task, register_task
+from lenbench.tasks.params import Param
 
 
 @register_task("recall")
@@ -74,19 +74,16 @@ class AssociativeRecallTask(Task):
     paper = "Arora et al. 2023, Zoology: Measuring and Improving Recall in Efficient Language Models"
     length_unit = "items"
     chance = 1 / 8
+    PARAMS = {"num_keys": Param(int, low=1), "num_values": Param(int, low=2), "queries": Param(int, low=1, choices=("all",)),
+              "distinct_values": Param(bool), "feed_answers": Param(bool)}
 
     def __init__(self, num_keys: int = 128, num_values: int = 8, queries: int | str = 1,
                  distinct_values: bool = False, feed_answers: bool = True) -> None:
-        self.num_keys = check_positive(self.name, "num_keys", num_keys)
-        self.num_values = check_positive(self.name, "num_values", num_values, minimum=2)
-        if queries != "all":
-            check_positive(self.name, "queries", queries)
-        self.queries = queries
-        for param, value in (("distinct_values", distinct_values), ("feed_answers", feed_answers)):
-            if not isinstance(value, bool):
-                raise ValueError(f"task {self.name!r}: parameter {param} must be true or false, got {value!r}")
-        self.distinct_values = distinct_values
-        self.feed_answers = feed_answers
+        self.num_keys = self.param("num_keys", num_keys)
+        self.num_values = self.param("num_values", num_values)
+        self.queries = self.param("queries", queries)
+        self.distinct_values = self.param("distinct_values", distinct_values)
+        self.feed_answers = self.param("feed_answers", feed_answers)
         self.query_token = self.num_keys + self.num_values
         self.chance = 1.0 / self.num_values
 

@@ -132,6 +132,15 @@ def test_every_parameter_of_every_encoding_and_task_is_documented(registry, mark
                     f"{name}.{param}: default `{yaml_flow(default)}`, the page says `{got[param]}`"
 
 
+def test_every_task_parameter_range_is_documented_as_declared():
+    """The tasks table's *valid* column states each parameter's declaration (`Task.PARAMS`), verbatim."""
+    rows = {code_spans(r["task"])[0]: r["valid"] for r in table_after(page(), "<!-- params: tasks -->")}
+    for name in TASKS.names():
+        declared = TASKS.get(name).PARAMS
+        want = "; ".join(f"`{param}`: {spec.valid}" for param, spec in declared.items()) or "none"
+        assert rows[name] == want, f"task {name!r}: the valid column says {rows[name]!r}, the declaration {want!r}"
+
+
 def test_every_parameter_of_every_rope_type_is_documented():
     table = params_table("rope types")
     assert sorted(table) == sorted(ROPE_TYPES.names())
