@@ -270,21 +270,29 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """A calibration.csv as `calibrate` returned it (the types `markdown` reads).
 
     Raises:
-        ValueError: one line naming the file: unreadable, empty, not a CSV, other columns, or a value
-            of the wrong type.
+        ValueError: one line naming the file: unreadable, empty, not a CSV, other columns, a row
+            with more fields than the header, no rows, or a value of the wrong type.
     """
     what = f"not a calibration table (columns {', '.join(COLUMNS)} as `lenbench calibrate` writes them)"
     try:
         table = pd.read_csv(path, keep_default_na=False, dtype=str)
+    except OSError as err:
+        raise ValueError(f"{path}: cannot be read ({err.strerror or type(err).__name__}); pass a calibration.csv "
+                         "written by `lenbench calibrate`") from None
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: {what}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     if list(table.columns) != list(COLUMNS):
         raise ValueError(f"{path}: {what}")
+    if not isinstance(table.index, pd.RangeIndex):  # pandas makes the extra leading fields an index
+        raise ValueError(f"{path}: {what}: its rows have more fields than its header")
+    if table.empty:
+        raise ValueError(f"{path}: a calibration table with no rows, so no rung to reuse; pass the calibration.csv "
+                         "of a run that measured some, or leave out --from")
     try:
         return table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
                              "n_failed": int,
                              "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
-    except ValueError as err:
+    except (ValueError, OverflowError) as err:
         raise ValueError(f"{path}: {what}: {str(err).splitlines()[0]}") from None
 
 

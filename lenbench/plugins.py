@@ -15,7 +15,9 @@ Three ways in, one mechanism (`load_plugins`, then the usual `register_encoding`
   (`PluginError`); it never stops the built-ins from listing.
 
 Names: a plugin may not take the name of a built-in (or of another plugin's entry): that is refused
-in one line, which suggests a prefixed name (``mype-alibi``). A name becomes a file name in reports
+in one line, which suggests a prefixed name (``mype-alibi``); an entry point so named is refused the
+same way when it is loaded (`lenbench list` prints the line; a run asking for the name gets the
+built-in, which never loads that entry point). A name becomes a file name in reports
 (``encodings/<name>.png``), so it must follow `lenbench.names.SAFE_NAME` (letters, digits and
 ``._+@-``, starting with a letter, a digit or ``_``, at most 128 characters): ``../../x`` or ``a/b``
 is refused in one line when it is registered, and the plugin does not load.
@@ -147,8 +149,15 @@ def _loading(plugin: Plugin) -> Iterator[None]:
 
 
 def _one_line(err: BaseException) -> str:
+    if isinstance(err, SystemExit):  # would end the whole command silently, with the plugin's status
+        code = "" if err.code is None else repr(err.code)
+        return f"it called sys.exit({code}) while being imported; a plugin must not exit (raise an exception instead)"
     text = " ".join(str(err).split())
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+#: What importing a user's plugin may raise that becomes a `PluginError` (Ctrl-C stays an interrupt).
+_PLUGIN_FAILURES = (Exception, SystemExit)
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -219,7 +228,7 @@ def _run_file(plugin: Plugin) -> None:
     except PluginError:
         _forget(plugin)
         raise
-    except Exception as err:  # noqa: BLE001  (any error of a user's file: one line naming it)
+    except _PLUGIN_FAILURES as err:  # noqa: BLE001  (any error of a user's file: one line naming it)
         _forget(plugin)
         raise PluginError(f"plugin {plugin.label} failed to load: {_one_line(err)}") from err
     _LOADED[plugin.module] = plugin
@@ -238,7 +247,7 @@ def _load_module(plugin: Plugin) -> Plugin:
             raise PluginError(f"plugin {plugin.spec!r}: no module named {err.name!r}; install it, put it on PYTHONPATH, "
                               "or give a path to a .py file") from None
         raise PluginError(f"plugin {plugin.label} failed to load: {_one_line(err)}") from err
-    except Exception as err:  # noqa: BLE001
+    except _PLUGIN_FAILURES as err:  # noqa: BLE001
         raise PluginError(f"plugin {plugin.label} failed to load: {_one_line(err)}") from err
     _LOADED[plugin.module] = plugin
     return plugin
@@ -347,14 +356,23 @@ def _distribution(ep: importlib.metadata.EntryPoint) -> str:
 
 def load_entry_point(group: str, name: str) -> bool:
     """Load the entry point `name` of `group` and register what it names under `name`; False if
-    no distribution declares it. A class not registered by its own module is registered here."""
+    no distribution declares it. A class not registered by its own module is registered here.
+
+    Raises:
+        PluginError: it failed to load, registers nothing under `name`, or `name` is already a
+            built-in's or another plugin's (the refusal a file plugin taking it gets; the built-in
+            keeps the name).
+    """
     ep = entry_points(group).get(name)
     if ep is None:
         return False
     registry = next(r for r in _REGISTRIES if r.entry_point_group == group)
-    if name in registry.names():
-        return True
     plugin = Plugin(spec=f"{group}:{name}", kind="entry point", module=ep.module)
+    if name in registry.names():
+        taken = registry.origin(name)
+        if taken is not None and (taken == plugin or taken.module == ep.module):
+            return True  # this entry point (or its module, imported before) registered it
+        registry.refuse(name, plugin)  # a built-in's or another plugin's name, as for a file plugin
     try:
         with _loading(plugin):
             obj = ep.load()
@@ -362,7 +380,7 @@ def load_entry_point(group: str, name: str) -> bool:
                 registry.register(name, set_name=True, origin=plugin)(obj)
     except PluginError:
         raise
-    except Exception as err:  # noqa: BLE001
+    except _PLUGIN_FAILURES as err:  # noqa: BLE001
         raise PluginError(f"entry point {group}:{name} = {ep.value}{_distribution(ep)} failed to load: "
                           f"{_one_line(err)}") from err
     if name not in registry.names():

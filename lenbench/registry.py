@@ -106,7 +106,7 @@ class Registry(Generic[T]):
             if not names.is_safe_name(name):
                 self._refuse_unsafe(name, by)
             if name in self._items:
-                self._refuse(name, by)
+                self.refuse(name, by)
             if set_name:
                 obj.name = name  # type: ignore[attr-defined]
             self._items[name] = obj
@@ -129,7 +129,9 @@ class Registry(Generic[T]):
             plugin = plugins.adopt_module(module)
         return plugin
 
-    def _refuse(self, name: str, origin) -> None:
+    def refuse(self, name: str, origin) -> None:
+        """Raise the one-line error for `origin` (a plugin; None: lenbench itself) taking `name`,
+        which is already registered: a `lenbench.plugins.PluginError` naming who has it."""
         if origin is None:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
         taken = self._origins.get(name)

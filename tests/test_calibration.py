@@ -245,6 +245,8 @@ def test_from_a_missing_file_is_one_line(tmp_path, capsys):
     (bytes(range(128, 256)) * 3, "codec can't decode"),
     (b"a,b\n1,2\n", "not a calibration table"),
     (",".join(COLUMNS).encode() + b"\n" + b",".join([b"x"] * len(COLUMNS)) + b"\n", "invalid literal"),
+    (",".join(COLUMNS).encode() + b"\n" + b",".join([b"1"] * (len(COLUMNS) + 2)) + b"\n", "more fields than its header"),
+    (",".join(COLUMNS).encode() + b"\n" + b",".join([b"1" * 40] * len(COLUMNS)) + b"\n", "too large"),
 ])
 def test_from_an_empty_binary_or_malformed_table_is_one_line_naming_it(tmp_path, capsys, content, why):
     table = tmp_path / "calibration.csv"
@@ -252,3 +254,35 @@ def test_from_an_empty_binary_or_malformed_table_is_one_line_naming_it(tmp_path,
     assert main(["calibrate", "--from", str(table), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"lenbench: error: {table}: not a calibration table") and why in err[0]
+
+
+def test_from_a_table_with_no_rows_is_one_line_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    import lenbench.calibration
+
+    def ran(*_, **__):
+        raise AssertionError("calibrate ran with a table of no rows")
+
+    monkeypatch.setattr(lenbench.calibration, "calibrate", ran)
+    table = tmp_path / "calibration.csv"
+    table.write_text(",".join(COLUMNS) + "\n")
+    assert main(["calibrate", "--from", str(table), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"lenbench: error: {table}: a calibration table with no rows, so no rung to reuse; pass the calibration.csv "
+        "of a run that measured some, or leave out --from"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_from_an_unreadable_table_is_one_line(tmp_path, capsys, monkeypatch):
+    """Permission denied (as root a chmod does not deny it, so the read is made to fail)."""
+    import pandas as pd
+
+    def denied(path, **_):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    table = tmp_path / "calibration.csv"
+    table.write_text(",".join(COLUMNS) + "\n")
+    monkeypatch.setattr(pd, "read_csv", denied)
+    assert main(["calibrate", "--from", str(table), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"lenbench: error: {table}: cannot be read (Permission denied); pass a calibration.csv written by "
+        "`lenbench calibrate`"]

@@ -115,6 +115,7 @@ def run_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto", *
     """Train and evaluate one cell in this process, write `OUT/cells/<cell_id>.json` atomically,
     return its result. Writability of `out` is checked before anything is trained."""
     out = prepare_output(Path(out), log)
+    check_paths_free(out, [cell])
     return store_outcome(out, compute_in_process(make_job(cell, out, device, threads=threads, progress=progress, log=log)))
 
 
@@ -153,6 +154,7 @@ def ensure_cell(cell: Cell, out: str | Path, device: str | torch.device = "auto"
         result, reasons = cell_state(out, cell, fingerprint, keep_stale=keep_stale, log=log)
         if result is not None:
             return result, True
+        check_paths_free(out, [cell])  # before its lock and its training: a directory in a file's place is one line
         lock = claim_cell(out, cell)
         if isinstance(lock, Path):
             break
@@ -247,10 +249,13 @@ def check_eval_lengths(suite: Suite) -> None:
 
 
 def check_paths_free(out: Path, cells: list) -> None:
-    """Refuse, in one line, a directory where a cell's result or base checkpoint file will be
-    written (the write would fail after training)."""
+    """Refuse, in one line, a directory where a file of one of `cells` will be written: its result,
+    any checkpoint it trains (base model and fine-tunes) or its lock. The write would fail after
+    training (or, for the lock, before it with a traceback); nothing has run when this refuses."""
     for cell in cells:
-        for path, what in ((cell_path(out, cell), "cell result"), (checkpoint_path(out, cell.train_id), "checkpoint")):
+        paths = [(cell_path(out, cell), "cell result"), (lock_path(out, cell), "lock"),
+                 *((checkpoint_path(out, name), "checkpoint") for name in checkpoint_names(cell))]
+        for path, what in paths:
             if path.is_dir():
                 raise ValueError(f"{path} is a directory where lenbench writes the {what} file of cell "
                                  f"{cell.cell_id}; move it aside and rerun")

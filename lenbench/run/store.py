@@ -204,7 +204,8 @@ def prepare_output(out: Path, log: Log = stderr_log) -> Path:
     for directory in (out, out / CELLS, out / CHECKPOINTS, out / LOCKS):
         check_writable(directory)
     if not any(holder_alive(h) for h in map(read_lock, (out / LOCKS).glob("*.lock"))):
-        leftovers = [*(out / CELLS).glob(".*.tmp"), *(out / CHECKPOINTS).glob(".*.tmp")]
+        leftovers = [p for p in (*(out / CELLS).glob(".*.tmp"), *(out / CHECKPOINTS).glob(".*.tmp"))
+                     if p.is_file()]  # `lenbench.atomic` makes files: a directory of that name is someone else's
         for tmp in leftovers:
             tmp.unlink(missing_ok=True)
         if leftovers:

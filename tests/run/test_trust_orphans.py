@@ -29,10 +29,9 @@ MARKER = "LENBENCH_TEST_ORPHAN_MARKER"
 #: Cells that train far longer than the test waits: the driver is killed mid-cell.
 SLOW = {**TINY_SUITE, "train": {**TINY_SUITE["train"], "steps": 100_000}}
 #: How long the survivors get to exit after the kill (they take milliseconds; the machine may be busy).
+#: A local Ray's too: left to Ray, its two agents would wait a minute on the dead GCS before they
+#: exit; lenbench's reaper (`lenbench.run.executors.ray_reaper`) ends them at once.
 GRACE_S = 30.0
-#: A local Ray's node processes exit on their own once their raylet is gone (about 2 s here), but
-#: once, on a loaded 2-core machine, its dashboard agent was still alive 30 s after the kill.
-RAY_GRACE_S = 120.0
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(),
                                 reason="finds the processes through /proc (Linux)")
@@ -60,6 +59,41 @@ def marked(marker: str) -> dict[int, str]:
         except OSError:  # gone meanwhile, or not ours
             continue
     return {pid: cmd for pid, cmd in found.items() if alive(pid)}
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Running descendants of `root`: pid → start time (a pid reused later has another), found
+    through the process tree, since a Ray process that sets its title (``ray::DashboardAgent``)
+    blanks its environment as /proc shows it, and so its marker."""
+    parents, started = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            parents[int(entry.name)], started[int(entry.name)] = int(fields[1]), fields[19]
+    found, frontier = {}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                found[child] = started[child]
+                frontier.append(child)
+    return {pid: start for pid, start in found.items() if alive(pid)}
+
+
+def still_running(pids: dict[int, str]) -> dict[int, str]:
+    """Those of `pids` (pid → start time, `descendants`) that are still the same running process."""
+    left = {}
+    for pid, start in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[19] == start and alive(pid):
+            left[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return left
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -102,7 +136,7 @@ def ray_tasks_running(marker: str) -> dict[int, str] | None:
     return workers if workers and all(map(has_torch, workers)) else None
 
 
-def kill_driver_mid_cell(cmd: list[str], ready, grace: float = GRACE_S) -> dict[int, str]:
+def kill_driver_mid_cell(cmd: list[str], ready) -> dict[int, str]:
     """Start `cmd` (a driver) in its own session, SIGKILL it alone once `ready(marker)` finds its
     workers in a cell, and check that every process it started exits and that its output pipes
     reach end-of-file (no survivor holds them). Returns what ran beside the driver before the kill.
@@ -110,16 +144,18 @@ def kill_driver_mid_cell(cmd: list[str], ready, grace: float = GRACE_S) -> dict[
     Args:
         cmd: the driver's command line (run from the checkout, with it on PYTHONPATH).
         ready: marker → the processes running cells, or None while they are not there yet.
-        grace: seconds every process gets to exit after the kill.
     """
     marker = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(ROOT), MARKER: marker}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+    tree: dict[int, str] = {}
     try:
         workers = wait_for(lambda: ready(marker), 300, "the workers to start a cell")
         children = {pid: cmd for pid, cmd in marked(marker).items() if pid != proc.pid}
         assert set(workers) <= set(children)
+        tree = descendants(proc.pid)  # also those whose marker /proc no longer shows
+        children = {**still_running(tree), **children}
 
         proc.kill()  # the driver only, not its process group
         try:
@@ -134,15 +170,16 @@ def kill_driver_mid_cell(cmd: list[str], ready, grace: float = GRACE_S) -> dict[
         def none_left() -> bool:
             survivors.clear()
             survivors.update(marked(marker))
+            survivors.update(still_running(tree))
             return not survivors
 
         killed = time.monotonic()
-        assert wait_for(none_left, grace, lambda: f"every process of the driver to exit; alive: {survivors}")
+        assert wait_for(none_left, GRACE_S, lambda: f"every process of the driver to exit; alive: {survivors}")
         print(f"every process exited {time.monotonic() - killed:.1f} s after the driver's SIGKILL")
         assert b"Traceback" not in err, err.decode()[-2000:]
         return children
     finally:
-        kill_all([proc.pid, *marked(marker)])
+        kill_all([proc.pid, *marked(marker), *still_running(tree)])
         proc.wait()
 
 
@@ -175,14 +212,16 @@ def test_sigkilled_pytest_bench_leaves_no_process(tmp_path):
 @pytest.mark.subprocess
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason='Ray is not installed (pip install -e ".[ray]")')
 def test_sigkilled_lenbench_run_on_a_local_ray_leaves_no_process(tmp_path):
-    """Ray's own fate sharing: the node processes a driver's `ray.init` starts (gcs_server, raylet,
-    dashboard, monitors) die with it, and its workers with the raylet."""
+    """Ray's own fate sharing (the node processes a driver's `ray.init` starts, gcs_server, raylet
+    and monitors, die with it, and its workers with the raylet) and lenbench's reaper (the raylet's
+    agents, which Ray would leave running for a minute)."""
     suite = write_suite(tmp_path, {**SLOW, "resources": {"num_cpus": 1}})
     children = kill_driver_mid_cell(
         [sys.executable, "-m", "lenbench.cli", "run", "--suite", str(suite), "--out", str(tmp_path / "out"),
-         "--device", "cpu", "--executor", "ray", "--quiet"], ray_tasks_running, grace=RAY_GRACE_S)
+         "--device", "cpu", "--executor", "ray", "--quiet"], ray_tasks_running)
     started = " ".join(children.values())
-    assert all(name in started for name in ("gcs_server", "raylet", "ray::run_on_worker")), children
+    assert all(name in started for name in ("gcs_server", "raylet", "ray::run_on_worker", "ray::DashboardAgent",
+                                            "ray::RuntimeEnvAgent")), children
 
 
 # --- the mechanisms, one at a time ------------------------------------------------------------

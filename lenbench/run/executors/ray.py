@@ -23,10 +23,11 @@ Faults:
       job so that Ray kills the workers running its tasks (a cluster it only joined keeps
       running); inside a Ray session the caller opened, by `ray.cancel` of each task;
     * a SIGKILLed driver runs none of that, and needs not: the local Ray its `ray.init` started
-      (gcs_server, raylet, dashboard, monitors) shares its fate (Ray's own: the kernel's
-      parent-death signal on Linux, a reaper process elsewhere), and the workers exit with the
-      raylet, all within seconds (`tests/run/test_trust_orphans.py`). A cluster it only joined is not
-      its to end and keeps running.
+      (gcs_server, raylet, monitors) shares its fate (Ray's own: the kernel's parent-death signal
+      on Linux, a reaper process elsewhere), the workers exit with the raylet, and the raylet's
+      agents, which Ray would leave for a minute, are ended by lenbench's reaper
+      (`lenbench.run.executors.ray_reaper`), all within seconds (`tests/run/test_trust_orphans.py`).
+      A cluster it only joined is not its to end and keeps running.
 
 Code on the workers: the tasks get this checkout on their PYTHONPATH, so a local Ray (or a cluster
 whose nodes share this path) imports the driver's lenbench; on a multi-machine cluster install
@@ -38,6 +39,7 @@ the workers' PYTHONPATH) — on a multi-machine cluster install it on every node
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -56,6 +58,7 @@ from lenbench.results.cell import FAILED, CellResult
 from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome
 from lenbench.run.executors.base import EXECUTORS, Executor, compute_cell
+from lenbench.run.executors.ray_reaper import Reaper
 
 #: The checkout whose lenbench the workers import (prepended to their PYTHONPATH).
 CHECKOUT = Path(__file__).resolve().parents[3]  # lenbench/run/executors/ray.py → the checkout
@@ -158,6 +161,7 @@ class RayExecutor(Executor):
         self.max_in_flight = max_in_flight
         self.task = task
         self._initialised_here = False
+        self._reaper: Reaper | None = None
         self._pending: dict[Any, _Pending] = {}
 
     # --- connection ---------------------------------------------------------------------------
@@ -167,12 +171,26 @@ class RayExecutor(Executor):
             return
         if self.address is not None:
             _check_reachable(self.address)
+        reaper = Reaper() if self.address is None else None  # a Ray we start: its agents end with us
         try:
-            ray.init(address=self.address, include_dashboard=False if self.address is None else None,
-                     log_to_driver=False, configure_logging=False)
-        except ConnectionError as err:
-            raise RayExecutorError(f"cannot join the Ray cluster at {self.address!r}: {str(err).splitlines()[0]} "
-                                   "(start one with `ray start --head`, or omit --ray-address)") from None
+            with reaper.marking() if reaper else contextlib.nullcontext():
+                ray.init(address=self.address, include_dashboard=False if self.address is None else None,
+                         log_to_driver=False, configure_logging=False)
+        except BaseException as err:
+            if reaper:
+                reaper.close()  # and with it whatever the failed ray.init had started
+            if isinstance(err, ConnectionError):
+                raise RayExecutorError(f"cannot join the Ray cluster at {self.address!r}: "
+                                       f"{str(err).splitlines()[0]} (start one with `ray start --head`, or omit "
+                                       "--ray-address)") from None
+            raise
+        node = getattr(ray._private.worker, "_global_node", None)
+        if reaper and getattr(node, "head", False):  # ray.init started this node (not found one running)
+            reaper.watch(node.get_session_dir_path())
+        elif reaper:  # it joined a Ray already running here (RAY_ADDRESS, `ray start`): not ours to end
+            reaper.close()
+            reaper = None
+        self._reaper = reaper
         self._initialised_here = True
 
     def _slots(self) -> int:
@@ -260,6 +278,9 @@ class RayExecutor(Executor):
         if self._initialised_here:
             ray.shutdown()
             self._initialised_here = False
+            if self._reaper is not None:
+                self._reaper.close()
+                self._reaper = None
         elif ray.is_initialized():
             for ref in pending:
                 try:
