@@ -119,6 +119,7 @@ def test_a_plugin_that_registers_and_also_patches_is_in_every_cell(sandbox, tmp_
     assert "plugin:both.py" in cell_sources(builtin_cell())
 
 
+@pytest.mark.subprocess
 def test_a_cached_run_recomputes_builtin_cells_once_a_patching_plugin_is_loaded(tmp_path):
     """The issue's probe, end to end: the same suite and directory, run without and then with the
     plugin. Before the fix the second run said `0 cell(s) run, 2 already done` and kept the old numbers."""
