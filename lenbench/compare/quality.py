@@ -17,7 +17,8 @@ measurement ok in base and absent from head is ``missing in head``.
 
 Across machines the exact comparison is expected to differ, and a warning says to pass
 ``statistical`` (`lenbench.compare.stats`: paired bootstrap over seeds × samples against per-metric
-practical margins) unless both sides pinned the same numerics.
+practical margins) unless both sides have the same numeric kind (pinned, on one CPU vendor:
+`lenbench.numerics.numeric_kind`); an AMD and an Intel machine are two kinds, even pinned.
 
 The status labels here are the comparison's vocabulary (`lenbench.compare.speed` and
 `lenbench.compare.gate` read them).
@@ -192,7 +193,7 @@ def compare_quality(b: Side, h: Side, tolerance: float, margins: dict | None, se
                             "vector ISA or BLAS): compare with --statistical (paired bootstrap over seeds × samples, "
                             "regressions beyond a practical margin)")
         elif machines:
-            notes.append("both sides pinned the same numerics: exact values should match across these machines")
+            notes.append("both sides pinned the same numerics on one CPU vendor: exact values should match across these machines")
         cells = compare_cells(b.cells, h.cells)
         failed = cells.loc[cells["status"] == FAILED, list(CELL_KEY)]
         if len(failed) and len(quality):

@@ -255,12 +255,20 @@ def _machine_facts(side: Side) -> tuple[dict[str, set], set[str]]:
         facts["cpu_model"], inferred = {cpu["brand_raw"]}, inferred | {"cpu_model"}
     if "cpu_capability" not in facts and cpu.get("flags"):
         facts["cpu_capability"], inferred = {cpu_capability_from_flags(cpu["flags"])}, inferred | {"cpu_capability"}
+    if side.rows is not None and {"numerics", "cpu_model"} <= set(side.rows.columns):
+        kinds = {numerics.numeric_kind(str(n), str(m)) for n, m in zip(side.rows["numerics"], side.rows["cpu_model"])}
+        facts["numerics"] = (kinds - {"", "nan"}) or facts.get("numerics", set())
+    if len(facts.get("cpu_model", ())) == 1:  # a kind recorded before it named the vendor: the CPU's
+        [model] = facts["cpu_model"]
+        facts["numerics"] = {numerics.numeric_kind(k, model) for k in facts.get("numerics", ())}
+    facts = {k: v for k, v in facts.items() if v}
     return facts, inferred
 
 
 def machine_difference(b: Side, h: Side, *, named: tuple[str, ...] = ()) -> tuple[list[str], bool]:
     """The machine facts that differ between the sides ("fact base → head", inferred values marked)
-    and whether both sides pinned the same numerics (then exact values should still match).
+    and whether both sides pinned the same numerics on the same CPU vendor, i.e. the same numeric
+    kind (then exact values should still match; across vendors training takes another draw).
 
     Args:
         named: facts another warning already names (left out here).

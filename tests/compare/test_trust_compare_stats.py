@@ -108,7 +108,7 @@ def head(tmp_path, name, **kw) -> Path:
 
 
 MACHINES = ("cpu_model AMD EPYC 9B14 → Intel Xeon E5-2680 v4; cpu_capability AVX512 → AVX2; "
-            "numerics native → pinned:avx2")
+            "numerics native@amd → pinned:avx2@intel")
 
 
 def test_cross_machine_noise_fails_exactly_and_passes_statistically(tmp_path, base, capsys):
@@ -173,7 +173,8 @@ def test_old_base_results_infer_the_machine_from_the_benchmark_json(tmp_path, ca
     code, out, _ = run_cli(capsys, old, noisy)
     assert code == 1
     assert ("WARNING: base and head ran on different machines: cpu_model AMD EPYC (inferred) → Intel Xeon E5-2680 v4; "
-            "cpu_capability AVX512 (inferred) → AVX2; numerics native (inferred) → pinned:avx2 (inferred: read from a "
+            "cpu_capability AVX512 (inferred) → AVX2; numerics native (inferred) → pinned:avx2@intel (inferred: read "
+            "from a "
             "benchmark JSON's machine_info where rows record no machine facts") in out
     assert "--statistical" in out
     code, out, _ = run_cli(capsys, old, noisy, "--statistical")
@@ -185,13 +186,19 @@ def test_same_machine_and_same_pinned_numerics_suggest_nothing(tmp_path, base, c
     code, out, err = run_cli(capsys, base, same)
     assert code == 0 and "WARNING" not in out and err == ""
     assert "no machine difference recorded" in run_cli(capsys, base, same, "--statistical")[1]
-    # two ISAs both pinned to avx2: the machine difference is named, exact values should still match
-    pinned = write_cells(tmp_path / "pinned", make_rows({**AVX512, "numerics": "pinned:avx2"}))
+    # two ISAs of one vendor both pinned to avx2: the machine difference is named, exact values should still match
+    xeon = {**AVX512, "cpu_model": "Intel Xeon Platinum 8481C", "numerics": "pinned:avx2"}
+    pinned = write_cells(tmp_path / "pinned", make_rows(xeon))
     code, out, _ = run_cli(capsys, pinned, head(tmp_path, "h"))
     assert code == 0
-    assert ("WARNING: base and head ran on different machines: cpu_model AMD EPYC 9B14 → Intel Xeon E5-2680 v4; "
-            "cpu_capability AVX512 → AVX2\n") in out
-    assert "note: both sides pinned the same numerics: exact values should match" in out and "--statistical" not in out
+    assert ("WARNING: base and head ran on different machines: cpu_model Intel Xeon Platinum 8481C → Intel Xeon "
+            "E5-2680 v4; cpu_capability AVX512 → AVX2\n") in out
+    assert "note: both sides pinned the same numerics on one CPU vendor: exact values should match" in out and "--statistical" not in out
+    # an AMD and an Intel CPU both pinned: another numeric kind, so no exact match is promised (issue 38)
+    amd = write_cells(tmp_path / "amd", make_rows({**AVX512, "numerics": "pinned:avx2"}))
+    code, out, _ = run_cli(capsys, amd, head(tmp_path, "h2"))
+    assert "numerics pinned:avx2@amd → pinned:avx2@intel" in out
+    assert "exact values should match" not in out and "--statistical" in out
 
 
 def test_a_measurement_failed_in_head_stays_a_regression(tmp_path, base):
