@@ -143,7 +143,7 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
         "__init__.py", "baselines.py", "config/fields.py", "config/resources.py",
         "config/schema.py", "device.py", "encodings/__init__.py", "encodings/alibi.py", "encodings/attention.py",
         "encodings/base.py", "encodings/rope_scaling.py", "encodings/rope_types.py",
-        "evaluate.py", "metrics.py", "model.py", "numerics.py", "plugin_changes.py", "plugins.py", "registry.py",
+        "evaluate.py", "metrics.py", "model.py", "names.py", "numerics.py", "plugin_changes.py", "plugins.py", "registry.py",
         "results/build.py", "results/cell.py", "results/check.py", "results/labels.py",
         "results/schema.py", "rope_factors.py", "run/cell.py",
         "run/checkpoint.py", "run/closure.py",
