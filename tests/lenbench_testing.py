@@ -26,6 +26,28 @@ TINY_SUITE = {
 TINY_RUN = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
             "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}
 
+def write_dedented(path: Path, text: str) -> Path:
+    """Write `text`, dedented, to `path` (parents made); returns `path`."""
+    import textwrap
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def suite_load_error(path) -> str:
+    """The one-line `SuiteError` loading suite `path` raises (asserted to be one line)."""
+    import pytest
+
+    from lenbench.config import SuiteError, load_suite
+
+    with pytest.raises(SuiteError) as err:
+        load_suite(path)
+    text = str(err.value)
+    assert "\n" not in text
+    return text
+
+
 def write_suite(tmp_path: Path, data: dict, name: str = "tiny.yaml") -> Path:
     """Write a suite mapping as YAML into `tmp_path` and return the file's path."""
     import yaml
@@ -148,9 +170,10 @@ def write_plugin_distribution(site: Path) -> Path:
 
 
 @contextlib.contextmanager
-def plugin_sandbox():
+def plugin_sandbox(fresh: bool = False):
     """Registries, loaded plugins and imported modules as they were before, afterwards (a test that
-    loads plugins in its own process leaves no name behind for the next)."""
+    loads plugins in its own process leaves no name behind for the next); with `fresh`, no plugin
+    is loaded during it but its own (an earlier test module's must not change what errors say)."""
     import sys
 
     from lenbench import plugins
@@ -159,6 +182,11 @@ def plugin_sandbox():
 
     saved = [(r, dict(r._items), dict(r._origins)) for r in (ENCODINGS, TASKS)]
     loaded, failed, modules = dict(plugins._LOADED), dict(plugins._FAILED), set(sys.modules)
+    changes = dict(plugins._CHANGES)
+    if fresh:
+        plugins._LOADED.clear()
+        plugins._FAILED.clear()
+        plugins._CHANGES.clear()
     try:
         yield
     finally:
@@ -171,6 +199,8 @@ def plugin_sandbox():
         plugins._LOADED.update(loaded)
         plugins._FAILED.clear()
         plugins._FAILED.update(failed)
+        plugins._CHANGES.clear()
+        plugins._CHANGES.update(changes)
         for name in set(sys.modules) - modules:  # the plugins' own modules, not libraries imported meanwhile
             if _is_plugin_module(sys.modules[name]):
                 del sys.modules[name]

@@ -12,11 +12,10 @@ import dataclasses
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from lenbench_testing import PLUGIN_ENCODING, plugin_sandbox
+from lenbench_testing import PLUGIN_ENCODING, plugin_sandbox, write_dedented
 
 from lenbench import plugins
 from lenbench.config import load_suite, parse_suite
@@ -35,20 +34,11 @@ ENCODING_PLUGIN = PLUGIN_ENCODING
 
 @pytest.fixture
 def sandbox():
-    """Registries, loaded plugins and sys.modules as they were, after the test; no plugin loaded
-    during it but its own (an earlier test module's must not change what the errors say)."""
-    from lenbench import plugins
-
-    with plugin_sandbox():
-        plugins._LOADED.clear()
-        plugins._FAILED.clear()
+    with plugin_sandbox(fresh=True):
         yield
 
 
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
+write = write_dedented
 
 
 def test_a_file_plugin_registers_its_encoding_with_its_origin(tmp_path, sandbox):

@@ -7,11 +7,10 @@ file plugin taking the name is refused. The rest of the plugin tests are in test
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
-from lenbench_testing import PLUGIN_ENCODING, plugin_sandbox
+from lenbench_testing import PLUGIN_ENCODING, plugin_sandbox, write_dedented
 
 from lenbench import plugins
 from lenbench.cli import main
@@ -24,16 +23,11 @@ EXIT = "it called sys.exit({code}) while being imported; a plugin must not exit 
 
 @pytest.fixture
 def sandbox():
-    with plugin_sandbox():
-        plugins._LOADED.clear()
-        plugins._FAILED.clear()
+    with plugin_sandbox(fresh=True):
         yield
 
 
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
+write = write_dedented
 
 
 def site(root: Path, entry_points: str, module: str = "") -> Path:

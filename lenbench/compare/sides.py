@@ -256,7 +256,7 @@ def _machine_facts(side: Side) -> tuple[dict[str, set], set[str]]:
     if "cpu_capability" not in facts and cpu.get("flags"):
         facts["cpu_capability"], inferred = {cpu_capability_from_flags(cpu["flags"])}, inferred | {"cpu_capability"}
     if side.rows is not None and {"numerics", "cpu_model"} <= set(side.rows.columns):
-        kinds = {numerics.numeric_kind(str(n), str(m)) for n, m in zip(side.rows["numerics"], side.rows["cpu_model"])}
+        kinds = {numerics.numeric_kind(str(n), str(m)) for n, m in zip(side.rows["numerics"], side.rows["cpu_model"], strict=True)}
         facts["numerics"] = (kinds - {"", "nan"}) or facts.get("numerics", set())
     if len(facts.get("cpu_model", ())) == 1:  # a kind recorded before it named the vendor: the CPU's
         [model] = facts["cpu_model"]

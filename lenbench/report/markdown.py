@@ -304,7 +304,7 @@ def cell_kinds(df: pd.DataFrame) -> dict[str, int]:
     if not {"cell_id", "numerics"} <= set(df.columns):
         return {}
     models = df["cpu_model"] if "cpu_model" in df.columns else pd.Series("", index=df.index)
-    per_cell = {cell: numeric_kind(str(n), str(m)) for cell, n, m in zip(df["cell_id"], df["numerics"], models)}
+    per_cell = {cell: numeric_kind(str(n), str(m)) for cell, n, m in zip(df["cell_id"], df["numerics"], models, strict=True)}
     kinds = Counter(kind for kind in per_cell.values() if kind)
     return dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
 

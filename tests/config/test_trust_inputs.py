@@ -14,10 +14,10 @@ import textwrap
 import pytest
 import torch
 import yaml
-from lenbench_testing import TINY_SUITE, default_sigint
+from lenbench_testing import TINY_SUITE, default_sigint, suite_load_error
 
 from lenbench.cli import main
-from lenbench.config import SuiteError, load_suite, parse_suite
+from lenbench.config import load_suite, parse_suite
 from lenbench.run import cell as cell_module
 from lenbench.run import store
 from lenbench.run.cell import compute_cell
@@ -33,12 +33,7 @@ def write(tmp_path, data, name="bad.yaml"):
     return path
 
 
-def load_error(path) -> str:
-    with pytest.raises(SuiteError) as err:
-        load_suite(path)
-    text = str(err.value)
-    assert "\n" not in text
-    return text
+load_error = suite_load_error
 
 
 # --- seeds --------------------------------------------------------------------------------------

@@ -10,10 +10,10 @@ import inspect
 
 import pytest
 import yaml
-from lenbench_testing import TINY_SUITE, write_suite
+from lenbench_testing import TINY_SUITE, suite_load_error, write_suite
 
 from lenbench.cli import main
-from lenbench.config import SuiteError, load_suite, parse_suite
+from lenbench.config import load_suite, parse_suite
 from lenbench.config.checks import MAX_VALUES, TooManyValuesError, check_expanded_size
 from lenbench.tasks import TASKS
 from lenbench.tasks.params import SHOWN_CHARS, Param
@@ -21,12 +21,7 @@ from lenbench.tasks.params import SHOWN_CHARS, Param
 TINY = TINY_SUITE
 
 
-def load_error(path) -> str:
-    with pytest.raises(SuiteError) as err:
-        load_suite(path)
-    text = str(err.value)
-    assert "\n" not in text
-    return text
+load_error = suite_load_error
 
 
 def with_params(name: str, params: dict, train_len: int = 8) -> dict:

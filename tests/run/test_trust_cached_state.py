@@ -124,8 +124,9 @@ def test_the_engine_never_writes_a_non_finite_value_with_status_ok(tmp_path, val
 
 
 def test_a_bad_environment_variable_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys):
-    from lenbench.cli import main
     from lenbench_testing import write_suite
+
+    from lenbench.cli import main
 
     monkeypatch.setenv("LENBENCH_MEMORY_BUDGET_GB", "lots")
     suite = write_suite(tmp_path, {**TINY, "seeds": [0]})
@@ -182,9 +183,10 @@ def test_a_length_that_ran_out_of_memory_makes_the_cell_computed_again(tmp_path,
 
 
 def test_the_summary_counts_failed_cells_kept_from_an_earlier_run(tmp_path, monkeypatch, capsys):
+    from lenbench_testing import write_suite
+
     from lenbench.cli import main
     from lenbench.run import cell as cell_module
-    from lenbench_testing import write_suite
 
     suite = write_suite(tmp_path, {**TINY, "seeds": [0]})
     args = ["run", "--suite", str(suite), "--out", str(tmp_path / "out"), "--executor", "serial", "--quiet"]

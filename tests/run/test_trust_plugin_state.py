@@ -50,9 +50,7 @@ class Steep(ALiBi):
 
 @pytest.fixture
 def sandbox():
-    with plugin_sandbox():
-        plugins._LOADED.clear()
-        plugins._CHANGES.clear()
+    with plugin_sandbox(fresh=True):
         yield
 
 

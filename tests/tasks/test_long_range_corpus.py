@@ -34,7 +34,7 @@ def test_the_corpus_lays_out_training_then_held_out_documents_and_names_its_byte
     assert corpus.train_size == len(train) and bytes(corpus.data[:1000].tolist()) == train[:1000]
     held = [d for d in docs if d.held_out]
     assert [(KINDS[k], e - s) for k, s, e in corpus.held_out] == [(d.kind, len(d.data)) for d in held]
-    for (_, s, e), d in zip(corpus.held_out, held, strict=True):
+    for (_, s, _e), d in zip(corpus.held_out, held, strict=True):
         assert bytes(corpus.data[s:s + 64].tolist()) == d.data[:64]
     assert task.fingerprint()["corpus_sha256"] == corpus.sha256 and len(corpus.sha256) == 64
 

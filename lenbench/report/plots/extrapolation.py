@@ -5,7 +5,6 @@ each line in the shared style (`lenbench.report.plots._style`)."""
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import matplotlib.pyplot as plt
