@@ -26,6 +26,15 @@ TINY_SUITE = {
 TINY_RUN = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
             "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}
 
+def pid_running(pid: int) -> bool:
+    """Whether process `pid` runs, read from /proc (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def write_dedented(path: Path, text: str) -> Path:
     """Write `text`, dedented, to `path` (parents made); returns `path`."""
     import textwrap

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from lenbench_testing import TINY_SUITE, write_suite
+from lenbench_testing import TINY_SUITE, pid_running, write_suite
 
 from lenbench.run.executors.parent_watch import ORPHANED_EXIT_CODE
 
@@ -37,13 +37,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(),
                                 reason="finds the processes through /proc (Linux)")
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+alive = pid_running
 
 
 def marked(marker: str) -> dict[int, str]:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lenbench_testing import pid_running
 
 from lenbench.run.executors import ray_reaper
 
@@ -57,13 +58,7 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+alive = pid_running
 
 
 def wait_gone(pids: list[int]) -> list[int]:
