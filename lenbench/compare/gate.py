@@ -237,7 +237,7 @@ class Comparison:
             ident = (" ".join(f"{r[k]:g}" if isinstance(r[k], float) else str(r[k]) for k in KERNEL_JOIN)
                      if "encoding" in frame.columns else r["kernel"])
             body.append([r["status"], ident, r["measure"], _num(r["base"]), _num(r["head"]),
-                         "" if math.isnan(r["change"]) else f"{r['change']:+.1%}"])
+                         "" if math.isnan(r["change"]) else percent(r["change"])])
         table = markdown_table(["status", "kernel (encoding kind impl T dtype)", "measure", "base", "head", "change"], body,
                                ["l", "l", "l", "r", "r", "r"])
         return table + (f"\n… {cut} more changed kernel(s) not shown (--all shows every one)" if cut else "")
@@ -256,8 +256,15 @@ def _change(b: float, h: float) -> str:
     if b == h:
         return "0"
     diff = h - b
-    rel = f" ({diff / abs(b):+.1%})" if b not in (0, math.inf, -math.inf) and math.isfinite(diff) else ""
+    rel = f" ({percent(diff / abs(b))})" if b not in (0, math.inf, -math.inf) and math.isfinite(diff) else ""
     return f"{diff:+.4g}{rel}"
+
+
+def percent(fraction: float) -> str:
+    """A relative change in percent: one decimal, or two significant digits below 0.1 %, so a change
+    never reads as none (30.2694 → 30.2795 is "+0.033%", not "+0.0%")."""
+    pct = fraction * 100
+    return "0%" if pct == 0 else f"{pct:+.1f}%" if abs(pct) >= 0.1 else f"{pct:+.2g}%"
 
 
 def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed_threshold: float = 0.10,

@@ -433,3 +433,11 @@ def test_training_steps_are_compared_by_their_ratio_to_nope(tmp_path):
     assert result.exit_code == 1 and result.speed_regressions == 1
     (slow,) = result.speed[result.speed["status"] == SLOWER].to_dict("records")
     assert slow["encoding"] == "rope" and slow["change"] == pytest.approx(0.2)
+
+
+def test_a_small_change_never_reads_as_none():
+    """Issue 39: 30.2694 → 30.2795 printed "(+0.0%)"; two significant digits of the percentage say it moved."""
+    from lenbench.compare.gate import _change, percent
+
+    assert _change(30.2694, 30.2795) == "+0.0101 (+0.033%)"
+    assert percent(0.25) == "+25.0%" and percent(-0.0123) == "-1.2%" and percent(0.0) == "0%"
