@@ -306,6 +306,11 @@ def ensure(plugins: Iterable[Plugin]) -> None:
             _FAILED[plugin.label] = str(err)
 
 
+def failed_here() -> dict[str, str]:
+    """The plugins `ensure` could not load in this process: label → the one-line reason."""
+    return dict(_FAILED)
+
+
 def refresh() -> None:
     """Load again every file plugin whose file changed on disk since it was loaded (files gone
     are kept as loaded)."""

@@ -302,6 +302,8 @@ def test_a_worker_without_the_plugin_fails_the_cell_in_one_line_naming_the_plugi
     assert outcome.result.failed and "\n" not in error
     assert "unknown encoding 'alibi-steep'" in error
     assert "not loaded here: plugin mype.py failed to load: ImportError: gone" in error
+    # the worker's environment, not the cell: recorded, and never reused by the next run (issue 38)
+    assert outcome.result.outside.endswith("(plugin not loaded here)")
 
 
 def test_the_examples_run_and_their_reference_test_passes(tmp_path, sandbox):

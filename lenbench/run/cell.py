@@ -40,6 +40,8 @@ from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
 from lenbench.plugins import Plugin
 from lenbench.plugins import ensure as ensure_plugins
+from lenbench.plugins import failed_here
+from lenbench.registry import UnknownNameError
 from lenbench.results.build import failed_row, measured_row, point
 from lenbench.results.cell import CellResult
 from lenbench.results.labels import BASE_VARIANT, error_line
@@ -274,7 +276,8 @@ class OutsideCell(RuntimeError):
 
 
 #: Failures that are the machine's, not the cell's: its memory ran out (the allocator, or the
-#: evaluation budget measured from the memory available now), or `OutsideCell`.
+#: evaluation budget measured from the memory available now), or `OutsideCell`; also an unknown
+#: name while a plugin of the job could not be loaded in this worker (`outside_cause`).
 OUTSIDE_ERRORS: tuple[type[BaseException], ...] = (OutsideCell, MemoryError, torch.OutOfMemoryError)
 #: Allocator messages of an out-of-memory RuntimeError.
 OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "std::bad_alloc")
@@ -285,6 +288,8 @@ def outside_cause(err: BaseException, budget_measured: bool = False) -> str:
     out-of-memory RuntimeError, or the evaluation memory budget when it was measured on this machine
     (`budget_measured`) rather than set by the suite or the environment), else ""."""
     over_measured_budget = budget_measured and isinstance(err, MemoryBudgetExceeded)
+    if isinstance(err, UnknownNameError) and failed_here():  # a name of a plugin this worker could not load
+        return f"{error_line(err)} (plugin not loaded here)"
     if isinstance(err, OUTSIDE_ERRORS) or over_measured_budget or (
             isinstance(err, RuntimeError) and any(m in str(err) for m in OUT_OF_MEMORY)):
         return error_line(err)
