@@ -135,8 +135,12 @@ def cpu_vendor() -> str:
     match = re.search(r"^vendor_id\s*:\s*(\S+)", _read("/proc/cpuinfo"), re.MULTILINE)
     if match:
         return VENDORS.get(match.group(1), match.group(1).lower())
-    model = cpu_model().lower()
-    return next((v for v in VENDORS.values() if v in model), platform.machine().lower() or "unknown")
+    return vendor_of_model(cpu_model()) or platform.machine().lower() or "unknown"
+
+
+def vendor_of_model(model: str) -> str:
+    """The vendor a CPU model name names ("AMD EPYC" → "amd"), "" when it names none of `VENDORS`."""
+    return next((v for v in VENDORS.values() if v in model.lower()), "")
 
 
 def numeric_kind(numerics: str, cpu_model_name: str = "") -> str:
@@ -145,8 +149,7 @@ def numeric_kind(numerics: str, cpu_model_name: str = "") -> str:
     its `cpu_model` ("" when the row names no mode)."""
     if not numerics or "@" in numerics:
         return numerics
-    model = cpu_model_name.lower()
-    vendor = next((v for v in VENDORS.values() if v in model), "")
+    vendor = vendor_of_model(cpu_model_name)
     return f"{numerics}@{vendor}" if vendor else numerics
 
 

@@ -20,7 +20,6 @@ import dataclasses
 import datetime as dt
 import functools
 import math
-import os
 import subprocess
 import time
 import traceback
@@ -38,9 +37,8 @@ from lenbench.encodings.rope_scaling import scaling_for
 from lenbench.evaluate import METRICS, evaluate_length, task_metrics
 from lenbench.model import ModelConfig, Transformer
 from lenbench.numerics import machine_facts
-from lenbench.plugins import Plugin
+from lenbench.plugins import Plugin, failed_here
 from lenbench.plugins import ensure as ensure_plugins
-from lenbench.plugins import failed_here
 from lenbench.registry import UnknownNameError
 from lenbench.results.build import failed_row, measured_row, point
 from lenbench.results.cell import CellResult
@@ -48,8 +46,7 @@ from lenbench.results.labels import BASE_VARIANT, error_line
 from lenbench.results.schema import SCHEMA_VERSION
 from lenbench.run.checkpoint import CheckpointCache, finetune_checkpoint_name
 from lenbench.run.fingerprint import cell_fingerprint, data_fingerprint, python_version
-from lenbench.run.memory import ENV_VAR as MEMORY_ENV_VAR
-from lenbench.run.memory import MemoryBudgetExceeded, fit_batch, memory_budget
+from lenbench.run.memory import MemoryBudgetExceeded, budget_source, fit_batch, memory_budget
 from lenbench.tasks import Task, build_task
 from lenbench.train import train_model
 
@@ -199,7 +196,7 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
         except Exception as err:
             raise OutsideCell(error_line(err)) from err
         result.memory = {"budget_bytes": budget, "batch": {}}
-        budget_measured = not (cell.eval.memory_budget_gb > 0 or os.environ.get(MEMORY_ENV_VAR, "").strip())
+        budget_measured = budget_source(cell.eval.memory_budget_gb) == "measured"
         task = build_task(cell.task.name, **cell.task.params)
         result.task_fingerprint = task.fingerprint()
         fingerprint = cell_fingerprint(cell, device.type, threads, data_fingerprint(result.task_fingerprint))

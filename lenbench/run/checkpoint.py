@@ -68,16 +68,21 @@ def load_checkpoint_bytes(data: bytes, device: torch.device) -> tuple[dict, dict
     return obj["state_dict"], obj["meta"]
 
 
+def saved_as_another(meta: dict, name: str) -> str:
+    """Why a checkpoint found as `name` is another one (its metadata names the checkpoint it was
+    saved as: a file copied over this one); "" when it is not (or names none)."""
+    saved_as = meta.get("checkpoint") if isinstance(meta, dict) else None
+    return f"it is checkpoint {saved_as} (copied over this one?)" if saved_as and saved_as != name else ""
+
+
 def checkpoint_mismatch(meta: dict, name: str, fingerprint: Fingerprint | None) -> str:
     """Why a checkpoint's metadata does not fit checkpoint `name` made by the code and environment
     of `fingerprint` (None: not checked); "" when it does. The metadata names the checkpoint it was
     saved as, so a file copied over another cell's is refused."""
     if not isinstance(meta, dict):
         return "no metadata"
-    saved_as = meta.get("checkpoint")
-    if saved_as != name:
-        return (f"it is checkpoint {saved_as} (copied over this one?)" if saved_as
-                else "its metadata names no checkpoint (made by an older lenbench)")
+    if meta.get("checkpoint") != name:
+        return saved_as_another(meta, name) or "its metadata names no checkpoint (made by an older lenbench)"
     if fingerprint is None:
         return ""
     stored = meta.get("fingerprint")

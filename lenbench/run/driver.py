@@ -31,7 +31,12 @@ from lenbench.device import resolve_device
 from lenbench.results.cell import CellResult
 from lenbench.results.labels import error_line
 from lenbench.run.cell import CellJob, CellOutcome, default_threads
-from lenbench.run.checkpoint import checkpoint_mismatch, checkpoint_names, load_checkpoint_bytes
+from lenbench.run.checkpoint import (
+    checkpoint_mismatch,
+    checkpoint_names,
+    load_checkpoint_bytes,
+    saved_as_another,
+)
 from lenbench.run.estimate import check_suite_fits, longest_first
 from lenbench.run.executors import base as executors
 from lenbench.run.executors.base import get_executor, plan_execution
@@ -90,8 +95,9 @@ def read_checkpoints(out: Path, cell: Cell, fingerprint: Fingerprint | None = No
         data = path.read_bytes()
         try:
             _, meta = load_checkpoint_bytes(data, torch.device("cpu"))
-            if isinstance(meta, dict) and meta.get("checkpoint", name) != name:  # a copied file: not ours
-                raise ValueError(checkpoint_mismatch(meta, name, None))
+            foreign = saved_as_another(meta, name)
+            if foreign:  # a copied file: not this cell's, set aside like a damaged one
+                raise ValueError(foreign)
         except Exception as err:
             quarantine(path, error_line(err), log)
             continue

@@ -140,12 +140,22 @@ def _cgroup_stat(path: Path, key: str) -> int:
     return 0
 
 
+def budget_source(configured_gb: float = 0.0) -> str:
+    """Where the evaluation memory budget comes from: "suite" (`configured_gb`, the suite's
+    eval.memory_budget_gb), "environment" (`ENV_VAR`) or "measured" (this machine's free memory, so
+    a length over it fails for the machine, not for the cell)."""
+    if configured_gb and configured_gb > 0:
+        return "suite"
+    return "environment" if os.environ.get(ENV_VAR, "").strip() else "measured"
+
+
 def memory_budget(device: torch.device, configured_gb: float = 0.0) -> int | None:
     """The evaluation memory budget in bytes (see the module docstring), None for no limit."""
-    if configured_gb and configured_gb > 0:
+    source = budget_source(configured_gb)
+    if source == "suite":
         return int(configured_gb * GIB)
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
+    if source == "environment":
+        env = os.environ[ENV_VAR].strip()
         try:
             gb = float(env)
         except ValueError:
