@@ -182,7 +182,49 @@ def build_parser() -> argparse.ArgumentParser:
                        "default 0.02 absolute for accuracies, 1%% of base for perplexity; see docs/regression.md)")
     p_cmp.add_argument("--top", type=int, default=10, help="show the N largest changes per table (default 10)")
     p_cmp.add_argument("--all", "--verbose", dest="show_all", action="store_true", help="show every change")
+
+    p_gate = sub.add_parser("speed-gate", help="time two checkouts' kernels interleaved on this machine; exit 1 when "
+                            "one is slower beyond the threshold with its whole 95%% interval", formatter_class=HelpFormatter)
+    p_gate.add_argument("base_tree", help="checkout of the base (a directory holding lenbench/)")
+    p_gate.add_argument("head_tree", help="checkout of the head")
+    p_gate.add_argument("--base-python", default=sys.executable,
+                        help="interpreter of the base checkout's environment (default: this one)")
+    p_gate.add_argument("--head-python", default=sys.executable,
+                        help="interpreter of the head checkout's environment (default: this one)")
+    p_gate.add_argument("--suite", default="quick", help="whose kernels: section lists the kernels "
+                        "(LENBENCH_KERNEL_* variables override it, as in pytest bench)")
+    p_gate.add_argument("--threshold", type=float, default=0.10,
+                        help="the slowdown a kernel must exceed with its whole interval to fail (default 0.10 = 10%%)")
+    p_gate.add_argument("--rounds", type=int, default=21, help="interleaved rounds per kernel (default 21, at least 6)")
+    p_gate.add_argument("--kernels", action="append", default=None, metavar="PATTERN",
+                        help="only kernels whose id matches (fnmatch, e.g. 'rope-*-T1024-fp32'; repeatable)")
+    p_gate.add_argument("--json", default=None, metavar="FILE", help="also write the result as JSON")
+    p_gate.add_argument("--markdown", default=None, metavar="FILE", help="also write the report as markdown")
+    p_gate.add_argument("--all", dest="show_all", action="store_true", help="list every kernel, unchanged ones too")
+    p_gate.add_argument("--quiet", action="store_true", help="no progress line per kernel")
     return parser
+
+
+def _speed_gate(args: argparse.Namespace) -> int:
+    import json
+
+    from lenbench.atomic import atomic_write_text
+    from lenbench.benchmark.speed_gate import run_gate
+
+    def progress(case: str) -> None:
+        if not args.quiet:
+            print(f"speed-gate: timing {case}", file=sys.stderr, flush=True)
+
+    result = run_gate(args.base_tree, args.head_tree, base_python=args.base_python, head_python=args.head_python,
+                      suite=args.suite, threshold=args.threshold, rounds=args.rounds, select=args.kernels,
+                      progress=progress)
+    text = result.markdown(show_all=args.show_all)
+    print(text)
+    if args.json:
+        atomic_write_text(Path(args.json), json.dumps(result.to_json(), indent=1) + "\n")
+    if args.markdown:
+        atomic_write_text(Path(args.markdown), text + "\n")
+    return result.exit_code
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -368,6 +410,8 @@ def _main(argv: list[str] | None) -> int:
             return _publish(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "speed-gate":
+            return _speed_gate(args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2

@@ -11,18 +11,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from functools import cache
 
 import pytest
 import torch
 
-from lenbench import kernels as K
 from lenbench.benchmark import plans as P
+from lenbench.benchmark.cases import (  # noqa: F401  (the test modules import these from here)
+    ATTENTION_BATCH,
+    DTYPES,
+    HEAD_DIM,
+    HEADS,
+    ROTARY_BATCH,
+    CaseSkipped,
+    case_id,
+    encoding_instance,
+    kernel_cases,
+    torch_dtype,
+)
 from lenbench.benchmark.timing import time_fn
 from lenbench.config import KernelSpec, load_suite
-from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
+from lenbench.encodings import ENCODINGS
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 _SETTINGS = pytest.StashKey[KernelSpec]()
 
 
@@ -65,35 +74,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 metafunc.parametrize(arg, values, ids=[ids(v) for v in values])
 
 
-HEADS, HEAD_DIM = 8, 64
-ROTARY_BATCH, ATTENTION_BATCH = 8, 1
-
-
-@cache
-def encoding_instance(name: str, device: str, max_len: int):
-    """One instance per (encoding, device, longest length) for the process, built from seed 0
-    whichever test asks first (compiled hooks are cached per instance)."""
-    torch.manual_seed(0)
-    dims = EncodingDims(d_model=HEADS * HEAD_DIM, n_heads=HEADS, max_len=max_len, causal=True)
-    return build_encoding(name, dims).to(device).train()  # train: randomized draws positions
-
-
-def kernel_cases(s: KernelSpec) -> list[tuple[str, str, int, str]]:
-    """(encoding, impl, T, dtype) in run order: eager before the implementations compared to it."""
-    cases = []
-    for name in ENCODINGS.names():
-        if s.encodings and name not in s.encodings:
-            continue
-        impls = K.implementations(encoding_instance(name, "cpu", max(s.lengths))) or ["none"]
-        for T in s.lengths:
-            for dt in s.dtypes:
-                cases += [(name, impl, T, dt) for impl in impls]
-    return cases
-
-
-def _id(case) -> str:
-    name, impl, T, dt = case
-    return f"{name}-{impl}-T{T}-{dt}"
+_id = case_id
 
 
 def train_encodings(s: KernelSpec) -> list[str]:
@@ -166,11 +147,11 @@ def reference(device) -> References:
 
 
 def check_dtype(dt: str, device: torch.device) -> torch.dtype:
-    if dt == "bf16":
-        ok, reason = K.bf16_support(device.type)
-        if not ok:
-            pytest.skip(reason)
-    return DTYPES[dt]
+    """The torch dtype of `dt`; skips the test where the device has no native bf16."""
+    try:
+        return torch_dtype(dt, device)
+    except CaseSkipped as why:
+        pytest.skip(str(why))
 
 
 def median_seconds(benchmark, fallback: float) -> float:

@@ -86,6 +86,7 @@ import pytest
 import torch
 
 from lenbench import kernels as K
+from lenbench.benchmark import cases
 from lenbench.benchmark import plans as P
 from lenbench.benchmark.bench.common import (  # noqa: F401  (fixtures and the parametrization hook)
     ATTENTION_BATCH,
@@ -102,8 +103,6 @@ from lenbench.benchmark.bench.common import (  # noqa: F401  (fixtures and the p
     rounds_for,
     spec,
 )
-from lenbench.config import KernelSpec
-from lenbench.encodings.base import shared_rows
 
 TOL = {
     "fp32": {"rotary": (1e-5, 1e-5), "absolute": (1e-5, 1e-5), "bias": (2e-4, 1e-4), "content": (2e-4, 1e-4),
@@ -119,7 +118,7 @@ if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
     torch._dynamo.config.fail_on_recompile_limit_hit = True
 
 #: Kinds whose kernel is a whole attention (timed against unbiased causal SDPA, grouped as "attention").
-ATTENTION_KINDS = ("bias", "content", "layer", "attend")
+ATTENTION_KINDS = cases.ATTENTION_KINDS
 
 @pytest.fixture(scope="session")
 def eager_outputs() -> dict[tuple, torch.Tensor]:
@@ -150,22 +149,11 @@ def _record(benchmark, copy_floor, reference, *, name, kind, impl, T, dt, shape,
     return seconds
 
 
-def _inputs(shape, dtype, device, n: int, seed: int = 0):
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    return [torch.randn(shape, generator=gen).to(device, dtype) for _ in range(n)]
-
-
-def _positions(enc, B: int, T: int, device) -> torch.Tensor:
-    pos = torch.arange(T, device=device).expand(B, T)  # (B, T)
-    torch.manual_seed(T)  # randomized draws positions: the same ones for every implementation
-    return enc.positions(pos)  # (B, T)
-
-
 def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor, reference, spec):
     """Unbiased causal SDPA: the attention every bias encoding is compared with (`nope` runs it)."""
     dt, dtype = dtype, check_dtype(dtype, device)  # the parameter's name ("fp32"), the torch dtype
     B = ATTENTION_BATCH
-    q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
+    q, k, v = cases.inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
     benchmark.group = f"attention-T{T}-{dt}"
     fn = lambda: K.attention_unbiased(q, k, v)  # noqa: E731
     _, once = P.call_seconds(fn, device)  # the warm-up call
@@ -176,26 +164,18 @@ def test_attention_baseline(T, dtype, timed, benchmark, device, copy_floor, refe
 
 def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor, reference, eager_outputs, spec):
     """One (encoding, implementation, length T, dtype): separate parameters, so pytest-benchmark's
-    `--benchmark-group-by=param:T` (or `param:encoding`, `param:impl`, `param:dtype`) works."""
+    `--benchmark-group-by=param:T` (or `param:encoding`, `param:impl`, `param:dtype`) works. The case
+    itself (inputs, skip rules) is `lenbench.benchmark.cases`, which the A/B speed gate times too."""
     name, dt = encoding, dtype
-    enc = encoding_instance(name, str(device), max(spec.lengths))
-    if impl == "none":
-        pytest.skip(K.nothing_to_fuse_reason(enc))
-    dtype = check_dtype(dt, device)
-    kind = K.kernel_kind(enc)
-    benchmark.group = f"{'attention' if kind in ATTENTION_KINDS else kind}-T{T}-{dt}"
-    if why := P.timing_skip(impl, device.type):
-        pytest.skip(why)
-    compiled = impl in ("fused", "compiled", "flex", "flex_gather")
-    if compiled:
-        ok, reason = K.flex_support(device.type) if impl.startswith("flex") else K.compile_support(device.type)
-        if not ok:
-            pytest.skip(reason)
-    atol, rtol = TOL[dt][kind]
-    build = {"rotary": _rotary, "bias": _bias, "absolute": _absolute, "content": _content, "layer": _layer,
-             "attend": _layer}[kind]
     with torch.no_grad():  # forward kernels: no autograd graph, learned biases need no grad
-        fn, eager_fn, shape, bytes_moved, build_info, refs = build(enc, impl, T, dtype, device, spec)
+        try:
+            enc, kind, built = cases.ready((name, impl, T, dt), device, spec)
+        except cases.CaseSkipped as why:
+            pytest.skip(str(why))
+        benchmark.group = f"{'attention' if kind in ATTENTION_KINDS else kind}-T{T}-{dt}"
+        dtype = cases.DTYPES[dt]
+        atol, rtol = TOL[dt][kind]
+        fn, eager_fn, shape, bytes_moved, refs = built.fn, built.eager, built.shape, built.bytes_moved, dict(built.refs)
         out, once = P.call_seconds(fn, device)  # compiles here, outside any timed round
         err = None
         if impl != "eager":
@@ -208,19 +188,19 @@ def test_kernel(encoding, impl, T, dtype, timed, benchmark, device, copy_floor, 
             eager_outputs.clear()  # keep one reference alive at a time
             eager_outputs[(name, T, dt)] = out
         del out
-        if compiled:  # the first call compiled: time a second one (the warm-up) to size the rounds
+        if impl in cases.COMPILED_IMPLS:  # the first call compiled: time a second one (the warm-up) to size the rounds
             _, once = P.call_seconds(fn, device)
         timed(fn, rounds=rounds_for(once, spec.seconds), warmup_rounds=0)
         interleaved = _over_unbiased_interleaved(fn, shape, dtype, device) if kind in ATTENTION_KINDS and impl != "eager" else None
         copy_interleaved = (P.interleaved_ratio(fn, copy_floor.copy_fn(bytes_moved), device, rounds=31)
                             if kind == "rotary" and impl != "eager" else None)
         if kind in ATTENTION_KINDS:
-            q, k, v = _inputs(shape, dtype, device, 3)
+            q, k, v = cases.inputs(shape, dtype, device, 3)
             refs["sdpa_causal"] = lambda: K.attention_unbiased(q, k, v)
         _record(benchmark, copy_floor, reference, name=name, kind=kind, impl=impl, T=T, dt=dt, shape=shape,
                 bytes_moved=bytes_moved, once=once, err=err, refs={"eager": eager_fn, **refs},
                 rounds=lambda once: rounds_for(once, spec.seconds))
-    benchmark.extra_info.update(build_info)
+    benchmark.extra_info.update(built.info)
     if interleaved is not None:
         benchmark.extra_info["over_unbiased_interleaved"] = interleaved
     if copy_interleaved is not None:
@@ -244,99 +224,5 @@ def _check_close(out, ref, atol: float, rtol: float, dt: str, label: str) -> flo
 def _over_unbiased_interleaved(fn, shape, dtype, device, rounds: int = 5) -> float:
     """fn's time over unbiased causal SDPA's on inputs of `shape`, by `plans.interleaved_ratio` (the two
     called back to back, so other jobs on the machine slow both alike)."""
-    q, k, v = _inputs(shape, dtype, device, 3)
+    q, k, v = cases.inputs(shape, dtype, device, 3)
     return P.interleaved_ratio(fn, lambda: K.attention_unbiased(q, k, v), device, rounds)
-
-
-# --- per-kind setup: returns (fn, eager_fn, shape, bytes_moved, info: extra_info entries, ---------
-# --- refs: other references on the same inputs that `_record` divides by, e.g. "hf") ---------------
-
-
-def _rotary(enc, impl, T, dtype, device, s: KernelSpec):
-    B = ROTARY_BATCH
-    q, k = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 2)
-    pos = _positions(enc, B, T, device)
-    tables = K.rotary_inputs(enc, pos, dtype)
-    if tables is None:  # an unknown rotary encoding: its own hook, eager vs compiled
-        eager = lambda: enc.rotate(q, k, pos)  # noqa: E731
-        fns = {"eager": eager, "fused": lambda: K.compiled_hook(enc, "rotate")(q, k, pos)}
-    else:
-        eager = lambda: tables.eager(q, k)  # noqa: E731
-        cos_full, sin_full = K.hf_tables(tables.cos, tables.sin)
-        fns = {"eager": eager, "fused": lambda: tables.fused(q, k), "hf": lambda: K.rotary_hf(q, k, cos_full, sin_full)}
-    refs = {"hf": fns["hf"]} if "hf" in fns else {}
-    return fns[impl], eager, q.shape, P.rotary_bytes(q, k), {}, refs
-
-
-def _bias(enc, impl, T, dtype, device, s: KernelSpec):
-    B = ATTENTION_BATCH
-    q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
-    pos = _positions(enc, B, T, device)
-    eager = lambda: K.attention_eager(q, k, v, enc, pos)  # noqa: E731
-    if impl == "eager":
-        p = shared_rows(pos)
-        bias = torch.empty(p.shape[0], HEADS, T, T, dtype=dtype, device="meta")
-        # the timed call builds its mask by blocks of query rows past K.BIAS_BLOCK_BYTES (FIRE's hook at T = 4096 would
-        # hold 4 GB of intermediates in one call): record the rows per hook call (T: one call)
-        info = {"bias_query_rows": K.bias_query_rows(p.shape[0], enc.dims.n_heads, T, dtype)}
-        return eager, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), info, {}
-    if impl == "cached":
-        mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
-        return lambda: K.attention_cached(q, k, v, mask), eager, q.shape, P.attention_bytes(q, k, v, bias=mask), {}, {}
-    if impl == "cached_blocks":
-        mask = K.folded_bias(enc, pos, dtype)  # (B|1, H, T, T), built once for this length
-        read = P.attention_bytes(q, k, v) + P.nbytes(mask) // 2  # the causal half of the mask
-        return lambda: K.attention_cached_blocks(q, k, v, mask), eager, q.shape, read, {}, {}
-    if impl == "toeplitz":
-        tplan = K.prepare_toeplitz(enc, pos, dtype)  # (H, 2T−1) diagonals, once per length
-        bytes_moved = P.attention_bytes(q, k, v) + P.nbytes(tplan.diagonals)
-        return lambda: K.attention_toeplitz(q, k, v, tplan), eager, q.shape, bytes_moved, {}, {}
-    plan = K.prepare_flex(enc, pos, dtype, gather=impl == "flex_gather")  # once per position pattern
-    return lambda: K.attention_flex(q, k, v, plan), eager, q.shape, P.attention_bytes(q, k, v) + plan.extra_bytes, {}, {}
-
-
-def _absolute(enc, impl, T, dtype, device, s: KernelSpec):
-    B = ROTARY_BATCH
-    (h,) = _inputs((B, T, HEADS * HEAD_DIM), dtype, device, 1)
-    pos = _positions(enc, B, T, device)
-    eager = lambda: enc.embed(h, pos)  # noqa: E731
-    fn = eager if impl == "eager" else (lambda: K.compiled_hook(enc, "embed")(h, pos))
-    table_rows = h if hasattr(K.base_encoding(enc), "table") else None  # learned: one table row read per token
-    return fn, eager, h.shape, 2 * P.nbytes(h) + P.nbytes(table_rows), {}, {}
-
-
-def _content(enc, impl, T, dtype, device, s: KernelSpec):
-    if device.type == "cpu" and T > s.content_max_t:
-        pytest.skip(f"{enc.name}: content-dependent attention materialises several (B, H, T, T) tensors; "
-                    f"CPU runs stop at T={s.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
-    B = ATTENTION_BATCH
-    q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
-    pos = _positions(enc, B, T, device)
-    enc = P.in_dtype(enc, dtype)  # a per-dtype copy: the session's instance stays as built
-    eager = lambda: K.attention_content(q, k, v, enc, pos)  # noqa: E731
-    fn = eager if impl == "eager" else (lambda: K.attention_content_compiled(q, k, v, enc, pos))
-    bias = torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
-    return fn, eager, q.shape, P.attention_bytes(q, k, v, bias=bias), {}, {}
-
-
-def _layer(enc, impl, T, dtype, device, s: KernelSpec):
-    """layer (FoX, DAPE) and attend (stick-breaking, SSMax): one layer's attention after its
-    projections, from the layer input x and q, k, v (`lenbench.kernels.layer`)."""
-    if device.type == "cpu" and T > s.content_max_t:
-        pytest.skip(f"{enc.name}: its eager attention materialises (B, H, T, T) tensors; CPU runs stop at "
-                    f"T={s.content_max_t} (kernels.content_max_t or LENBENCH_CONTENT_MAX_T raises it)")
-    B = ATTENTION_BATCH
-    q, k, v = _inputs((B, HEADS, T, HEAD_DIM), dtype, device, 3)
-    (x,) = _inputs((B, T, HEADS * HEAD_DIM), dtype, device, 1, seed=1)
-    pos = _positions(enc, B, T, device)
-    enc = P.in_dtype(enc, dtype)  # a per-dtype copy (FoX's gates, DAPE's MLPs read x / the logits in dtype)
-    mask = K.layer_mask(enc, pos, dtype)  # (B|1, H|1, T, T) or None: built once per forward in the model
-    eager = lambda: K.attention_layer(x, q, k, v, enc, pos, mask)  # noqa: E731
-    fns = {"eager": eager, "compiled": lambda: K.attention_layer_compiled(x, q, k, v, enc, pos, mask),
-           "flex": lambda: K.attention_score_vector(x, q, k, v, enc, pos)}
-    # bytes: q, k, v, out, x, plus the bias read where one is materialised (the layer bias; a wrapped bias's mask)
-    if K.kernel_kind(enc) == "layer":
-        materialised = None if impl == "flex" else torch.empty(B, HEADS, T, T, dtype=dtype, device="meta")
-    else:
-        materialised = mask
-    return fns[impl], eager, q.shape, P.attention_bytes(q, k, v, bias=materialised) + P.nbytes(x), {}, {}
