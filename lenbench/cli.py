@@ -5,6 +5,8 @@
     lenbench calibrate [TASK ...] [--suite calibration|PATH] [--out DIR] [--every-rung] [--from TABLE] [--executor ...] [--workers N]
     lenbench report RESULTS [--out DIR] [--plugin MODULE_OR_PATH ...]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
+    lenbench slim-bench IN OUT [--cells DIR]
+    lenbench export-bench BENCH_JSON --out DIR
     lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
                      [--force-speed] [--top N | --all] [--statistical [--margin [METRIC=]X ...]]
 """
@@ -161,6 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
                        "(publications nested in it, your own files) is kept")
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
+    p_slim = sub.add_parser("slim-bench", help="an earlier benchmark JSON in the current form: rows packed once per "
+                            "cell, each cell timed by its compute time, nothing recomputed", formatter_class=HelpFormatter)
+    p_slim.add_argument("input", metavar="IN", help="a benchmark JSON of `pytest bench --benchmark-json`")
+    p_slim.add_argument("output", metavar="OUT", help="where to write it (atomically; may be IN itself)")
+    p_slim.add_argument("--cells", default=None, metavar="DIR",
+                        help="results directory whose cells/*.json give each cell's compute seconds (default: IN's "
+                             "directory when it holds cells/)")
+
+    p_exp = sub.add_parser("export-bench", help="github-action-benchmark's custom JSON of a benchmark JSON: "
+                           "bigger-is-better.json and smaller-is-better.json", formatter_class=HelpFormatter)
+    p_exp.add_argument("bench_json", metavar="BENCH_JSON", help="a benchmark JSON of `pytest bench --benchmark-json`")
+    p_exp.add_argument("--out", required=True, metavar="DIR", help="directory to write the two files into")
+
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)
     p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
     p_cmp.add_argument("head", help="results directory, results / leaderboard CSV or benchmark JSON")
@@ -259,6 +274,31 @@ def _publish(args: argparse.Namespace) -> int:
 
     written = publish(args.run_dir, args.to, benchmark_json=args.benchmark_json, plots=not args.no_plots)
     print(f"published {args.run_dir} to {args.to}: {len(written)} file(s)")
+    return 0
+
+
+def _slim_bench(args: argparse.Namespace) -> int:
+    from lenbench.benchmark.bench_json import cell_seconds, slim, write
+    from lenbench.results.schema import read_json
+    from lenbench.run.store import cell_files
+
+    source = Path(args.input)
+    cells = Path(args.cells) if args.cells else (source.parent if (source.parent / "cells").is_dir() else None)
+    if args.cells and not cell_files(cells.parent if cells.name == "cells" else cells):
+        raise ValueError(f"--cells {args.cells}: no cells/*.json there; give the results directory the benchmark "
+                         "JSON was made from, or leave --cells out (cells without a time keep their round)")
+    before = source.stat().st_size if source.is_file() else 0
+    data = slim(read_json(source), cell_seconds(cells) if cells is not None else None, where=str(source))
+    write(args.output, data)
+    print(f"wrote {args.output}: {before:,} → {Path(args.output).stat().st_size:,} bytes")
+    return 0
+
+
+def _export_bench(args: argparse.Namespace) -> int:
+    from lenbench.benchmark.export_github import export
+
+    for path, entries in export(args.bench_json, args.out).items():
+        print(f"wrote {path}: {entries} entries")
     return 0
 
 
@@ -412,6 +452,10 @@ def _main(argv: list[str] | None) -> int:
             return _compare(args)
         if args.command == "speed-gate":
             return _speed_gate(args)
+        if args.command == "slim-bench":
+            return _slim_bench(args)
+        if args.command == "export-bench":
+            return _export_bench(args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""`pytest bench` plumbing on a tiny suite: one benchmark per cell, rows in extra_info, reuse, report."""
+"""`pytest bench` plumbing on a tiny suite: one benchmark per cell, rows in extra_info, its compute time as its
+stats, reuse, report."""
 
 import json
 import re
@@ -10,7 +11,9 @@ import pytest
 import yaml
 from lenbench_testing import TINY_SUITE
 
+from lenbench.benchmark.bench_json import CELL_TIMED
 from lenbench.config import parse_suite
+from lenbench.results.bench_rows import cell_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,10 +44,10 @@ def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
     for b in benches:
         info = b["extra_info"]
         assert info["lenbench_cell"]["status"] == "ok" and not info["lenbench_cell"]["reused"]
-        rows = info["lenbench_rows"]
+        rows = cell_rows(info)
         assert {r["ratio"] for r in rows} == {1.0, 2.0}
         assert all(r["cell_id"] == info["lenbench_cell"]["cell_id"] for r in rows)
-    variants = {r["variant"] for b in benches for r in b["extra_info"]["lenbench_rows"] if r["encoding"] == "rope"}
+    variants = {r["variant"] for b in benches for r in cell_rows(b["extra_info"]) if r["encoding"] == "rope"}
     assert variants == {"none", "linear"}
     machine = data["machine_info"]["lenbench"]
     assert machine["torch_version"] and machine["device"] == "cpu" and machine["cpu_threads"] >= 1
@@ -68,8 +71,32 @@ def test_second_session_reuses_finished_cells(tmp_path):
     _, first = run_bench(tmp_path)
     _, second = run_bench(tmp_path)
     assert all(b["extra_info"]["lenbench_cell"]["reused"] for b in second["benchmarks"])
-    rows = lambda d: sorted(json.dumps(r, sort_keys=True) for b in d["benchmarks"] for r in b["extra_info"]["lenbench_rows"])  # noqa: E731
+    rows = lambda d: sorted(json.dumps(r, sort_keys=True) for b in d["benchmarks"] for r in cell_rows(b["extra_info"]))  # noqa: E731
     assert rows(first) == rows(second)
+    # the reused cells' stats are the compute time of the first session, not the second's cache read
+    assert [b["stats"] for b in second["benchmarks"]] == [b["stats"] for b in first["benchmarks"]]
+
+
+def cell_result(tmp_path: Path, cell_id: str) -> dict:
+    return json.loads((tmp_path / "results" / "cells" / f"{cell_id}.json").read_text())
+
+
+@pytest.mark.subprocess
+def test_a_cells_stats_are_its_recorded_compute_time_not_the_cache_read(tmp_path):
+    """The default executor computes the cells before the tests, whose rounds then only read them:
+    the JSON's stats are each cell's `seconds` from its cell file, and say so."""
+    _, data = run_bench(tmp_path, "--executor", "process", "--workers", "2")
+    for b in data["benchmarks"]:
+        info = b["extra_info"]["lenbench_cell"]
+        seconds = cell_result(tmp_path, info["cell_id"])["seconds"]
+        assert info["round"] == "cache load" and info["timed"] == CELL_TIMED and info["seconds"] == seconds
+        stats = b["stats"]
+        assert stats["rounds"] == 1 and stats["stddev"] == 0 and stats["data"] == [seconds]
+        assert stats["min"] == stats["max"] == stats["mean"] == stats["median"] == seconds
+        assert seconds > info["train_seconds"] > 0
+    text = (tmp_path / "bench.json").read_text()
+    row = data["benchmarks"][0]["extra_info"]["lenbench_table"]["blocks"][0]["data"][0]
+    assert json.dumps(row) in text  # lenbench's layout: one line per row, not one line per value
 
 
 @pytest.mark.subprocess

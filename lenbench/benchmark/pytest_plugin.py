@@ -8,7 +8,8 @@ the root conftest.py of a checkout loads it only where the entry point did not
 
 Fixtures: `device` (the selected torch device; skips when unavailable), `results_dir` (where cells
 write; the report is written at the end of the session), `timed` (a device-synchronised
-pytest-benchmark run). Hooks: the benchmark JSON's `machine_info["lenbench"]`, and
+pytest-benchmark run). Hooks: the benchmark JSON's `machine_info["lenbench"]`, each cell benchmark's
+stats as its compute time and the file's compact layout (`lenbench.benchmark.bench_json`), and
 `--benchmark-group-by=param:NAME` across benchmarks without that parameter.
 
 Options:
@@ -89,7 +90,11 @@ _RAN_CELLS = pytest.StashKey[bool]()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After cells ran, write the leaderboard, wide CSV, markdown and plots into the results directory."""
+    """After cells ran, write the leaderboard, wide CSV, markdown and plots into the results directory.
+
+    First, the benchmark JSON pytest-benchmark has just written (its own sessionfinish wraps this
+    one) is rewritten in lenbench's layout (`lenbench.benchmark.bench_json.rewrite`)."""
+    _rewrite_benchmark_json(session.config)
     if not session.config.stash.get(_RAN_CELLS, False):
         return
     out = results_path(session.config)
@@ -107,6 +112,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"lenbench: report of {out} written: {', '.join(p.name for p in written)}")
+
+
+def _rewrite_benchmark_json(config: pytest.Config) -> None:
+    """The `--benchmark-json` file in lenbench's layout, when pytest-benchmark wrote one."""
+    target = config.getoption("benchmark_json", None)
+    if target is None:
+        return
+    if hasattr(target, "flush"):  # pytest-benchmark 4 opens it as a file (argparse.FileType)
+        target.flush()
+        target = target.name
+    path = Path(target)
+    if path.is_file() and path.stat().st_size:
+        from lenbench.benchmark.bench_json import rewrite
+
+        rewrite(path)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-benchmark hook: no error in a session without it
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output_json: dict) -> None:
+    """Each cell benchmark's stats: one round of its compute time (`lenbench.benchmark.bench_json.time_cells`)."""
+    from lenbench.benchmark.bench_json import time_cells
+
+    time_cells(output_json)
 
 
 @pytest.fixture(scope="session")

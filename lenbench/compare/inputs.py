@@ -1,8 +1,9 @@
 """Shape checks of what `lenbench compare` reads: malformed input is one line and exit 2, always.
 
 `lenbench compare` reads a pytest-benchmark JSON (``machine_info``, each benchmark's ``name`` /
-``fullname`` / ``group``, ``extra_info`` with ``lenbench_rows`` / ``lenbench_cell`` or a kernel's
-identity and ratios, ``stats``) and a results directory's ``cells/*.json``. The rows and cell files
+``fullname`` / ``group``, ``extra_info`` with a cell's rows (packed, ``lenbench_table``, or a list,
+``lenbench_rows``: `lenbench.results.bench_rows`) / ``lenbench_cell`` or a kernel's identity and ratios,
+``stats``) and a results directory's ``cells/*.json``. The rows and cell files
 are checked by the results contract (`lenbench.results.check`); the benchmark JSON's own fields
 here. Each field is checked before anything uses it, so a wrong type (a list or a string where an object or a number
 belongs), a missing required key, a non-finite timing or an out-of-range length or seed is one
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lenbench.results import schema
+from lenbench.results.bench_rows import LEGACY, TABLE, cell_rows, is_cell_benchmark
 from lenbench.results.check import (
     TEXT_FIELDS,
     check_cell_result,
@@ -112,8 +114,9 @@ def check_benchmark_json(path: Path, data: Any) -> None:
         check_text(where, bench, ("name", "fullname", "group"), nullable=("group",))
         where = f"{path}: benchmark {bench.get('fullname', bench.get('name', i))!r}"
         extra = check_object(where, "extra_info", bench.get("extra_info", ...))
-        if "lenbench_rows" in extra:
-            check_rows(f"{where}: extra_info.lenbench_rows", extra["lenbench_rows"])
+        if is_cell_benchmark(extra):
+            rows_at = f"extra_info.{TABLE}" if TABLE in extra else f"extra_info.{LEGACY}"
+            check_rows(f"{where}: {rows_at}", extra[LEGACY] if TABLE not in extra else cell_rows(extra, where))
             if "lenbench_cell" in extra:
                 cell = check_object(where, "extra_info.lenbench_cell", extra["lenbench_cell"])
                 check_text(f"{where}: extra_info.lenbench_cell", cell, ("title", "status", "error"), nullable=("error",))

@@ -38,6 +38,7 @@ from lenbench.report.rows import (
 )
 from lenbench.report.tables import leaderboard, read_leaderboard_csv
 from lenbench.report.timings import load_kernel_timings
+from lenbench.results.bench_rows import cell_rows
 from lenbench.results.schema import ResultsError
 
 BOARD_JOIN = ("task", "train_len", "metric", "encoding", "variant", "statistic")
@@ -120,7 +121,7 @@ def _load_side(source: str | Path) -> Side:
         extras = {b.get("fullname", b.get("name", "")): b.get("extra_info") or {} for b in data["benchmarks"]}
         _collect_facts([side.machine.get("lenbench") or {}], side.facts)
         if bench == path:
-            _collect_facts([c for e in extras.values() for c in [e.get("lenbench_cell") or {}, *e.get("lenbench_rows", [])]],
+            _collect_facts([c for e in extras.values() for c in [e.get("lenbench_cell") or {}, *(cell_rows(e) or [])]],
                            side.facts)
         side.kernels["ratio_to_nope"] = [_float(extras.get(n, {}).get("ratio_to_nope")) for n in side.kernels["fullname"]]
         if bench == path:
@@ -166,7 +167,7 @@ def _cells_of_directory(directory: Path, facts: dict) -> list[dict]:
 def _cell_of_benchmark(extra: dict) -> dict:
     """The cell record of one extrapolation benchmark (its rows, else its title)."""
     info = extra["lenbench_cell"]
-    rows = extra.get("lenbench_rows") or []
+    rows = cell_rows(extra) or []
     if rows:
         key = {k: rows[0].get(k) for k in CELL_KEY}
     else:

@@ -1,6 +1,6 @@
 """Speed in `lenbench compare`: kernel timings and training steps of two benchmark JSONs.
 
-Kernel benchmarks (extra_info without ``lenbench_rows``) are joined on (encoding, kind, impl, T,
+Kernel benchmarks (extra_info without a cell's rows) are joined on (encoding, kind, impl, T,
 dtype) (on the full test name when that is ambiguous) and compared by the fastest round over the
 copy floor (``copy_ratio_min``), else ``copy_ratio`` — median time divided by the time of a plain
 copy of the same bytes measured in the same session — which cancels most of the difference between

@@ -16,7 +16,8 @@ Sources `load_results` understands (the same rows whichever is given):
   not mixed;
 - a tidy CSV: the ``results.csv`` that `lenbench.report.build.write_report` writes (one row per measurement);
 - a pytest-benchmark JSON (``pytest bench --benchmark-json out.json``): each extrapolation
-  benchmark carries its cell's rows in ``extra_info["lenbench_rows"]``; its kernel timings are
+  benchmark carries its cell's rows, packed (`lenbench.results.bench_rows`: ``extra_info["lenbench_table"]``)
+  or, in earlier files, as a list (``extra_info["lenbench_rows"]``); its kernel timings are
   `lenbench.report.timings.load_kernel_timings`.
 
 Each tidy row may carry ``sample_scores`` (per-sample scores, compact string; see
@@ -37,6 +38,7 @@ from lenbench.encoding_display import ROPE_TYPES, encoding_rank
 from lenbench.escape import uncsv_frame
 from lenbench.metrics import leaderboard_metric
 from lenbench.report.cells import cell_rows, check_one_cell_per_measurement
+from lenbench.results import bench_rows
 from lenbench.results.frame import empty_frame, normalize
 from lenbench.results.labels import BASE_VARIANT
 from lenbench.results.schema import EXPECTED_SOURCES, REQUIRED, ResultsError, read_json
@@ -129,14 +131,10 @@ def _rows_from_benchmark(path: Path, data: Any) -> list[dict]:
         raise ResultsError(f"{path}: JSON without a 'benchmarks' list; expected {EXPECTED_SOURCES}")
     rows: list[dict] = []
     for bench in data["benchmarks"]:
-        extra = (bench or {}).get("extra_info") or {}
-        cell_rows = extra.get("lenbench_rows")
-        if cell_rows is None:
-            continue  # a kernel timing
-        if not isinstance(cell_rows, list):
-            raise ResultsError(f"{path}: benchmark {bench.get('fullname', bench.get('name'))!r}: "
-                               "extra_info['lenbench_rows'] is not a list of rows")
-        rows += cell_rows
+        bench = bench or {}
+        found = bench_rows.cell_rows(bench.get("extra_info"),
+                                     f"{path}: benchmark {bench.get('fullname', bench.get('name'))!r}")
+        rows += found or []  # None: a kernel timing
     return rows
 
 

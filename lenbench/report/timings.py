@@ -2,7 +2,7 @@
 pytest-benchmark JSON, as frames.
 
 `load_kernel_timings` reads the kernel benchmarks of ``pytest bench --benchmark-json`` (every
-benchmark without ``lenbench_rows``), `load_training_steps` the training-step ones
+benchmark without a cell's rows, `lenbench.results.bench_rows.is_cell_benchmark`), `load_training_steps` the training-step ones
 (`bench/test_kernels.py::test_training_step`). The tidy rows of the same JSON are
 `lenbench.report.rows.load_results`; these are other frames, of their own columns (`KERNEL_COLUMNS`,
 `TRAINING_STEP_COLUMNS`), which only the build (`lenbench.report.build`, for the cost tables of
@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenbench.report.rows import is_benchmark_json
+from lenbench.results.bench_rows import is_cell_benchmark
 from lenbench.results.schema import ResultsError, read_json
 from lenbench.results.values import to_float, to_str
 
@@ -35,7 +36,7 @@ KERNEL_COLUMNS = ("name", "fullname", "group", "encoding", "kind", "impl", "T", 
 
 
 def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
-    """Kernel timings of a pytest-benchmark JSON: benchmarks whose extra_info has no lenbench_rows.
+    """Kernel timings of a pytest-benchmark JSON: benchmarks whose extra_info carries no cell's rows.
 
     Columns `KERNEL_COLUMNS`: identity (name, fullname, group, encoding, kind, impl, T, dtype),
     bytes, gbps, copy_ratio (median time / time of a plain copy of the same bytes in the same
@@ -50,7 +51,7 @@ def load_kernel_timings(bench_json: str | Path) -> pd.DataFrame:
     records = []
     for bench in data["benchmarks"]:
         extra = bench.get("extra_info") or {}
-        if "lenbench_rows" in extra:
+        if is_cell_benchmark(extra):
             continue
         stats = bench.get("stats") or {}
         rec = {"name": bench.get("name", ""), "fullname": bench.get("fullname", bench.get("name", "")),

@@ -19,6 +19,7 @@ from lenbench_testing import TINY_SUITE, write_suite
 
 from lenbench.config import parse_suite
 from lenbench.model import Transformer
+from lenbench.results.bench_rows import cell_rows
 from lenbench.run.cell import compute_cell, default_threads, model_config
 from lenbench.run.checkpoint import checkpoint_bytes, load_checkpoint_bytes
 from lenbench.run.driver import ensure_cell, make_job, run_cell, run_suite
@@ -142,11 +143,12 @@ def test_pytest_bench_marks_reused_cells_and_passes_threads(tmp_path, executor):
     parallel = executor == "auto" and usable_cores() > 1
     cell = first["lenbench_cell"]
     assert (cell["reused"], cell["computed_by"]) == (False, "process" if parallel else "serial")
-    assert cell["timed"] == ("cache load" if parallel else "compute")
-    assert (second["lenbench_cell"]["reused"], second["lenbench_cell"]["timed"]) == (True, "cache load")
+    assert cell["round"] == ("cache load" if parallel else "compute")
+    assert (second["lenbench_cell"]["reused"], second["lenbench_cell"]["round"]) == (True, "cache load")
+    assert second["lenbench_cell"]["seconds"] == cell["seconds"] > 0  # the stats: the compute time, either way
     assert second["lenbench_cell"]["computed_by"] is None
     assert second["lenbench_cell"]["train_seconds"] == first["lenbench_cell"]["train_seconds"] > 0
-    assert {r["threads"] for r in second["lenbench_rows"]} == {2}
+    assert {r["threads"] for r in cell_rows(second)} == {2}
 
 
 def test_plan_execution_defaults(monkeypatch):

@@ -4,16 +4,21 @@ Each test drives the engine (finished cells in the results directory whose code 
 matches are reused, stale ones rerun), times the cell in one round, and puts every metric row into
 `benchmark.extra_info`:
 
-    extra_info["lenbench_rows"]  the cell's tidy rows (DESIGN.md schema), so the benchmark JSON
-                                 alone rebuilds the leaderboard (`lenbench report out.json`)
-    extra_info["lenbench_cell"]  cell_id, title, status, error, train_seconds, reused (computed by an
-                                 earlier session), timed, computed_by (the executor that computed it
-                                 in this session, None when reused)
+    extra_info["lenbench_table"] the cell's tidy rows (DESIGN.md schema), packed once per cell
+                                 (`lenbench.results.bench_rows`), so the benchmark JSON alone
+                                 rebuilds the leaderboard (`lenbench report out.json`)
+    extra_info["lenbench_cell"]  cell_id, title, status, error, seconds (the cell's compute time,
+                                 measured when it was computed), train_seconds, timed (what the
+                                 JSON's stats are), round (what this session's round timed),
+                                 reused (computed by an earlier session), computed_by (the executor
+                                 that computed it in this session, None when reused)
 
-What the benchmark's timing means: for a cell computed now (`reused: false`, `timed: "compute"`)
-it is training plus evaluation; for a reused cell (`reused: true`, `timed: "cache load"`) it is
-only reading the stored result, so use `train_seconds` (measured when the cell was computed) for
-training cost. pytest-benchmark cannot record a test without a timed round, hence the marking.
+What the benchmark JSON's stats of a cell mean: one round of the cell's compute time (training, or
+loading its cached checkpoint, then evaluation), measured when the cell was computed, whichever
+session that was (`lenbench.benchmark.bench_json`: ``timed`` says "cell compute (train + eval),
+measured when computed"). The session's own round, which pytest-benchmark's terminal table shows,
+is the compute for a cell this test computed (``round: "compute"``) and only a read of the stored
+result otherwise (``round: "cache load"``); pytest-benchmark cannot record a test without one.
 
 A cell whose training diverged is a measurement (recorded, test passes); any other failure of a
 cell fails its test after its rows are recorded. The other cells are never affected.
@@ -22,9 +27,8 @@ By default (`--executor auto`: CPU cells on a machine with several cores) and wi
 process` or `ray`, a session fixture first runs every pending cell that the session selected
 (`-k` included) through that executor (`lenbench.run.driver.run_suite`: one process per core, or
 across a Ray cluster with `--ray-address`); each test then reads its cell's file, so there is
-still one benchmark per cell, but its timed round is the read, and
-`extra_info["lenbench_cell"]["train_seconds"]` holds the training time measured on the worker.
-With `--executor serial` each test trains its own cell in its timed round.
+still one benchmark per cell, whose round is the read and whose stats in the JSON are the compute
+time measured on the worker. With `--executor serial` each test computes its own cell in its round.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ import time
 
 import pytest
 
+from lenbench.benchmark.bench_json import CELL, cell_timing
 from lenbench.config import load_suite
 from lenbench.evaluate import PRIMARY_METRIC
+from lenbench.results.bench_rows import TABLE, pack
 from lenbench.results.cell import CellResult
 from lenbench.run.driver import ensure_cell, run_suite
 from lenbench.run.executors.base import plan_execution
@@ -121,13 +127,13 @@ def test_cell(cell, benchmark, device, results_dir, request, cells_run_by_execut
 
     benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)
     result = outcome["result"]
-    benchmark.extra_info["lenbench_rows"] = result.rows
+    benchmark.extra_info[TABLE] = pack(result.rows)
     executor, computed = cells_run_by_executor
-    benchmark.extra_info["lenbench_cell"] = {
+    benchmark.extra_info[CELL] = {
         "cell_id": result.cell_id, "title": result.title, "status": result.status,
         "error": result.error, "train_seconds": result.train_seconds,
+        **cell_timing(result.seconds, "cache load" if outcome["reused"] else "compute"),
         "reused": outcome["reused"] and cell.cell_id not in computed,
-        "timed": "cache load" if outcome["reused"] else "compute",
         "computed_by": executor if cell.cell_id in computed else ("serial" if not outcome["reused"] else None),
     }
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
