@@ -120,6 +120,12 @@ def evaluate(expression: str, scope: dict):
         raise WorkflowError(f"cannot evaluate {expression!r}: {err}") from None
 
 
+def template(value, scope: dict) -> str:
+    """A `with:` / `env:` value: its `${{ }}` expressions substituted; any other text as it is."""
+    text = _string(value)
+    return _string(evaluate(text, scope)) if "${{" in text else text
+
+
 def _string(value) -> str:
     if value is True:
         return "true"
@@ -204,9 +210,9 @@ class Runner:
         steps: dict[str, dict] = {}
         state = {"failed": False}
         scope = self.scope(env, steps, state, workspace)
-        env = {k: _string(evaluate(v, scope)) if "${{" in v else v for k, v in env.items()}
+        env = {k: template(v, scope) for k, v in env.items()}
         for k, v in (job.get("env") or {}).items():
-            env[k] = _string(evaluate(str(v), self.scope(env, steps, state, workspace)))
+            env[k] = template(v, self.scope(env, steps, state, workspace))
         env.update(self.overrides)
         summary = self.scratch / f"{name}-summary.md"
         path_prefix: list[str] = []
@@ -227,12 +233,12 @@ class Runner:
                 continue
             step_env = dict(env)
             for k, v in (step.get("env") or {}).items():
-                step_env[k] = _string(evaluate(str(v), scope))
+                step_env[k] = template(v, scope)
             started = time.monotonic()
             outputs: dict[str, str] = {}
             try:
                 if "uses" in step:
-                    with_ = {k: _string(evaluate(str(v), scope)) for k, v in (step.get("with") or {}).items()}
+                    with_ = {k: template(v, scope) for k, v in (step.get("with") or {}).items()}
                     ok, outputs = self.uses(step["uses"], with_, workspace, path_prefix, summary)
                 elif self.reuse_venv is not None and self._install_side(title):
                     ok = self.overlay_venv(self._install_side(title), workspace)
@@ -264,7 +270,7 @@ class Runner:
         print(f"--- [{job}] {title}: {outcome} in {seconds:.1f} s", flush=True)
 
     def shell(self, script: str, env: dict, workspace: Path, path_prefix: list[str], summary: Path, scope: dict):
-        script = evaluate(script, scope) if "${{" in script else script
+        script = template(script, scope)
         files = {name: self.scratch / "tmp" / f"{name.lower()}-{time.monotonic_ns()}" for name in
                  ("GITHUB_OUTPUT", "GITHUB_ENV")}
         for f in files.values():
