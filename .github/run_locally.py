@@ -397,7 +397,9 @@ class Runner:
         scripts = {"lenbench": "from lenbench.cli import main", "pytest": "from pytest import console_main as main"}
         for name, line in scripts.items():
             script = venv / "bin" / name
-            script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\n{line}\nsys.exit(main())\n")
+            # the guard: a spawned worker re-imports the main script, which must not run the command again
+            script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\n{line}\n\n"
+                              "if __name__ == '__main__':\n    sys.exit(main())\n")
             script.chmod(0o755)
 
     def overlay_venv(self, side: str, workspace: Path) -> bool:
