@@ -129,31 +129,44 @@ def test_the_label_gate_reuses_the_measurements_of_a_finished_run(workflow):
     upload = next(s for s in steps(workflow).values() if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["name"] == "${{ env.ARTIFACT }}"
     uploaded = upload["with"]["path"].split()
-    assert {"quality.status", "speed.status", "compare-quality.txt", "compare-speed.txt"} <= set(uploaded)
+    assert {"bench-facts.json", "head-cells.json", "compare-quality.txt", "speed.json", "speed.md", "speed.err",
+            *(f"{g}.{kind}" for g in ("quality", "speed") for kind in ("status", "skipped"))} <= set(uploaded)
     script = gate["Gate (fails on a regression unless the pull request is labelled accept-regression)"]["run"]
-    assert 'for name in quality speed' in script and '"measured/${name}.status"' in script
+    assert "bench_summary.py render measured" in script and '--accepted "$accepted"' in script
+    assert 'exit "${status}"' in script  # the summary script's verdict is the gate's
     assert "pulls/${PR}" in script  # the labels as they are now, not as the starting event saw them
+    checkout = next(s for s in gate.values() if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["sparse-checkout"] == ".github" and checkout["with"]["persist-credentials"] is False
+    comment = next(s for n, s in gate.items() if n.startswith("Post"))["with"]["script"]
+    assert "comment.md" in comment
 
 
 def test_reporting_steps_run_after_a_failure(workflow):
     named = steps(workflow)
-    reporting = [n for n in named if n.startswith(("Report", "Compare", "Upload", "Save"))]
-    assert len(reporting) == 5, reporting
+    reporting = [n for n in named if n.startswith(("Report", "Compare", "Upload", "Save", "Record"))]
+    assert len(reporting) == 6, reporting  # report, quality, the two saves, the facts, upload
     for name in reporting:
         assert "always()" in named[name].get("if", ""), f"step {name!r} is skipped after a failure"
     comment = next(s for n, s in steps(workflow, "gate").items() if n.startswith("Post"))
     assert "always()" in comment["if"]
 
 
-def test_actions_are_current_major_versions(workflow):
-    """The majors current when this was written (Node 24 runtimes); a newer one is fine, an older one not."""
-    current = {"actions/checkout": 7, "actions/setup-python": 7, "actions/cache/restore": 6, "actions/cache/save": 6,
-               "actions/upload-artifact": 7, "actions/download-artifact": 8, "actions/github-script": 9}
+def test_actions_are_pinned_to_commit_shas(workflow):
+    """Every action is pinned to a full commit SHA with its release tag in a trailing comment (a
+    moved tag cannot change what runs), and one action is pinned to one SHA everywhere."""
     used = [s["uses"] for job in jobs(workflow).values() for s in job["steps"] if "uses" in s]
-    assert {u.split("@")[0] for u in used} <= set(current)
-    for uses in used:
-        action, version = uses.split("@")
-        assert re.fullmatch(r"v\d+", version) and int(version[1:]) >= current[action], uses
+    assert {u.split("@")[0] for u in used} <= {"actions/checkout", "actions/setup-python", "actions/cache/restore",
+                                               "actions/cache/save", "actions/upload-artifact",
+                                               "actions/download-artifact", "actions/github-script"}
+    lines = [line for line in WORKFLOW.read_text().splitlines() if re.match(r"\s*-?\s*uses:", line)]
+    assert len(lines) == len(used)
+    pins: dict[str, set[str]] = {}
+    for line in lines:
+        match = re.fullmatch(r"\s*-?\s*uses: ([\w/-]+)@([0-9a-f]{40})  # (v\d+\.\d+\.\d+)", line)
+        assert match, f"not pinned to a commit SHA with its tag: {line.strip()}"
+        repo = "/".join(match.group(1).split("/")[:2])  # cache/restore and cache/save are one repository
+        pins.setdefault(repo, set()).add(match.group(2, 3))
+    assert all(len(p) == 1 for p in pins.values()), pins
 
 
 # --- what is compared -----------------------------------------------------------------------------
@@ -169,18 +182,29 @@ def test_kernel_settings_are_the_quick_suites_on_both_sides(workflow):
     overrides = sorted(set(KERNEL_ENV) & set(env))
     assert not overrides, f"bench.yml overrides {overrides}: the published baseline used quick.yaml's kernels: section"
     timing = [s["run"] for n, s in steps(workflow).items() if n.startswith("Time")]
-    assert len(timing) == 2 and all("bench/test_kernels.py --suite quick --device cpu" in t for t in timing)
+    assert len(timing) == 1 and '--suite "$SUITE"' in timing[0] and env["SUITE"] == "quick"
 
 
-def test_base_and_head_kernels_are_timed_back_to_back_on_one_runner(workflow):
+def test_speed_is_one_ab_step_before_the_training(workflow):
+    """Both sides' kernels are timed by one interleaved A/B `lenbench speed-gate` step, before the
+    suites heat the runner; a base without lenbench/benchmark/cases.py (or a head without the
+    command) skips it with a notice and a reason the summary reads."""
     names = list(steps(workflow))
-    base, head = names.index("Time the base branch's kernels on this runner"), names.index(
-        "Time this pull request's kernels on this runner")
-    assert head == base + 1  # back to back, as asv continuous does
-    assert names.index("Run the base branch's quick suite on this runner (cached cells are reused)") > head
-    run = steps(workflow)[names[base]]["run"]
-    assert "cd ../base-src" in run and "../venv-base/bin/python -m pytest" in run and "base-kernels.json" in run
-    assert "--benchmark-histogram=" in steps(workflow)[names[head]]["run"]
+    speed = [n for n in names if n.startswith("Time")]
+    assert len(speed) == 1
+    assert names.index(speed[0]) < names.index("Run the base branch's suite on this runner (cached cells are reused)")
+    assert names.index("Install the base branch (own virtual environment)") < names.index(speed[0])
+    step = steps(workflow)[speed[0]]
+    run = step["run"]
+    assert step["id"] == "speed" and "cancelled()" in step["if"]
+    assert "-f ../base-src/lenbench/benchmark/cases.py" in run and "speed.skipped" in run and "::notice::" in run
+    line = next(line for line in run.replace("\\\n", " ").splitlines() if line.strip().startswith("lenbench speed-gate"))
+    for flag in ("--base-python ../venv-base/bin/python", "--head-python", '--threshold "$SPEED_THRESHOLD"',
+                 "--json speed.json", "--markdown speed.md"):
+        assert flag in line, flag
+    assert shlex.split(line)[2:4] == ["../base-src", "."]
+    assert "speed.status" in run
+    assert float(workflow["env"]["SPEED_THRESHOLD"]) == 0.10
 
 
 def test_accept_label_is_spelled_one_way(workflow):
@@ -190,15 +214,33 @@ def test_accept_label_is_spelled_one_way(workflow):
     assert len(re.findall(r"accept-\w+", text)) == text.count(label)
 
 
-def test_base_results_are_cached_by_fingerprint_and_base_sha(workflow):
+def test_both_sides_results_are_cached_by_machine_and_tree(workflow):
+    """Base and head results are restored and saved under the machine (CPU model, torch, Python:
+    what lenbench's fingerprint does not hold) and the git trees; restore keys never leave the machine."""
     named = steps(workflow)
-    restore = next(s for n, s in named.items() if n.startswith("Restore"))
-    save = next(s for n, s in named.items() if n.startswith("Save"))
-    assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
-    key = restore["with"]["key"]
-    assert "steps.base.outputs.fingerprint" in key and "steps.base.outputs.sha" in key and save["with"]["key"] == key
-    assert key.startswith(restore["with"]["restore-keys"].strip())
-    assert restore["with"]["path"] == save["with"]["path"] == "runs/base"
+    keys = named["Cache keys of this runner and this pull request"]["run"]
+    assert "model name" in keys and "TORCH_VERSION" in keys and "PYTHON_VERSION" in keys
+    assert "HEAD:lenbench HEAD:lenbench/config/suites HEAD:pyproject.toml" in keys
+    prefix = "${{ steps.keys.outputs.prefix }}"
+    for side, path in (("base", "runs/base"), ("head", "runs/head")):
+        restore = next(s for n, s in named.items() if n.startswith("Restore") and s["with"]["path"] == path)
+        save = next(s for n, s in named.items() if n.startswith("Save") and s["with"]["path"] == path)
+        assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
+        key = restore["with"]["key"]
+        assert key.startswith(f"{prefix}{side}-") and save["with"]["key"] == key
+        fallbacks = [k.strip() for k in restore["with"]["restore-keys"].splitlines() if k.strip()]
+        assert all(f.startswith(prefix) for f in fallbacks) and fallbacks[-1] == prefix
+        assert "cache-hit != 'true'" in save["if"] and "always()" in save["if"]
+    assert "steps.base.outputs.sha" in next(s for n, s in named.items() if n.startswith("Restore the base"))["with"]["key"]
+
+
+def test_head_is_seeded_with_current_base_cells_before_it_runs(workflow):
+    names = list(steps(workflow))
+    seed = next(n for n in names if n.startswith("Seed"))
+    run = next(n for n in names if n.startswith("Run this pull request's suite"))
+    assert names.index("Restore this pull request's results") < names.index(seed) < names.index(run)
+    assert ".github/seed_cells.py" in steps(workflow)[seed]["run"] and "--into runs/head runs/base" in steps(workflow)[seed]["run"]
+    assert (ROOT / ".github" / "seed_cells.py").is_file()
 
 
 def run_scripts(workflow) -> dict[str, str]:
@@ -208,14 +250,14 @@ def run_scripts(workflow) -> dict[str, str]:
 def test_compare_commands_use_flags_the_command_line_knows(workflow):
     commands = [line for script in run_scripts(workflow).values() for line in script.replace("\\\n", " ").splitlines()
                 if line.strip().startswith("lenbench compare")]
-    assert len(commands) == 2
+    assert len(commands) == 1
     for line in commands:
         args = shlex.split(line.split(">")[0])[1:]
         args = [re.sub(r"\$\w+", "0.25", a) for a in args]
         parsed = build_parser().parse_args(args)  # SystemExit on an unknown flag
         assert parsed.command == "compare" and not parsed.allow_missing and not parsed.allow_no_overlap
         assert not parsed.force_speed  # both sides timed on this runner: nothing to force
-    assert commands[1].split()[2:4] == ["base-kernels.json", "head-kernels.json"]
+    assert commands[0].split()[2:4] == ["runs/base", "runs/head"]
 
 
 def test_cell_benchmarks_are_never_compared_for_speed(workflow):
@@ -227,8 +269,8 @@ def test_cell_benchmarks_are_never_compared_for_speed(workflow):
     assert "cache read" in text
     cells = [s for s in run_scripts(workflow).values() if "bench/test_extrapolation.py" in s]
     assert len(cells) == 1 and "head-cells.json" in cells[0]
-    speed = next(s for n, s in run_scripts(workflow).items() if n.startswith("bench: Compare kernel speed"))
-    assert "head-cells.json" not in speed
+    speed = next(s for n, s in run_scripts(workflow).items() if n.startswith("bench: Time"))
+    assert "head-cells.json" not in speed and "test_extrapolation" not in speed
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
