@@ -189,11 +189,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="two sides without a measurement or kernel in common do not fail the comparison")
     p_cmp.add_argument("--force-speed", action="store_true",
                        help="compare kernel timings measured on different machines (refused otherwise)")
+    p_cmp.add_argument("--method", default="auto", choices=("auto", "exact", "paired", "unpaired"),
+                       help="how quality is compared: auto (default) is exact when both sides hold one numeric kind "
+                       "(CPU vendor and numerics mode), the same, and unpaired when their kinds differ: seeds "
+                       "unpaired, Welch t against a practical margin, Holm over all measurements; paired: the "
+                       "paired bootstrap over seeds x samples (same as --statistical)")
     p_cmp.add_argument("--statistical", action="store_true",
-                       help="for results from different machines: a regression is a paired-bootstrap difference over "
-                       "seeds x samples whose 95%% interval excludes 0 and that is worse than a practical margin")
+                       help="--method paired: a regression is a paired-bootstrap difference over seeds x samples "
+                       "whose 95%% interval excludes 0 and that is worse than a practical margin")
     p_cmp.add_argument("--margin", action="append", metavar="[METRIC=]X", default=None,
-                       help="with --statistical: the practical margin, every metric's or one metric's (repeatable; "
+                       help="with --method paired or unpaired: the practical margin, every metric's or one metric's (repeatable; "
                        "default 0.02 absolute for accuracies, 1%% of base for perplexity; see docs/regression.md)")
     p_cmp.add_argument("--top", type=int, default=10, help="show the N largest changes per table (default 10)")
     p_cmp.add_argument("--all", "--verbose", dest="show_all", action="store_true", help="show every change")
@@ -308,7 +313,7 @@ def _compare(args: argparse.Namespace) -> int:
     result = compare(args.base, args.head, tolerance=args.tolerance, speed_threshold=args.speed_threshold,
                      allow_missing=args.allow_missing,
                      allow_no_overlap=args.allow_no_overlap, force_speed=args.force_speed, top=args.top,
-                     statistical=args.statistical, margins=args.margin)
+                     statistical=args.statistical, margins=args.margin, method=args.method)
     for warning in result.warnings:
         print(f"lenbench: warning: {warning}", file=sys.stderr)
     print(result.format(show_all=args.show_all))

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lenbench.benchmark.speed_gate import SKIPPED, UNCHANGED, CaseResult, GateResult
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "bench.yml"
 
@@ -57,8 +59,9 @@ def artifact(tmp_path: Path, *, quality=None, speed=None, reused=(True, True, Fa
 def test_a_pass_names_each_gate_what_it_ran_against_and_the_cells(tmp_path):
     reused = (True, True, True, False)
     kernels = ["k1", "k2", "k3"]
+    gate = GateResult([CaseResult(k, UNCHANGED) for k in kernels] + [CaseResult("k4", SKIPPED)], 0.1, 21, "b", "h")
     text, passed, notes = summary.render(artifact(tmp_path, quality="0", speed="0", reused=reused,
-                                                  speed_json={"kernels": kernels, "threshold": 0.1}))
+                                                  speed_json=gate.to_json()))
     assert passed and not notes
     assert "**Verdict: pass**" in text
     quality = next(line for line in text.splitlines() if line.startswith("- **Quality**"))

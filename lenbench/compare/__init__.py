@@ -7,7 +7,8 @@ One module per step, each importing only the ones before it:
 - `lenbench.compare.sides`: one side (results directory, results / leaderboard CSV, benchmark JSON),
   its cells, data fingerprints, machine facts and provenance, and how two sides' setups differ.
 - `lenbench.compare.stats`: the statistical quality comparison (paired bootstrap against margins).
-- `lenbench.compare.quality`: metric regressions (exact or statistical), cells failed / missing in head.
+- `lenbench.compare.across`: quality across numeric kinds (seeds unpaired, Welch t, Holm).
+- `lenbench.compare.quality`: metric regressions (exact, paired or unpaired), cells failed / missing in head.
 - `lenbench.compare.speed`: kernel timings and training steps.
 - `lenbench.compare.gate`: `compare`, the `Comparison` (verdict, report text, exit code).
 """

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lenbench.compare.across import unpaired_summary_line
 from lenbench.compare.quality import (
     FAILED,
     IMPROVED,
@@ -33,11 +34,14 @@ from lenbench.compare.quality import (
     WITHIN,
     compare_quality,
 )
-from lenbench.compare.sides import compare_setups, load_side
+from lenbench.compare.sides import compare_setups, load_side, numeric_kinds
 from lenbench.compare.speed import FASTER, KERNEL_JOIN, SLOWER, compare_speed
 from lenbench.compare.stats import parse_margins, summary_line, units_table
 from lenbench.report.formatting import markdown_table
 from lenbench.results.schema import ResultsError
+
+#: How quality can be compared (`compare`'s ``method``; "auto" picks exact or unpaired by numeric kind).
+METHODS = ("exact", "paired", "unpaired")
 
 
 @dataclasses.dataclass
@@ -62,6 +66,8 @@ class Comparison:
     top: int = 10
     margins: dict | None = None  # statistical comparison (lenbench.compare.stats) when set, else exact
     machines: str = ""  # the machine difference between the sides, "" when none is recorded
+    method: str = "exact"  # how quality was compared: exact, paired or unpaired (METHODS)
+    kinds: str = ""  # the sides' numeric kinds, "base → head" or the one kind ("" unknown)
 
     def _count(self, frame: pd.DataFrame | None, status: str) -> int:
         return 0 if frame is None or frame.empty else int((frame["status"] == status).sum())
@@ -105,8 +111,11 @@ class Comparison:
         """Why the gate fails, one reason per entry (empty: it passes)."""
         out = []
         if n := self._count(self.quality, REGRESSION):
-            out.append(f"{n} measurement(s) worse than base" if self.margins is None else
-                       f"{n} measurement(s) worse than base beyond the margin with support, or ok in base and failed in head")
+            out.append({"exact": f"{n} measurement(s) worse than base",
+                        "paired": f"{n} measurement(s) worse than base beyond the margin with support, or ok in base "
+                                  "and failed in head",
+                        "unpaired": f"{n} measurement(s) worse than base beyond the margin after Holm's correction, or "
+                                    "ok in base and failed in head"}[self.method])
         if n := self.failed_cells:
             out.append(f"{n} cell(s) ok in base failed in head")
         if not self.allow_missing and (self._missing_ok_in_base() or self.missing_cells):
@@ -148,7 +157,7 @@ class Comparison:
         q = self.quality
         if self.level == "none":
             lines.append("Quality: no extrapolation results on either side.")
-        elif self.margins is not None:
+        elif self.method != "exact":
             lines += self._statistical_section(limit)
         else:
             counts = {s: self._count(q, s) for s in (REGRESSION, FAILED, IMPROVED, WITHIN, UNCHANGED, MISSING, NEW)}
@@ -181,13 +190,23 @@ class Comparison:
                          f"regression(s): {'; '.join(failures)}.")
         else:
             lines.append("OK: no regression.")
+        if self.level == "rows":
+            lines.append(f"Quality was compared {self.how()}.")
         return "\n".join(lines)
+
+    def how(self) -> str:
+        """Which comparison the verdict rests on, in words (the report's last line)."""
+        kinds = f" ({self.kinds})" if self.kinds else ""
+        return {"exact": f"exactly, value by value{kinds}",
+                "paired": f"by the paired bootstrap over seeds × samples against margins{kinds}",
+                "unpaired": f"across numeric kinds{kinds}: seeds unpaired, Welch t against margins, Holm"}[self.method]
 
     def _statistical_section(self, limit: int | None) -> list[str]:
         """The quality section of a statistical comparison: units over seeds, then the measurements
         not ok on both sides, compared exactly."""
         q = self.quality
-        lines = [summary_line(q, self.margins, self.machines)]
+        lines = [unpaired_summary_line(q, self.margins, self.kinds) if self.method == "unpaired" else
+                 summary_line(q, self.margins, self.machines)]
         if table := units_table(q, limit):
             lines += ["", table]
         exact = q[q["seed"].astype(str) != "all"]
@@ -270,7 +289,7 @@ def percent(fraction: float) -> str:
 def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed_threshold: float = 0.10,
             allow_missing: bool = False, allow_no_overlap: bool = False,
             force_speed: bool = False, top: int = 10, statistical: bool = False,
-            margins: list[str] | None = None) -> Comparison:
+            margins: list[str] | None = None, method: str = "auto") -> Comparison:
     """Compare two runs (see `lenbench.compare` and the docstrings of its modules).
 
     Args:
@@ -284,27 +303,44 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
         statistical: compare quality by paired bootstrap over seeds × samples against practical
             margins (`lenbench.compare.stats`), for results from different machines.
         margins: ``--margin`` overrides of the statistical margins (``X`` or ``METRIC=X``).
+        method: how quality is compared (`METHODS`): "auto" (default) compares exactly when both sides
+            hold one numeric kind, the same, or record no machine difference, and unpaired
+            (`lenbench.compare.across`) when their kinds differ (recorded, or inferred from the machine
+            facts of older results); "exact", "paired" (= `statistical`) or "unpaired" force one.
 
     Raises:
         ResultsError: unreadable input, negative thresholds, a task measured on different data, or
             timings from different machines without `force_speed` (one line each).
     """
-    if margins and not statistical:
-        raise ResultsError("--margin applies to the statistical comparison: add --statistical")
-    if statistical and tolerance:
-        raise ResultsError("--tolerance applies to the exact comparison; --statistical uses --margin instead")
-    margin_of = parse_margins(margins) if statistical else {}
+    if method not in ("auto", *METHODS):
+        raise ResultsError(f"--method {method!r}: expected auto, {', '.join(METHODS)}")
+    if statistical:
+        if method not in ("auto", "paired"):
+            raise ResultsError(f"--statistical is --method paired; it cannot be combined with --method {method}")
+        method = "paired"
+    if margins and method in ("auto", "exact"):
+        raise ResultsError("--margin applies to a statistical comparison: add --method paired or unpaired")
+    if method in ("paired", "unpaired") and tolerance:
+        raise ResultsError(f"--tolerance applies to the exact comparison; --method {method} uses --margin instead")
     if tolerance < 0 or speed_threshold < 0 or math.isnan(tolerance) or math.isnan(speed_threshold):
         raise ResultsError(f"--tolerance and --speed-threshold must be ≥ 0, got {tolerance} and {speed_threshold}")
     if top < 1:
         raise ResultsError(f"--top must be at least 1, got {top}")
     b, h = load_side(base), load_side(head)
     setup = compare_setups(b, h)
-    q = compare_quality(b, h, tolerance, margin_of if statistical else None, setup)
+    kb, kh = numeric_kinds(b), numeric_kinds(h)
+    kinds = (next(iter(kb)) if kb == kh and len(kb) == 1 else
+             f"{', '.join(sorted(kb)) or 'unknown'} → {', '.join(sorted(kh)) or 'unknown'}" if kb or kh else "")
+    if method == "auto":  # another kind, recorded or inferred from the machine facts: unpaired
+        same = (kb == kh and len(kb) == 1) or not setup.machines or setup.pinned
+        rows = all(s.rows is not None and not s.rows.empty and s.board is None for s in (b, h))
+        method = "exact" if same or tolerance or not rows else "unpaired"
+    margin_of = parse_margins(margins) if method != "exact" else None
+    q = compare_quality(b, h, tolerance, margin_of, setup, method)
     speed, speed_warnings, speed_notes = compare_speed(b, h, speed_threshold, force_speed, setup)
     level = q.level
-    if statistical and level != "rows":
-        raise ResultsError(f"--statistical needs measurement rows with sample scores on both sides (a results "
+    if method != "exact" and level != "rows":
+        raise ResultsError(f"--method {method} needs measurement rows with sample scores on both sides (a results "
                            f"directory, results CSV or benchmark JSON), not {'a leaderboard CSV' if level == 'leaderboard' else 'kernel timings only'}")
     if level == "none" and speed is None:
         raise ResultsError(f"nothing to compare: neither {base} nor {head} holds extrapolation rows, and they do not "
@@ -312,4 +348,4 @@ def compare(base: str | Path, head: str | Path, *, tolerance: float = 0.0, speed
     return Comparison(str(base), str(head), level, q.frame, speed, tolerance, speed_threshold,
                       q.notes + speed_notes, cells=q.cells, allow_missing=allow_missing,
                       allow_no_overlap=allow_no_overlap, warnings=setup.warnings + q.warnings + speed_warnings,
-                      top=top, margins=margin_of if statistical else None, machines=setup.machines)
+                      top=top, margins=margin_of, machines=setup.machines, method=method, kinds=kinds)

@@ -31,6 +31,7 @@ import math
 
 import pandas as pd
 
+from lenbench.compare.across import unpaired_quality
 from lenbench.compare.sides import BOARD_JOIN, CELL_KEY, CELL_OK, Setup, Side, check_fingerprints
 from lenbench.compare.stats import statistical_quality
 from lenbench.metrics import METRICS
@@ -164,8 +165,11 @@ class Quality:
     notes: list[str]
 
 
-def compare_quality(b: Side, h: Side, tolerance: float, margins: dict | None, setup: Setup) -> Quality:
-    """Quality of head against base (module docstring): exact, or statistical when `margins` is set
+def compare_quality(b: Side, h: Side, tolerance: float, margins: dict | None, setup: Setup,
+                    method: str = "exact") -> Quality:
+    """Quality of head against base (module docstring): ``method`` "exact"; "paired", the paired
+    bootstrap of `lenbench.compare.stats`; or "unpaired", across numeric kinds
+    (`lenbench.compare.across`). The statistical methods need `margins`
     (`lenbench.compare.stats.parse_margins`).
 
     Raises:
@@ -186,12 +190,14 @@ def compare_quality(b: Side, h: Side, tolerance: float, margins: dict | None, se
         level = "rows"
         notes += check_fingerprints(b, h)
         quality = compare_rows(b.rows, h.rows, tolerance, (b.source, h.source))
-        if margins is not None:
+        if method == "unpaired":
+            quality = unpaired_quality(b.rows, h.rows, quality, margins, (b.source, h.source))
+        elif method == "paired":
             quality = statistical_quality(b.rows, h.rows, quality, margins, (b.source, h.source))
         elif machines and not pinned:
             warnings.append("the exact comparison is expected to differ across machines (float rounding of another "
-                            "vector ISA or BLAS): compare with --statistical (paired bootstrap over seeds × samples, "
-                            "regressions beyond a practical margin)")
+                            "vector ISA or BLAS): compare with --method unpaired (seeds as independent draws, the "
+                            "default when both sides record their numeric kinds and they differ) or --method paired")
         elif machines:
             notes.append("both sides pinned the same numerics on one CPU vendor: exact values should match across these machines")
         cells = compare_cells(b.cells, h.cells)

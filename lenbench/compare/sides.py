@@ -290,6 +290,18 @@ def machine_difference(b: Side, h: Side, *, named: tuple[str, ...] = ()) -> tupl
     return differ, pinned
 
 
+def numeric_kinds(side: Side) -> set[str]:
+    """The numeric kinds of a side's rows (`lenbench.numerics.numeric_kind` of each row's numerics and CPU
+    model); empty when its rows record no numerics (older results, a leaderboard CSV)."""
+    rows = side.rows
+    if rows is None or rows.empty or "numerics" not in rows.columns:
+        return set()
+    models = rows["cpu_model"] if "cpu_model" in rows.columns else pd.Series([""] * len(rows), index=rows.index)
+    pairs = {(str(n), "" if m is None or m != m else str(m)) for n, m in zip(rows["numerics"], models, strict=True)
+             if n is not None and n == n and str(n)}
+    return {numerics.numeric_kind(n, m) for n, m in pairs}
+
+
 def _describe(values: set) -> str:
     return ", ".join(sorted(values))
 

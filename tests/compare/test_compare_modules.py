@@ -8,7 +8,7 @@ import lenbench.compare as package
 
 COMPARE = Path(package.__file__).parent
 #: The steps in import order (`lenbench/compare/__init__.py` lists them).
-STEPS = ("inputs", "sides", "stats", "quality", "speed", "gate")
+STEPS = ("inputs", "sides", "stats", "across", "quality", "speed", "gate")
 
 
 def lenbench_imports(path: Path) -> set[str]:

@@ -113,10 +113,13 @@ MACHINES = ("cpu_model AMD EPYC 9B14 → Intel Xeon E5-2680 v4; cpu_capability A
 
 def test_cross_machine_noise_fails_exactly_and_passes_statistically(tmp_path, base, capsys):
     noisy = write_cells(tmp_path / "noisy", flip_one_sample(make_rows(AVX2, noise=1e-6)))
-    code, out, err = run_cli(capsys, base, noisy)  # exact stays the default: every rounding difference counts
+    code, out, err = run_cli(capsys, base, noisy)  # two numeric kinds: auto compares them unpaired
+    assert code == 0 and "OK: no regression." in out, out
+    assert "Quality was compared across numeric kinds (native@amd → pinned:avx2@intel): seeds unpaired" in out
+    code, out, err = run_cli(capsys, base, noisy, "--method", "exact")  # forced exact: every rounding difference counts
     assert code == 1 and "FAIL" in out
     assert f"WARNING: base and head ran on different machines: {MACHINES}" in out
-    assert "the exact comparison is expected to differ across machines" in out and "--statistical" in out
+    assert "the exact comparison is expected to differ across machines" in out and "--method unpaired" in out
     assert f"lenbench: warning: base and head ran on different machines: {MACHINES}" in err
     code, out, err = run_cli(capsys, base, noisy, "--statistical")
     assert code == 0 and "OK: no regression." in out, out
@@ -170,13 +173,15 @@ def test_old_base_results_infer_the_machine_from_the_benchmark_json(tmp_path, ca
     (old / "bench.json").write_text(json.dumps({"machine_info": {"cpu": {"brand_raw": "AMD EPYC", "flags": flags}},
                                                 "benchmarks": []}))
     noisy = write_cells(tmp_path / "noisy", make_rows(AVX2, noise=1e-6))
-    code, out, _ = run_cli(capsys, old, noisy)
+    code, out, _ = run_cli(capsys, old, noisy)  # the inferred machine differs: compared unpaired
+    assert code == 0 and "Quality was compared across numeric kinds (unknown → pinned:avx2@intel)" in out
+    code, out, _ = run_cli(capsys, old, noisy, "--method", "exact")
     assert code == 1
     assert ("WARNING: base and head ran on different machines: cpu_model AMD EPYC (inferred) → Intel Xeon E5-2680 v4; "
             "cpu_capability AVX512 (inferred) → AVX2; numerics native (inferred) → pinned:avx2@intel (inferred: read "
             "from a "
             "benchmark JSON's machine_info where rows record no machine facts") in out
-    assert "--statistical" in out
+    assert "--method unpaired" in out
     code, out, _ = run_cli(capsys, old, noisy, "--statistical")
     assert code == 0 and "across machines (cpu_model AMD EPYC (inferred) → Intel Xeon" in out
 
@@ -198,7 +203,7 @@ def test_same_machine_and_same_pinned_numerics_suggest_nothing(tmp_path, base, c
     amd = write_cells(tmp_path / "amd", make_rows({**AVX512, "numerics": "pinned:avx2"}))
     code, out, _ = run_cli(capsys, amd, head(tmp_path, "h2"))
     assert "numerics pinned:avx2@amd → pinned:avx2@intel" in out
-    assert "exact values should match" not in out and "--statistical" in out
+    assert "exact values should match" not in out and "Quality was compared across numeric kinds" in out
 
 
 def test_a_measurement_failed_in_head_stays_a_regression(tmp_path, base):
@@ -251,7 +256,7 @@ def test_statistical_refuses_a_leaderboard_and_unreadable_sample_scores(tmp_path
 
     write_report(base, tmp_path / "report", plots=False)
     code, _, err = run_cli(capsys, tmp_path / "report" / "leaderboard.csv", base, "--statistical")
-    assert code == 2 and "--statistical needs measurement rows" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "--method paired needs measurement rows" in err and len(err.strip().splitlines()) == 1
     rows = make_rows(AVX2)
     rows[0]["sample_scores"] = "1 0 x"
     code, _, err = run_cli(capsys, base, write_cells(tmp_path / "bad", rows), "--statistical")
