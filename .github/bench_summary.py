@@ -139,15 +139,12 @@ def numerics(directory: Path, side: str) -> set[str]:
 
 
 def speed_kernels(speed: object) -> int | None:
-    """How many kernels `lenbench speed-gate`'s JSON compared: the length of its `kernels`, else
-    its `n_kernels`; None when it says neither."""
-    if not isinstance(speed, dict):
+    """How many kernels `lenbench speed-gate`'s JSON (`GateResult.to_json`) timed on both sides: its
+    `cases` that were neither skipped nor on one side only; None when it has no `cases`."""
+    if not isinstance(speed, dict) or not isinstance(speed.get("cases"), list):
         return None
-    kernels = speed.get("kernels")
-    if isinstance(kernels, (list, dict)):
-        return len(kernels)
-    count = speed.get("n_kernels")
-    return count if isinstance(count, int) else None
+    untimed = ("skipped", "only in base", "only in head")
+    return sum(isinstance(c, dict) and c.get("status") not in untimed for c in speed["cases"])
 
 
 def _percent(value: str | float | None) -> str:

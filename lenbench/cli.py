@@ -7,8 +7,10 @@
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench slim-bench IN OUT [--cells DIR]
     lenbench export-bench BENCH_JSON --out DIR
-    lenbench compare BASE HEAD [--tolerance X] [--speed-threshold 0.10] [--allow-missing] [--allow-no-overlap]
-                     [--force-speed] [--top N | --all] [--statistical [--margin [METRIC=]X ...]]
+    lenbench compare BASE HEAD [--method auto|exact|paired|unpaired] [--tolerance X] [--speed-threshold 0.10]
+                     [--allow-missing] [--allow-no-overlap] [--force-speed] [--top N | --all] [--margin [METRIC=]X ...]
+    lenbench speed-gate BASE_TREE HEAD_TREE [--base-python PY] [--head-python PY] [--threshold 0.10] [--rounds 21]
+                        [--kernels PATTERN ...] [--json FILE] [--markdown FILE]
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+
+from lenbench.cli_bench import BENCH_COMMANDS, add_bench_parsers
 
 # Nothing heavy at module level (torch, pandas): `main` imports them inside its handling of
 # Ctrl-C, so an interrupt while they load ends in one line, not a traceback.
@@ -163,18 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(publications nested in it, your own files) is kept")
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
-    p_slim = sub.add_parser("slim-bench", help="an earlier benchmark JSON in the current form: rows packed once per "
-                            "cell, each cell timed by its compute time, nothing recomputed", formatter_class=HelpFormatter)
-    p_slim.add_argument("input", metavar="IN", help="a benchmark JSON of `pytest bench --benchmark-json`")
-    p_slim.add_argument("output", metavar="OUT", help="where to write it (atomically; may be IN itself)")
-    p_slim.add_argument("--cells", default=None, metavar="DIR",
-                        help="results directory whose cells/*.json give each cell's compute seconds (default: IN's "
-                             "directory when it holds cells/)")
-
-    p_exp = sub.add_parser("export-bench", help="github-action-benchmark's custom JSON of a benchmark JSON: "
-                           "bigger-is-better.json and smaller-is-better.json", formatter_class=HelpFormatter)
-    p_exp.add_argument("bench_json", metavar="BENCH_JSON", help="a benchmark JSON of `pytest bench --benchmark-json`")
-    p_exp.add_argument("--out", required=True, metavar="DIR", help="directory to write the two files into")
+    add_bench_parsers(sub, HelpFormatter)
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)
     p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
@@ -203,48 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_cmp.add_argument("--top", type=int, default=10, help="show the N largest changes per table (default 10)")
     p_cmp.add_argument("--all", "--verbose", dest="show_all", action="store_true", help="show every change")
 
-    p_gate = sub.add_parser("speed-gate", help="time two checkouts' kernels interleaved on this machine; exit 1 when "
-                            "one is slower beyond the threshold with its whole 95%% interval", formatter_class=HelpFormatter)
-    p_gate.add_argument("base_tree", help="checkout of the base (a directory holding lenbench/)")
-    p_gate.add_argument("head_tree", help="checkout of the head")
-    p_gate.add_argument("--base-python", default=sys.executable,
-                        help="interpreter of the base checkout's environment (default: this one)")
-    p_gate.add_argument("--head-python", default=sys.executable,
-                        help="interpreter of the head checkout's environment (default: this one)")
-    p_gate.add_argument("--suite", default="quick", help="whose kernels: section lists the kernels "
-                        "(LENBENCH_KERNEL_* variables override it, as in pytest bench)")
-    p_gate.add_argument("--threshold", type=float, default=0.10,
-                        help="the slowdown a kernel must exceed with its whole interval to fail (default 0.10 = 10%%)")
-    p_gate.add_argument("--rounds", type=int, default=21, help="interleaved rounds per kernel (default 21, at least 6)")
-    p_gate.add_argument("--kernels", action="append", default=None, metavar="PATTERN",
-                        help="only kernels whose id matches (fnmatch, e.g. 'rope-*-T1024-fp32'; repeatable)")
-    p_gate.add_argument("--json", default=None, metavar="FILE", help="also write the result as JSON")
-    p_gate.add_argument("--markdown", default=None, metavar="FILE", help="also write the report as markdown")
-    p_gate.add_argument("--all", dest="show_all", action="store_true", help="list every kernel, unchanged ones too")
-    p_gate.add_argument("--quiet", action="store_true", help="no progress line per kernel")
     return parser
-
-
-def _speed_gate(args: argparse.Namespace) -> int:
-    import json
-
-    from lenbench.atomic import atomic_write_text
-    from lenbench.benchmark.speed_gate import run_gate
-
-    def progress(case: str) -> None:
-        if not args.quiet:
-            print(f"speed-gate: timing {case}", file=sys.stderr, flush=True)
-
-    result = run_gate(args.base_tree, args.head_tree, base_python=args.base_python, head_python=args.head_python,
-                      suite=args.suite, threshold=args.threshold, rounds=args.rounds, select=args.kernels,
-                      progress=progress)
-    text = result.markdown(show_all=args.show_all)
-    print(text)
-    if args.json:
-        atomic_write_text(Path(args.json), json.dumps(result.to_json(), indent=1) + "\n")
-    if args.markdown:
-        atomic_write_text(Path(args.markdown), text + "\n")
-    return result.exit_code
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -279,31 +231,6 @@ def _publish(args: argparse.Namespace) -> int:
 
     written = publish(args.run_dir, args.to, benchmark_json=args.benchmark_json, plots=not args.no_plots)
     print(f"published {args.run_dir} to {args.to}: {len(written)} file(s)")
-    return 0
-
-
-def _slim_bench(args: argparse.Namespace) -> int:
-    from lenbench.benchmark.bench_json import cell_seconds, slim, write
-    from lenbench.results.schema import read_json
-    from lenbench.run.store import cell_files
-
-    source = Path(args.input)
-    cells = Path(args.cells) if args.cells else (source.parent if (source.parent / "cells").is_dir() else None)
-    if args.cells and not cell_files(cells.parent if cells.name == "cells" else cells):
-        raise ValueError(f"--cells {args.cells}: no cells/*.json there; give the results directory the benchmark "
-                         "JSON was made from, or leave --cells out (cells without a time keep their round)")
-    before = source.stat().st_size if source.is_file() else 0
-    data = slim(read_json(source), cell_seconds(cells) if cells is not None else None, where=str(source))
-    write(args.output, data)
-    print(f"wrote {args.output}: {before:,} → {Path(args.output).stat().st_size:,} bytes")
-    return 0
-
-
-def _export_bench(args: argparse.Namespace) -> int:
-    from lenbench.benchmark.export_github import export
-
-    for path, entries in export(args.bench_json, args.out).items():
-        print(f"wrote {path}: {entries} entries")
     return 0
 
 
@@ -455,12 +382,8 @@ def _main(argv: list[str] | None) -> int:
             return _publish(args)
         if args.command == "compare":
             return _compare(args)
-        if args.command == "speed-gate":
-            return _speed_gate(args)
-        if args.command == "slim-bench":
-            return _slim_bench(args)
-        if args.command == "export-bench":
-            return _export_bench(args)
+        if args.command in BENCH_COMMANDS:
+            return BENCH_COMMANDS[args.command](args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2
