@@ -176,6 +176,10 @@ def render(directory: Path, *, bench_result: str = "success", accepted: bool = F
             f"numerics differ ({', '.join(sorted(modes))})" if modes else "numerics not recorded")
     tolerance = f.get("quality_tolerance", "")
     how = "exact" if tolerance in ("0", "0.0", "") else f"tolerance {_percent(tolerance)}"
+    said = [line for line in (_text(directory / "compare-quality.txt") or "").splitlines()
+            if line.startswith("Quality was compared ")]
+    if said:  # `lenbench compare` names the comparison its verdict rests on (exact, or unpaired across kinds)
+        how = said[-1].removeprefix("Quality was compared ").rstrip(".")
     quality = f"{how}, {f.get('suite') or 'suite'} suite on one runner (same CPU: {f.get('cpu_model') or '?'}; {kind}), {against}"
     if state == "ran":
         if detail == "0":

@@ -178,3 +178,12 @@ def test_every_uses_step_has_an_emulation_and_the_install_steps_exist(workflow):
     assert used <= emulated
     source = (ROOT / ".github" / "run_locally.py").read_text()
     assert all(f'"{action}"' in source for action in used)
+
+
+def test_the_quality_line_names_the_comparison_lenbench_compare_made(tmp_path):
+    directory = artifact(tmp_path, quality="0", speed=("skipped", "no cases"))
+    (directory / "compare-quality.txt").write_text(
+        "OK: no regression.\nQuality was compared exactly, value by value (pinned:x86-avx2@amd).\n")
+    text, passed, _ = summary.render(directory)
+    quality = next(line for line in text.splitlines() if line.startswith("- **Quality**"))
+    assert passed and "exactly, value by value (pinned:x86-avx2@amd)" in quality
