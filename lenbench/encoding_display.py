@@ -53,6 +53,8 @@ BUILTIN: dict[str, Look] = {
     "prope": Look("#c5b0d5", "8"),
     "ssmax": Look("#c49c94", "o"),
     "dape": Look("#f7b6d2", "s"),
+    "pope": Look("#dbdb8d", "^"),
+    "hybrid": Look("#9edae5", "D"),
 }
 
 #: Colours of encodings not in `BUILTIN`: the two strongest shades of each hue of matplotlib's

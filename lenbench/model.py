@@ -3,7 +3,8 @@
 Pre-LN blocks (LayerNorm → attention → residual, LayerNorm → MLP → residual) on
 `torch.nn.functional.scaled_dot_product_attention`. The encoding enters through its hooks:
 `embed` on the token embeddings, `rotate` on queries and keys, `attention_bias` as an additive
-attention mask. One encoding instance is shared by all layers.
+attention mask. One encoding instance is shared by all layers; the layer hooks (`layer_bias`,
+`layer_rotate`, `attend`), called only for an encoding that declares them, receive the layer's index.
 """
 
 from __future__ import annotations
@@ -77,13 +78,18 @@ class Attention(nn.Module):
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=-1)  # 3 × (B, T, D)
         q, k, v = (t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
-        q, k = enc.rotate(q, k, pos)  # (B, H, T, Dh); values are never rotated
+        if enc.rotates_per_layer:  # a rotation of this layer (the NoPE/RoPE hybrid)
+            q, k = enc.layer_rotate(q, k, pos, self.layer)  # (B, H, T, Dh)
+        else:
+            q, k = enc.rotate(q, k, pos)  # (B, H, T, Dh) (PoPE: 2Dh); values are never rotated
         if enc.content_dependent:
             bias = enc.attention_bias(q, k, pos, pos).to(q.dtype)  # (B|1, H, T, T), recomputed per layer
             mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
         if enc.layer_dependent:  # FoX, DAPE: a bias of this layer, read from its input x
-            bias = enc.layer_bias(x, q, k, pos, self.layer).to(q.dtype)  # (B|1, H, T, T)
-            mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
+            bias = enc.layer_bias(x, q, k, pos, self.layer)  # (B|1, H|1, T, T), or None: none in this layer
+            if bias is not None:
+                bias = bias.to(q.dtype)
+                mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
         if enc.replaces_softmax:  # stick-breaking, SSMax
             y = enc.attend(q, k, v, mask, self.dropout if self.training else 0.0, self.layer)  # (B, H, T, Dh)
         else:

@@ -10,6 +10,7 @@ Every encoding subclasses `PositionalEncoding` and overrides only the hooks it n
 | `bias(q_pos, k_pos)`                  | additive bias (ALiBi, T5, …)    | `(B|1, H, Tq, Tk)` additive bias  |
 | `attention_bias(q, k, q_pos, k_pos)`  | content-dependent bias (CoPE)   | as `bias`, may read q and k       |
 | `layer_bias(x, q, k, pos, layer)`     | per-layer bias (FoX, DAPE)      | as `bias`, may read the layer input |
+| `layer_rotate(q, k, pos, layer)`      | per-layer rotation (hybrid)     | as `rotate`, for that layer       |
 | `attend(q, k, v, mask, p, layer)`     | softmax replaced (stick-breaking, SSMax) | the attention output     |
 
 Positions are always explicit integer tensors `pos` of shape `(B, T)`; no hook builds an
@@ -311,11 +312,21 @@ class PositionalEncoding(nn.Module):
     layer_dependent: ClassVar[bool] = False
     #: True when `attend` replaces the model's softmax attention.
     replaces_softmax: ClassVar[bool] = False
+    #: True when the rotation differs between layers: the model then calls `layer_rotate` in place of `rotate`.
+    rotates_per_layer: ClassVar[bool] = False
+
+    def layer_rotate(
+        self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, layer: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`rotate` of layer `layer` (e.g. RoPE in some layers, none in others), called when
+        `rotates_per_layer`; arguments as `rotate`, plus the layer's index."""
+        return self.rotate(q, k, pos)
 
     def layer_bias(
         self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, layer: int
     ) -> torch.Tensor | None:
-        """Additive bias (B|1, H, T, T) of layer `layer`, called there when `layer_dependent`.
+        """Additive bias (B|1, H|1, T, T) of layer `layer`, or None for no bias in that layer;
+        called there when `layer_dependent`.
 
         Args:
             x: (B, T, D) the attention's input (the normalised residual stream), e.g. FoX's gates.

@@ -71,13 +71,13 @@ def attention_layer(x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     Returns:
         (B, H, T, Dh), before the output projection.
     """
-    q, k = enc.rotate(q, k, pos)  # (B, H, T, Dh)
+    q, k = enc.layer_rotate(q, k, pos, layer) if enc.rotates_per_layer else enc.rotate(q, k, pos)  # (B, H, T, Dh)
     if enc.content_dependent:
         bias = enc.attention_bias(q, k, pos, pos).to(q.dtype)  # (B|1, H, T, T)
         mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
-    if enc.layer_dependent:
-        bias = enc.layer_bias(x, q, k, pos, layer).to(q.dtype)  # (B|1, H, T, T)
-        mask = bias if mask is None else bias + mask  # (B|1, H, T, T)
+    bias = enc.layer_bias(x, q, k, pos, layer) if enc.layer_dependent else None  # (B|1, H|1, T, T) or None
+    if bias is not None:
+        mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype) + mask  # (B|1, H, T, T)
     if enc.replaces_softmax:
         return enc.attend(q, k, v, mask, 0.0, layer)  # (B, H, T, Dh)
     return attend(q, k, v, mask, enc.dims.causal and mask is None, 0.0)  # (B, H, T, Dh)

@@ -6,6 +6,7 @@
 | stickbreaking   | `naive_stickbreaking_attn` (fla/ops/stickbreaking_attn/naive.py) | the same                     |
 | stickbreaking   | `stickbreaking` (stickbreaking_attention/sb_ref.py, Tan et al.) | a checkout of shawntan/stickbreaking-attention on PYTHONPATH (not on PyPI) |
 | dape            | `AliBi_DAPE`, `ParallelKerpleLog_DAPE` (DAPE.py, Zheng et al.)  | a checkout of chuanyang-Zheng/DAPE on PYTHONPATH (not on PyPI) |
+| pope            | `apply_pope_to_qk`, `PoPE` (PoPE_pytorch/pope.py): a third party's (lucidrains), not the authors' | `pip install PoPE-pytorch`, or a checkout of lucidrains/PoPE-pytorch on PYTHONPATH |
 
 Each test skips, naming what to install, where its source is absent. The flash-linear-attention
 and stick-breaking packages import triton (GPU kernels) in their `__init__`, which a CPU machine
@@ -15,7 +16,10 @@ file inside the installed package without running the package's `__init__`.
 p-RoPE's and SSMax's authors publish no code that runs here (the p-RoPE paper's listing is JAX
 pseudocode; SSMax has no author's package, and the `scalable-softmax` package on PyPI is a third
 party's, with n fixed to the input's full width rather than the causal count): both are held to
-their papers' formulas in test_frontier.py.
+their papers' formulas in test_frontier.py. PoPE's authors publish no code that could be found
+either; the closest is lucidrains' PoPE-pytorch, a third party's implementation, held equal below.
+The NoPE/RoPE hybrid's reference lines (Llama 4's layer schedule and chunk mask) are replicated
+verbatim in test_pope_hybrid.py: llama-models' module needs fairscale and a GPU process group.
 """
 
 from __future__ import annotations
@@ -205,3 +209,27 @@ def test_dape_kerple_equals_the_authors_kerple_dape(monkeypatch):
         ref = theirs(z)  # (B, H, T, T)
     causal = torch.ones(40, 40, dtype=torch.bool).tril()
     torch.testing.assert_close(ours[..., causal], ref[..., causal], atol=1e-10, rtol=0)
+
+
+def test_pope_equals_pope_pytorchs_apply_pope_to_qk():
+    """lucidrains' PoPE (third party): `PoPE(Dh, heads=H)` with our δ as its `bias`, `apply_pope_to_qk`
+    on the layer's q and k, then softmax(q̃·k̃ᵀ · Dh^−1/2) (its `softmax_scale` default, over the
+    original head dimension) with the causal mask: equal to the model's layer in float64."""
+    pope = pytest.importorskip("PoPE_pytorch.pope", reason="PoPE-pytorch is not importable: pip install PoPE-pytorch "
+                               "or put a checkout of lucidrains/PoPE-pytorch on PYTHONPATH")
+    m = model("pope", dtype=torch.float64)
+    with torch.no_grad():
+        m.pos_enc.delta.copy_(-torch.rand(H, DH, generator=torch.Generator().manual_seed(1)).double() * 6)
+    T = 12
+    theirs = pope.PoPE(DH, heads=H).double()
+    with torch.no_grad():
+        theirs.bias.copy_(m.pos_enc.delta)
+        theirs.inv_freqs.copy_(m.pos_enc.inv_freq())  # the same θ^(−c/Dh), computed in float64
+    for layer in range(L):
+        _, q, k, v, y = layer_io(m, tokens(T), layer)  # (B, T, H, Dh) each
+        with torch.no_grad():
+            rq, rk = pope.apply_pope_to_qk(theirs(T), q.transpose(1, 2), k.transpose(1, 2))  # (B, H, T, 2Dh)
+            scores = (rq @ rk.transpose(-1, -2)) * DH ** -0.5
+            scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+            o = scores.softmax(-1) @ v.transpose(1, 2)  # (B, H, T, Dh)
+        torch.testing.assert_close(project(m, layer, o.transpose(1, 2)), y, atol=1e-12, rtol=0)

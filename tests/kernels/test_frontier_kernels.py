@@ -1,5 +1,6 @@
-"""Kernels of the 2024–2025 frontier encodings (issue 22): layer (FoX, DAPE) and attend
-(stick-breaking, SSMax) kinds, `lenbench.kernels.layer`.
+"""Kernels of the 2024–2025 frontier encodings (issues 22, 40): layer (FoX, DAPE, the NoPE/RoPE hybrid)
+and attend (stick-breaking, SSMax) kinds, `lenbench.kernels.layer`; PoPE's rotary kind (its own
+`rotate`, compiled).
 
 - The eager reference is the model's attention: equal to `lenbench.model.Attention` (with its
   projections applied outside) on the same inputs, in two layers.
@@ -17,7 +18,8 @@ from lenbench.model import ModelConfig, Transformer
 B, H, D = 2, 4, 64
 DH = D // H
 CASES = [("fox", {}), ("dape", {}), ("dape", {"base": "alibi"}), ("stickbreaking", {}), ("ssmax", {}),
-         ("ssmax", {"base": "rope"}), ("ssmax", {"base": "alibi"})]
+         ("ssmax", {"base": "rope"}), ("ssmax", {"base": "alibi"}),
+         ("hybrid", {"window": 5}), ("hybrid", {"window": 5, "local": "chunked"})]  # layer 0 RoPE-local, 1 NoPE
 IDS = [f"{n}{p or ''}" for n, p in CASES]
 
 
@@ -141,3 +143,18 @@ def test_quick_times_its_boards_encodings_and_standard_and_the_catalog_time_all(
     quick = load_suite("quick")
     assert set(quick.kernels.encodings) == {e.name for e in quick.encodings}
     assert load_suite("standard").kernels.encodings == () and load_suite("catalog").kernels.encodings == ()
+
+
+@pytest.mark.parametrize("T", [24, 64])
+def test_pope_fused_rotation_equals_its_eager_rotate(T):
+    """PoPE's fused path is its own `rotate` compiled (no pair_rotation: magnitudes are softplus of the
+    content and the keys' phase carries δ); eager is the hook the model calls."""
+    enc = model("pope", {}).pos_enc
+    _, q, k, _, pos = inputs(T)
+    assert K.kernel_kind(enc) == "rotary" and K.rotary_inputs(enc, pos, torch.float32) is None
+    with torch.no_grad():
+        ref = enc.rotate(q, k, pos)  # (B, H, T, 2Dh) each
+        out = K.compiled_hook(enc, "rotate")(q, k, pos)
+    assert ref[0].shape == (B, H, T, 2 * DH)
+    for a, b in zip(out, ref, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -68,6 +68,11 @@ FRONTIER = [
     ("ssmax", {"base": "alibi"}, "attend", ["eager", "compiled"]),
     ("prope", {}, "rotary", ["eager", "fused"]),
     ("prope", {"p": 1.0}, "rotary", ["eager", "fused"]),
+    # issue 40: PoPE overrides `rotate` alone (no pair_rotation: its compiled rotate is the fused path); the
+    # hybrid's `layer_dependent` window bias makes it a layer encoding whatever it rotates
+    ("pope", {}, "rotary", ["eager", "fused"]),
+    ("hybrid", {}, "layer", ["eager", "compiled"]),
+    ("hybrid", {"local": "chunked"}, "layer", ["eager", "compiled"]),
 ]
 # The flex flavour of each bias encoding at contiguous and at gathered positions (skeleton branch).
 FLAVOURS_BEFORE = {"alibi": "alibi", "fire": "dense_shared", "kerple": "kerple_log", "sandwich": "table", "t5": "table"}
