@@ -53,6 +53,8 @@ BUILTIN: dict[str, Look] = {
     "prope": Look("#c5b0d5", "8"),
     "ssmax": Look("#c49c94", "o"),
     "dape": Look("#f7b6d2", "s"),
+    "path": Look("#dbdb8d", "^"),
+    "path-fox": Look("#9edae5", "v"),
 }
 
 #: Colours of encodings not in `BUILTIN`: the two strongest shades of each hue of matplotlib's
@@ -65,7 +67,7 @@ OTHER_COLORS: tuple[str, ...] = (
 OTHER_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H", "8")
 
 #: The rope_types of inference-time variants, in order (`lenbench.encodings.rope_scaling.ROPE_TYPES`).
-ROPE_TYPES: tuple[str, ...] = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "drope")
 
 
 def _hash(name: str, n: int) -> int:
