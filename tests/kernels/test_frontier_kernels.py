@@ -1,4 +1,4 @@
-"""Kernels of the 2024–2025 frontier encodings (issue 22): layer (FoX, DAPE) and attend
+"""Kernels of the 2024–2025 frontier encodings (issues 22, 40): layer (FoX, DAPE, PaTH, PaTH-FoX) and attend
 (stick-breaking, SSMax) kinds, `lenbench.kernels.layer`.
 
 - The eager reference is the model's attention: equal to `lenbench.model.Attention` (with its
@@ -17,7 +17,7 @@ from lenbench.model import ModelConfig, Transformer
 B, H, D = 2, 4, 64
 DH = D // H
 CASES = [("fox", {}), ("dape", {}), ("dape", {"base": "alibi"}), ("stickbreaking", {}), ("ssmax", {}),
-         ("ssmax", {"base": "rope"}), ("ssmax", {"base": "alibi"})]
+         ("ssmax", {"base": "rope"}), ("ssmax", {"base": "alibi"}), ("path", {}), ("path-fox", {})]
 IDS = [f"{n}{p or ''}" for n, p in CASES]
 
 
