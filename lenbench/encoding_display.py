@@ -55,6 +55,8 @@ BUILTIN: dict[str, Look] = {
     "dape": Look("#f7b6d2", "s"),
     "pope": Look("#dbdb8d", "^"),
     "hybrid": Look("#9edae5", "D"),
+    "path": Look("#c7c7c7", "^"),
+    "path-fox": Look("#fdae6b", "v"),
 }
 
 #: Colours of encodings not in `BUILTIN`: the two strongest shades of each hue of matplotlib's
@@ -67,7 +69,7 @@ OTHER_COLORS: tuple[str, ...] = (
 OTHER_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H", "8")
 
 #: The rope_types of inference-time variants, in order (`lenbench.encodings.rope_scaling.ROPE_TYPES`).
-ROPE_TYPES: tuple[str, ...] = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "drope")
 
 
 def _hash(name: str, n: int) -> int:

@@ -319,3 +319,26 @@ def _longrope(
     long = seq_len is not None and seq_len > original_max_position_embeddings
     ext = torch.tensor(long_factor if long else short_factor, dtype=torch.float64)  # (dim/2,)
     return default_inv_freq(dim, base) / ext, float(attention_factor)  # (dim/2,)
+
+
+@ROPE_TYPES.register("drope")
+def _drope(dim: int, base: float, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """DroPE: every positional embedding dropped (Gelberg et al. 2025, "Extending the Context of
+    Pretrained LLMs by Dropping Their Positional Embeddings", arXiv 2512.12167): every frequency 0,
+    so cos = 1 and sin = 0 at every position and the rotation is the identity: a RoPE model's
+    attention becomes NoPE's with the same weights, exactly (x · 1 − y · 0 = x).
+
+    This is how the authors drop RoPE (github.com/SakanaAI/DroPE, commit 260a8bb,
+    custom_models/attention.py l. 56–63: `position_embeddings = (ones_like(cos), zeros_like(sin))`
+    on the pretrained model's weights, l. 93–94). Not a transformers rope_type: lenbench's own. A
+    suite uses it as a fine-tuned variant (`finetune_steps` > 0, `finetune_ratio: 1`): after RoPE
+    training the copy is recalibrated at the training length without positions, as their
+    recalibration runs at the pretraining context (cfgs/run_cfg/llama2_7b_drope.yaml:
+    `max_seq_length: 4096`), then evaluated without positions at every length.
+
+    Args:
+        dim: the rotated dimension (even).
+        base: the RoPE base; unused (no frequency is left).
+        seq_len: unused.
+    """
+    return torch.zeros(dim // 2, dtype=torch.float64), 1.0  # (dim/2,)

@@ -1,4 +1,5 @@
-"""The 2024–2025 frontier encodings (issue 22): fox, stickbreaking, prope, ssmax, dape.
+"""The 2024–2025 frontier encodings (issues 22 and 40): fox, stickbreaking, prope, ssmax, dape, path,
+path-fox; and DroPE, RoPE's `drope` variant.
 
 Each is held equal to an independent float64 implementation of its paper's formula, written
 with plain loops over (head, query, key) on small inputs, and to the invariants that define it.
@@ -16,7 +17,7 @@ import torch
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
 from lenbench.model import ModelConfig, Transformer
 
-NEW = ["fox", "stickbreaking", "prope", "ssmax", "dape"]
+NEW = ["fox", "stickbreaking", "prope", "ssmax", "dape", "path", "path-fox"]
 V, D, H, L, T = 13, 16, 2, 2, 7
 DH = D // H
 
@@ -297,6 +298,196 @@ def test_dape_with_its_mlp_zeroed_is_its_base():
         torch.testing.assert_close(dape(TOKENS), kerple(TOKENS), atol=1e-12, rtol=0)
 
 
+# --- PaTH and PaTH-FoX: the product of Householder-like transforms ----------------------------------
+
+
+def path_w_beta_g(enc, x: torch.Tensor, layer: int):
+    """w_t (B, H, T, Dh), β_t (B, H, T) and log f_t (B, H, T) or None, from the layer's weights in float64
+    with loops: w = l2norm(SiLU(causal depthwise conv(W_up W_down x))) per head (eps 1e-6), β = 2σ(·)."""
+    W = [lin.weight.detach().double() for lin in enc.w_proj[layer]]  # (r, D), (D, r)
+    cw = enc.w_conv[layer].weight.detach().double()[:, 0]  # (D, K)
+    Kc = cw.shape[1]
+    B, Tn, _ = x.shape
+    w = torch.zeros(B, H, Tn, DH, dtype=torch.float64)
+    beta = torch.zeros(B, H, Tn, dtype=torch.float64)
+    log_f = None if enc.gates is None else torch.zeros(B, H, Tn, dtype=torch.float64)
+    for b in range(B):
+        pre = [W[1] @ (W[0] @ x[b, t].double()) for t in range(Tn)]  # (D,) each
+        for t in range(Tn):
+            conv = torch.zeros(D, dtype=torch.float64)
+            for m in range(Kc):
+                s = t - (Kc - 1) + m
+                if s >= 0:
+                    conv += cw[:, m] * pre[s]
+            act = conv / (1 + torch.exp(-conv))  # SiLU
+            for h in range(H):
+                part = act[h * DH:(h + 1) * DH]
+                w[b, h, t] = part / math.sqrt(float(part @ part) + 1e-6)
+                lin = enc.beta_proj[layer]
+                z = dot(lin.weight[h].detach().double(), x[b, t]) + float(lin.bias[h].detach())
+                beta[b, h, t] = 2 / (1 + math.exp(-z))
+                if log_f is not None:
+                    gate = enc.gates[layer]
+                    g = dot(gate.weight[h].detach().double(), x[b, t]) + float(gate.bias[h].detach())
+                    log_f[b, h, t] = -math.log1p(math.exp(-g))
+    return w, beta, log_f
+
+
+def householder_products(w, beta, b, h, i):
+    """[P_i0, …, P_ii] for query i: P_ij = H_i H_{i−1} ⋯ H_{j+1}, H_t = I − β_t w_t w_tᵀ (D×D, float64)."""
+    P, out = torch.eye(DH, dtype=torch.float64), [None] * (i + 1)
+    for j in range(i, -1, -1):
+        out[j] = P.clone()
+        P = P @ (torch.eye(DH, dtype=torch.float64) - beta[b, h, j] * torch.outer(w[b, h, j], w[b, h, j]))
+    return out
+
+
+def strong_path(name: str) -> Transformer:
+    """A float64 PaTH model whose transforms matter: its parameters redrawn N(0, 1)."""
+    m = model(name)
+    with torch.no_grad():
+        for p in m.pos_enc.parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype))
+    return m
+
+
+@pytest.mark.parametrize("name", ["path", "path-fox"])
+@pytest.mark.parametrize("layer", [0, 1])
+def test_path_equals_the_householder_product_formula(name, layer):
+    """logits_ij = (q_iᵀ H_i ⋯ H_{j+1} k_j + c_i − c_j) / √Dh for j ≤ i (c: path-fox's cumulative log
+    gates; the products D×D matrices multiplied out), softmax over j ≤ i, from the layer's own weights."""
+    m = strong_path(name)
+    x, y = layer_io(m, TOKENS, layer)
+    attn = m.blocks[layer].attn
+    q, k, v = qkv_lists(attn, x)
+    w, beta, log_f = path_w_beta_g(m.pos_enc, x, layer)
+    assert beta.min() < 0.5 and beta.max() > 1.5
+    weights = []
+    for b in range(2):
+        per_head = []
+        for h in range(H):
+            rows = []
+            for i in range(T):
+                P = householder_products(w, beta, b, h, i)
+                gate = [0.0] * T if log_f is None else [float(log_f[b, h, j + 1:i + 1].sum()) for j in range(T)]
+                rows.append([(float(q[b, h, i] @ P[j] @ k[b, h, j]) + gate[j]) / math.sqrt(DH) if j <= i else -math.inf
+                             for j in range(T)])
+            per_head.append(softmax_rows(rows))
+        weights.append(per_head)
+    ref = output_from_weights(attn, weights, v)
+    print(f"{name} layer {layer}: max |ours - loop| = {(y - ref).abs().max():.2e}")
+    torch.testing.assert_close(y, ref, atol=1e-10, rtol=0)
+
+
+def test_path_transforms_are_reflections_at_beta_two_and_projections_at_one():
+    """β = 2: every H_t is a Householder reflection, so every product P_ij is orthogonal and keeps
+    norms; β = 1: H_t w_t = 0 (a projection, eigenvalue 1 − β = 0), which PaTH also allows."""
+    m = strong_path("path")
+    enc = m.pos_enc
+    x, _ = layer_io(m, TOKENS, 0)
+    with torch.no_grad():
+        enc.beta_proj[0].weight.zero_()
+        enc.beta_proj[0].bias.fill_(1e4)  # σ = 1 exactly: β = 2
+        w, beta = enc.transforms(x, 0)
+    assert torch.equal(beta, torch.full_like(beta, 2.0))
+    assert torch.allclose(w.norm(dim=-1), torch.ones((), dtype=w.dtype), atol=1e-5)  # unit directions (eps 1e-6 aside)
+    w = w / w.norm(dim=-1, keepdim=True)
+    for b, h in ((0, 0), (1, 1)):
+        for j, P in enumerate(householder_products(w, beta, b, h, T - 1)):
+            torch.testing.assert_close(P.T @ P, torch.eye(DH, dtype=torch.float64), atol=1e-13, rtol=0)
+            key = torch.randn(DH, dtype=torch.float64)
+            assert abs(float((P @ key).norm() - key.norm())) < 1e-13, j
+    H1 = torch.eye(DH, dtype=torch.float64) - torch.outer(w[0, 0, 3], w[0, 0, 3])
+    assert float((H1 @ w[0, 0, 3]).norm()) < 1e-15
+
+
+@pytest.mark.parametrize("name", ["path", "path-fox"])
+@pytest.mark.parametrize("zero", ["beta", "w"])
+def test_path_at_the_identity_is_nope(name, zero):
+    """β = 0 (σ = 0 exactly) or w = 0 (its projection zeroed): every H_t is I, no positional effect,
+    and the model is NoPE with the same weights (path-fox with every gate open, log f = 0)."""
+    path, nope = strong_path(name), model("nope")
+    nope.load_state_dict({k: v for k, v in path.state_dict().items() if not k.startswith("pos_enc")})
+    enc = path.pos_enc
+    with torch.no_grad():
+        for layer in range(L):
+            if zero == "beta":
+                enc.beta_proj[layer].weight.zero_()
+                enc.beta_proj[layer].bias.fill_(-1e4)  # σ(−1e4) = 0 exactly
+            else:
+                enc.w_proj[layer][1].weight.zero_()
+            if enc.gates is not None:
+                enc.gates[layer].weight.zero_()
+                enc.gates[layer].bias.fill_(1e4)  # log σ(1e4) = 0 exactly
+        diff = (path(TOKENS) - nope(TOKENS)).abs().max()
+    print(f"{name} {zero} = 0: max |path - nope| = {diff:.2e}")
+    assert diff < 1e-12
+
+
+def test_path_initialisation_is_the_authors():
+    enc = build_encoding("path-fox", EncodingDims(d_model=256, n_heads=4, n_layers=3))
+    assert len(enc.w_proj) == len(enc.w_conv) == len(enc.beta_proj) == len(enc.gates) == 3
+    assert [lin.weight.shape for lin in enc.w_proj[0]] == [(32, 256), (256, 32)]  # low rank 32
+    assert enc.w_conv[0].weight.shape == (256, 1, 3) and enc.w_conv[0].bias is None
+    for lin in (enc.beta_proj[0], enc.gates[0]):
+        assert torch.equal(lin.bias, torch.zeros(4)) and lin.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert not hasattr(build_encoding("path", EncodingDims(16, 2)), "set_scaling")
+    assert build_encoding("path", EncodingDims(16, 2)).gates is None
+    full = build_encoding("path", EncodingDims(16, 2), w_rank=None, short_conv=False)
+    assert isinstance(full.w_proj[0], torch.nn.Linear) and full.w_conv is None
+
+
+# --- DroPE: RoPE's drope variant ------------------------------------------------------------------
+
+
+def test_drope_drops_every_position_the_model_is_nope_with_the_same_weights():
+    """After the drop (rope_type drope: every frequency 0, cos 1 and sin 0, the authors' way) a RoPE
+    model's output equals NoPE's with the same weights bit for bit, at any positions."""
+    rope, nope = model("rope"), model("nope")
+    nope.load_state_dict(rope.state_dict())
+    with torch.no_grad():
+        before = rope(TOKENS)
+        rope.pos_enc.set_scaling({"rope_type": "drope"})
+        after = rope(TOKENS)
+        shifted = rope(TOKENS, pos=torch.arange(T).expand(2, T) + 1000)
+        assert torch.equal(after, nope(TOKENS)) and torch.equal(shifted, after)
+        assert not torch.equal(before, after)
+
+
+def test_drope_recalibration_runs_the_stated_steps_at_the_training_length_without_positions(monkeypatch):
+    """The variant's fine-tune (`run.cell._finetuned_model`) trains a copy exactly `finetune_steps`
+    steps at finetune_ratio (1) × train_len with `finetune_lr`, with every frequency 0 throughout."""
+    from lenbench.config import parse_suite
+    from lenbench.run import cell as cell_module
+    from lenbench.run.checkpoint import CheckpointCache
+    from lenbench.tasks import build_task
+
+    suite = parse_suite({"name": "drope-steps", "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "ff_mult": 2},
+                         "train": {"steps": 5, "batch_size": 4, "lr": 0.003, "warmup": 1},
+                         "tasks": [{"name": "copy", "train_len": 8}], "encodings": ["rope"],
+                         "variants": [{"rope_type": "drope", "finetune_steps": 7, "finetune_ratio": 1,
+                                       "finetune_lr": 3.0e-4, "name": "drope"}]})
+    (cell,) = suite.cells()
+    (variant,) = cell.variants
+    assert variant.key == "drope"
+    task = build_task("copy")
+    base = Transformer(cell_module.model_config(cell, task))
+    seen, real = {}, cell_module.train_model
+
+    def recording(model, task, length, spec, **kw):
+        seen.update(length=length, steps=kw["steps"], lr=kw["lr"], freqs=model.pos_enc.frequencies(64)[0].clone())
+        stats = real(model, task, length, spec, **kw)
+        seen["ran"] = stats.steps
+        return stats
+
+    monkeypatch.setattr(cell_module, "train_model", recording)
+    tuned = cell_module._finetuned_model(cell, task, variant, base, CheckpointCache({}, torch.device("cpu")),
+                                         torch.device("cpu"), False)
+    assert seen["steps"] == seen["ran"] == 7 and seen["length"] == cell.train_len and seen["lr"] == 3.0e-4
+    assert not seen["freqs"].any() and not tuned.pos_enc.frequencies(64)[0].any()
+    assert base.pos_enc.frequencies(64)[0].any()  # the RoPE-trained model itself keeps its positions
+
+
 # --- invariants every new encoding keeps ------------------------------------------------------
 
 
@@ -348,7 +539,7 @@ def test_every_new_encoding_documents_itself_and_its_length_behaviour(capsys):
     # (issue 22's five, then issue 40's pope and hybrid)
     listed = [line.split()[0] for line in out.splitlines() if line[:1].strip()]
     assert sorted(listed) == sorted(ENCODINGS.names())
-    assert listed[-7:] == ["fox", "stickbreaking", "prope", "ssmax", "dape", "pope", "hybrid"]
+    assert listed[-9:] == ["fox", "stickbreaking", "prope", "ssmax", "dape", "pope", "hybrid", "path", "path-fox"]
 
 
 @pytest.mark.parametrize("name,params,match", [
@@ -369,6 +560,10 @@ def test_every_new_encoding_documents_itself_and_its_length_behaviour(capsys):
     ("stickbreaking", {"attend_current": 1}, "attend_current = 1 is out of range"),
     ("fox", {"init_std": -1}, "init_std = -1 is out of range"),
     ("randomized", {"base": "fox"}, "cannot wrap 'fox'"),
+    ("path", {"w_rank": 0}, "w_rank = 0 is out of range"),
+    ("path", {"short_conv": "yes"}, "short_conv = 'yes' is out of range"),
+    ("path-fox", {"conv_size": 0}, "conv_size = 0 is out of range"),
+    ("path-fox", {"init_std": -1}, "init_std = -1 is out of range"),
 ])
 def test_parameters_out_of_range_fail_in_one_line(name, params, match):
     with pytest.raises(ValueError, match=match):
@@ -376,7 +571,7 @@ def test_parameters_out_of_range_fail_in_one_line(name, params, match):
 
 
 def test_bidirectional_models_refuse_the_causal_only_ones():
-    for name in ("fox", "stickbreaking", "ssmax"):
+    for name in ("fox", "stickbreaking", "ssmax", "path", "path-fox"):
         with pytest.raises(ValueError, match="causal attention only"):
             build_encoding(name, EncodingDims(d_model=16, n_heads=2, causal=False))
     build_encoding("dape", EncodingDims(d_model=16, n_heads=2, causal=False))  # kerple is symmetric

@@ -4,6 +4,7 @@
 | --------------- | -------------------------------------------------------------- | ------------------------------ |
 | fox             | `naive_forgetting_attn` (fla/ops/forgetting_attn/naive.py)     | `pip install lenbench[authors]` (fla-core; the FoX authors' README points to it) |
 | stickbreaking   | `naive_stickbreaking_attn` (fla/ops/stickbreaking_attn/naive.py) | the same                     |
+| path, path-fox  | `naive_path_attn` (fla/ops/path_attn/naive.py), run in float64 | the same                       |
 | stickbreaking   | `stickbreaking` (stickbreaking_attention/sb_ref.py, Tan et al.) | a checkout of shawntan/stickbreaking-attention on PYTHONPATH (not on PyPI) |
 | dape            | `AliBi_DAPE`, `ParallelKerpleLog_DAPE` (DAPE.py, Zheng et al.)  | a checkout of chuanyang-Zheng/DAPE on PYTHONPATH (not on PyPI) |
 | pope            | `apply_pope_to_qk`, `PoPE` (PoPE_pytorch/pope.py): a third party's (lucidrains), not the authors' | `pip install PoPE-pytorch`, or a checkout of lucidrains/PoPE-pytorch on PYTHONPATH |
@@ -233,3 +234,51 @@ def test_pope_equals_pope_pytorchs_apply_pope_to_qk():
             scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
             o = scores.softmax(-1) @ v.transpose(1, 2)  # (B, H, T, Dh)
         torch.testing.assert_close(project(m, layer, o.transpose(1, 2)), y, atol=1e-12, rtol=0)
+
+
+# --- PaTH and PaTH-FoX: flash-linear-attention's naive_path_attn ------------------------------------
+
+
+class _Float64Torch:
+    """`torch` as naive_path_attn sees it, with `torch.float` meaning float64: its `x.to(torch.float)`
+    then keeps float64 (with float64 the default dtype for its `torch.zeros` score buffer)."""
+
+    float = torch.float64
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["path", "path-fox"])
+@pytest.mark.parametrize("layer", [0, 1])
+def test_path_equals_the_authors_naive_path_attn_in_float64(name, layer, monkeypatch):
+    """The model's PaTH layer = `naive_path_attn(q, k, v, w, beta, g, scale)` (fla/ops/path_attn/naive.py,
+    the authors' reference of their triton kernel, chunk 64) with w, β and g computed from the
+    model's own projections as fla/layers/path_attn.py does (l. 110–124), in float64: the naive
+    function's float32 casts are redirected to float64. T = 150 spans three of its chunks and five
+    of ours; the transforms are made strong (β across (0, 2), w far from the initialisation)."""
+    fla_naive = authors_module("fla", "ops/path_attn/naive.py", FLA)
+    monkeypatch.setattr(fla_naive, "torch", _Float64Torch())
+    m = model(name, dtype=torch.float64)
+    enc = m.pos_enc
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.copy_(torch.randn_like(p))
+    x, q, k, v, y = layer_io(m, tokens(150), layer)
+    with torch.no_grad():
+        w, beta = enc.transforms(x, layer)  # (B, H, T, Dh), (B, H, T)
+        log_f = enc.log_forget(x, layer)
+        g = torch.zeros_like(beta) if log_f is None else log_f  # (B, H, T)
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            ref = fla_naive.naive_path_attn(q, k, v, w.transpose(1, 2), beta.transpose(1, 2), g.transpose(1, 2),
+                                            scale=DH ** -0.5)  # (B, T, H, Dh)
+        finally:
+            torch.set_default_dtype(before)
+    assert ref.dtype == torch.float64
+    assert beta.min() < 0.2 and beta.max() > 1.8  # near the identity and near a reflection
+    assert log_f is None or log_f.min() < -2
+    print(f"{name} layer {layer}: max |ours - naive_path_attn| = {(y - project(m, layer, ref)).abs().max():.2e}")
+    torch.testing.assert_close(y, project(m, layer, ref), atol=1e-11, rtol=1e-9)

@@ -1,6 +1,6 @@
-"""Kernels of the 2024–2025 frontier encodings (issues 22, 40): layer (FoX, DAPE, the NoPE/RoPE hybrid)
-and attend (stick-breaking, SSMax) kinds, `lenbench.kernels.layer`; PoPE's rotary kind (its own
-`rotate`, compiled).
+"""Kernels of the 2024–2025 frontier encodings (issues 22, 40): layer (FoX, DAPE, the NoPE/RoPE hybrid,
+PaTH, PaTH-FoX) and attend (stick-breaking, SSMax) kinds, `lenbench.kernels.layer`; PoPE's rotary kind (its
+own `rotate`, compiled).
 
 - The eager reference is the model's attention: equal to `lenbench.model.Attention` (with its
   projections applied outside) on the same inputs, in two layers.
@@ -18,8 +18,8 @@ from lenbench.model import ModelConfig, Transformer
 B, H, D = 2, 4, 64
 DH = D // H
 CASES = [("fox", {}), ("dape", {}), ("dape", {"base": "alibi"}), ("stickbreaking", {}), ("ssmax", {}),
-         ("ssmax", {"base": "rope"}), ("ssmax", {"base": "alibi"}),
-         ("hybrid", {"window": 5}), ("hybrid", {"window": 5, "local": "chunked"})]  # layer 0 RoPE-local, 1 NoPE
+         ("ssmax", {"base": "rope"}), ("ssmax", {"base": "alibi"}), ("path", {}), ("path-fox", {}),
+         ("hybrid", {"window": 5}), ("hybrid", {"window": 5, "local": "chunked"})]  # hybrid: layer 0 RoPE-local, 1 NoPE
 IDS = [f"{n}{p or ''}" for n, p in CASES]
 
 
