@@ -621,3 +621,43 @@ def test_tiny_suite_every_new_encoding_trains_and_every_row_is_ok(tmp_path):
         state, meta = load_checkpoint_bytes(path.read_bytes(), torch.device("cpu"))
         vocab = state["head.weight"].shape[0]
         assert math.isfinite(meta["final_loss"]) and meta["final_loss"] < math.log(vocab), (path.name, meta["final_loss"])
+
+
+# --- issue 40's PaTH, PaTH-FoX and the DroPE variant: a tiny suite at 1–16× ----------------------------
+
+PATH_DROPE_SUITE = {
+    "name": "path-drope-tiny",
+    "seeds": [0],
+    "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "ff_mult": 2},
+    "train": {"steps": 30, "batch_size": 8, "lr": 0.003, "warmup": 3},
+    "eval": {"ratios": [1, 2, 4, 8, 16], "samples": 4},
+    "tasks": [{"name": "copy", "train_len": 8}, {"name": "passkey", "train_len": 16}, {"name": "lm", "train_len": 16}],
+    "encodings": ["path", "path-fox", "rope"],
+    "variants": [{"rope_type": "drope", "finetune_steps": 5, "finetune_ratio": 1, "finetune_lr": 1.0e-3,
+                  "name": "drope"}],
+}
+
+
+@pytest.mark.slow
+def test_tiny_suite_path_path_fox_and_drope_train_and_every_row_is_ok(tmp_path):
+    """Every task at 1–16×: PaTH and PaTH-FoX as trained, RoPE and its DroPE variant (positions dropped,
+    recalibrated 5 steps): no failed row, every value finite, every cell's loss below the uniform guess."""
+    from lenbench.config import parse_suite
+    from lenbench.run.checkpoint import load_checkpoint_bytes
+    from lenbench.run.driver import run_suite
+    from lenbench.run.store import CHECKPOINTS, load_rows
+
+    out = tmp_path / "run"
+    run_suite(parse_suite(PATH_DROPE_SUITE), out, device="cpu", executor="serial", progress=False, log=lambda _: None)
+    rows = [r for r in load_rows(out) if not str(r["encoding"]).startswith("baseline")]
+    failed = [(r["encoding"], r["variant"], r["task"], r["eval_len"], r.get("error")) for r in rows if r["status"] != "ok"]
+    assert not failed, failed
+    entries = {(r["encoding"], r["variant"], r["task"]) for r in rows}
+    for task in ("copy", "passkey", "lm"):
+        assert {("path", "none", task), ("path-fox", "none", task), ("rope", "drope", task)} <= entries, entries
+    ratios = {(r["encoding"], r["variant"], r["task"], r["ratio"]) for r in rows}
+    assert all({x for (e, v, t, x) in ratios if (e, v, t) == entry} == {1, 2, 4, 8, 16} for entry in entries)
+    assert all(math.isfinite(r["value"]) for r in rows)
+    for path in sorted((out / CHECKPOINTS).glob("*.pt")):
+        state, meta = load_checkpoint_bytes(path.read_bytes(), torch.device("cpu"))
+        assert math.isfinite(meta["final_loss"]) and meta["final_loss"] < math.log(state["head.weight"].shape[0])
