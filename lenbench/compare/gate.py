@@ -184,18 +184,18 @@ class Comparison:
         for note in self.notes:
             lines.append(f"note: {note}")
         lines.append("")
+        if self.level == "rows":  # the comparison the verdict rests on, just above it (the verdict stays last)
+            lines.append(f"Quality was compared {self.how()}.")
         failures = self.failures()
         if failures:
             lines.append(f"FAIL: {self.quality_regressions} quality regression(s), {self.speed_regressions} speed "
                          f"regression(s): {'; '.join(failures)}.")
         else:
             lines.append("OK: no regression.")
-        if self.level == "rows":
-            lines.append(f"Quality was compared {self.how()}.")
         return "\n".join(lines)
 
     def how(self) -> str:
-        """Which comparison the verdict rests on, in words (the report's last line)."""
+        """Which comparison the verdict rests on, in words (the line above the verdict)."""
         kinds = f" ({self.kinds})" if self.kinds else ""
         return {"exact": f"exactly, value by value{kinds}",
                 "paired": f"by the paired bootstrap over seeds × samples against margins{kinds}",

@@ -80,7 +80,7 @@ def test_another_cpu_vendor_is_not_a_regression(tmp_path, capsys):
     assert "Quality (across numeric kinds: pinned:x86-avx2@intel → pinned:x86-avx2@amd" in out
     assert "0 regression(s)" in out and "OK: no regression." in out
     assert out.rstrip().endswith("Quality was compared across numeric kinds (pinned:x86-avx2@intel → "
-                                 "pinned:x86-avx2@amd): seeds unpaired, Welch t against margins, Holm.")
+                                 "pinned:x86-avx2@amd): seeds unpaired, Welch t against margins, Holm.\nOK: no regression.")
 
 
 def test_a_planted_regression_fails_on_one_kind(tmp_path, capsys):
