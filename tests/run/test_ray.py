@@ -273,7 +273,7 @@ def test_pytest_bench_runs_the_cells_on_ray_one_benchmark_each(cluster, serial_r
     benches = json.loads((tmp_path / "bench.json").read_text())["benchmarks"]
     assert sorted(b["param"] for b in benches) == ["copy-nope-L4-s0", "copy-rope-L4-s0"]
     cells = [b["extra_info"]["lenbench_cell"] for b in benches]
-    assert all(c["computed_by"] == "ray" and not c["reused"] and c["timed"] == "cache load" for c in cells)  # on Ray, before the tests
+    assert all(c["computed_by"] == "ray" and not c["reused"] and c["round"] == "cache load" for c in cells)  # on Ray, before the tests
     assert all(r.executor["executor"] == "ray" for r in load_cell_results(out))
     assert comparable_rows(out) == [r for r in comparable_rows(serial_run) if r["task"] == "copy"]
 
