@@ -137,3 +137,39 @@ def test_a_kernel_that_fails_in_head_fails_the_gate(tmp_path):
     assert case.status == G.FAILED and "planted failure" in case.note
     assert result.exit_code == 1
     assert "run in base and fail in head" in result.markdown()
+
+
+class _FakeWorker:
+    """A worker that starts instantly; `_time_case` is replaced, so it only counts the process pairs."""
+
+    started = 0
+
+    def __init__(self, name, tree, python, suite, env=None):
+        type(self).started += name == "base"
+        self.pair = type(self).started
+        self.cases, self.torch = [CASE, ("rope", "fused", 1024, "fp32")], "2.13.0"
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize(("verdicts", "status", "pairs"), [
+    ({1: G.SLOWER, 2: G.UNCHANGED}, G.UNCHANGED, 2),  # one process pair's state, not the code: cleared
+    ({1: G.SLOWER, 2: G.SLOWER, 3: G.SLOWER}, G.SLOWER, 3),  # slower in every pair: a regression
+    ({1: G.SLOWER, 2: G.SLOWER, 3: G.UNCHANGED}, G.UNCHANGED, 3),
+])
+def test_a_slower_case_must_be_confirmed_by_fresh_process_pairs(monkeypatch, verdicts, status, pairs):
+    _FakeWorker.started = 0
+    monkeypatch.setattr(G, "Worker", _FakeWorker)
+
+    def fake_time_case(base, head, case, cid, threshold, rounds):
+        if case != CASE:
+            return G.CaseResult(cid, G.UNCHANGED, 1.0, 1.0, 1.0, 0.99, 1.01, rounds, 1)
+        return G.CaseResult(cid, verdicts[base.pair], 1.0, 1.3, 1.3, 1.25, 1.35, rounds, 1)
+
+    monkeypatch.setattr(G, "_time_case", fake_time_case)
+    result = G.run_gate(ROOT, ROOT)
+    (case,) = [c for c in result.cases if c.case == G.case_id_of(CASE)]
+    assert case.status == status and _FakeWorker.started == pairs
+    assert result.exit_code == (1 if status == G.SLOWER else 0)
+    assert ("confirmed by process pair 3" in case.note) if status == G.SLOWER else ("process pair 1 only" in case.note)
