@@ -37,7 +37,6 @@ import pandas as pd
 from scipy import stats as sps
 
 from lenbench.compare.stats import (
-    BOARD,
     COLUMNS,
     IMPROVED,
     NO_INTERVAL,
@@ -45,6 +44,8 @@ from lenbench.compare.stats import (
     REGRESSION,
     UNCHANGED,
     margin_of,
+    per_board,
+    with_exact_rows,
 )
 from lenbench.metrics import METRICS, Margin
 from lenbench.report.intervals import (
@@ -59,8 +60,6 @@ from lenbench.report.intervals import (
     seed_curves,
 )
 from lenbench.report.ranks import ALPHA, holm
-from lenbench.report.rows import whole_length
-from lenbench.results.schema import ResultsError
 
 #: The units' columns: the paired comparison's, with the one-sided p-values of each direction.
 UNPAIRED_COLUMNS = (*COLUMNS, "p_worse", "p_better")
@@ -157,17 +156,7 @@ def unpaired_quality(base: pd.DataFrame, head: pd.DataFrame, exact: pd.DataFrame
     Raises:
         ResultsError: unreadable sample scores (one line naming the board and both sources).
     """
-    base, head = whole_length(base), whole_length(head)
-    units: list[dict] = []
-    heads = {k: g for k, g in head.groupby(list(BOARD), sort=False)}
-    for board, bg in base.groupby(list(BOARD), sort=False):
-        if (hg := heads.get(board)) is None:
-            continue
-        try:
-            units += _board_units(board, bg, hg, margins, n_boot, seed)
-        except ValueError as err:
-            raise ResultsError(f"{sources[0]} / {sources[1]}: task {board[0]} train_len {board[1]} metric {board[2]}: "
-                               f"unreadable sample_scores ({err}); expected the strings lenbench.evaluate writes") from None
+    units = per_board(base, head, lambda board, bg, hg: _board_units(board, bg, hg, margins, n_boot, seed), sources)
     frame = pd.DataFrame(units, columns=[*UNPAIRED_COLUMNS, "_same"])
     if len(frame):
         worse = holm(frame["p_worse"].tolist(), alpha)
@@ -175,12 +164,7 @@ def unpaired_quality(base: pd.DataFrame, head: pd.DataFrame, exact: pd.DataFrame
         status = [s if s is not None else REGRESSION if w else IMPROVED if b else UNCHANGED if same else NOT_SIGNIFICANT
                   for s, w, b, same in zip(frame["status"], worse, better, frame["_same"], strict=True)]
         frame["status"] = status
-    frame = frame.drop(columns="_same")
-    both = exact["base"].notna() & exact["head"].notna()
-    kept = exact.loc[~both].assign(n_seeds=1, diff=math.nan, ci_low=math.nan, ci_high=math.nan, margin=math.nan,
-                                   p_worse=math.nan, p_better=math.nan)
-    kept = kept.reindex(columns=list(UNPAIRED_COLUMNS))
-    return pd.concat([frame, kept], ignore_index=True) if len(kept) else frame
+    return with_exact_rows(frame.drop(columns="_same"), exact, UNPAIRED_COLUMNS)
 
 
 def unpaired_summary_line(quality: pd.DataFrame, margins: dict[str, Margin], kinds: str) -> str:

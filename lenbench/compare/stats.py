@@ -186,23 +186,37 @@ def statistical_quality(base: pd.DataFrame, head: pd.DataFrame, exact: pd.DataFr
     Raises:
         ResultsError: unreadable sample scores (one line naming the board and both sources).
     """
+    units = per_board(base, head, lambda board, bg, hg: _board_units(board, bg, hg, margins, n_boot, seed), sources)
+    return with_exact_rows(pd.DataFrame(units, columns=list(COLUMNS)), exact, COLUMNS)
+
+
+def per_board(base: pd.DataFrame, head: pd.DataFrame, board_units, sources: tuple[str, str]) -> list[dict]:
+    """`board_units(board, base rows, head rows)` of every board (task, train_len, metric) both sides hold,
+    whole-length rows only, concatenated (the paired and the unpaired comparison share this walk).
+
+    Raises:
+        ResultsError: unreadable sample scores (one line naming the board and both sources).
+    """
     base, head = whole_length(base), whole_length(head)
     units: list[dict] = []
     heads = {k: g for k, g in head.groupby(list(BOARD), sort=False)}
     for board, bg in base.groupby(list(BOARD), sort=False):
-        hg = heads.get(board)
-        if hg is None:
+        if (hg := heads.get(board)) is None:
             continue
         try:
-            units += _board_units(board, bg, hg, margins, n_boot, seed)
+            units += board_units(board, bg, hg)
         except ValueError as err:
             raise ResultsError(f"{sources[0]} / {sources[1]}: task {board[0]} train_len {board[1]} metric {board[2]}: "
                                f"unreadable sample_scores ({err}); expected the strings lenbench.evaluate writes") from None
-    frame = pd.DataFrame(units, columns=list(COLUMNS))
+    return units
+
+
+def with_exact_rows(units: pd.DataFrame, exact: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """`units` plus the exact comparison's measurements not ok on both sides, with their exact status
+    (one seed each; the statistical columns empty)."""
     both = exact["base"].notna() & exact["head"].notna()
-    kept = exact.loc[~both].assign(n_seeds=1, diff=math.nan, ci_low=math.nan, ci_high=math.nan, margin=math.nan)
-    kept = kept.reindex(columns=list(COLUMNS))
-    return pd.concat([frame, kept], ignore_index=True) if len(kept) else frame
+    kept = exact.loc[~both].assign(n_seeds=1).reindex(columns=list(columns))
+    return pd.concat([units, kept], ignore_index=True) if len(kept) else units
 
 
 def summary_line(quality: pd.DataFrame, margins: dict[str, Margin], machines: str) -> str:
