@@ -94,6 +94,62 @@ def assert_scores_depend_on_distance_only(enc, heads: int, head_dim: int, pairs,
     assert not torch.allclose(score(5, 2), score(5, 3))
 
 
+
+def assert_causal(m, vocab: int) -> None:
+    """Changing tokens 8 … 11 of a 12-token batch leaves the outputs at 0 … 7 exactly as they were
+    and changes the later ones: no position sees its future."""
+    tokens = torch.randint(0, vocab, (2, 12))
+    changed = tokens.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % vocab
+    with torch.no_grad():
+        torch.testing.assert_close(m(changed)[:, :8], m(tokens)[:, :8], atol=1e-12, rtol=0)
+        assert (m(changed)[:, 8:] - m(tokens)[:, 8:]).abs().max() > 1e-8
+
+
+def assert_right_padding_is_invisible(m, tokens: torch.Tensor) -> None:
+    """Five padding tokens appended under the pad mask leave the real tokens' outputs unchanged.
+
+    Args:
+        tokens: (B, T) token ids.
+    """
+    b, t = tokens.shape
+    padded = torch.cat((tokens, torch.zeros(b, 5, dtype=torch.long)), dim=1)
+    pad_mask = (torch.arange(t + 5) < t)[None].expand(b, -1)
+    with torch.no_grad():
+        torch.testing.assert_close(m(padded, pad_mask=pad_mask)[:, :t], m(tokens), atol=1e-10, rtol=0)
+
+
+def run_tiny_suite_checked(suite: dict, out: Path) -> tuple[set[tuple[str, str, str]], list[Path]]:
+    """Run `suite` serially into `out` and check what every tiny encoding suite must show: no failed
+    row (a failure names its reason), every entry evaluated at every ratio of the suite, every value
+    finite, and every trained model's final loss below the uniform guess's log V.
+
+    Returns:
+        the (encoding, variant, task) entries with rows, and the checkpoint files.
+    """
+    import math
+
+    from lenbench.config import parse_suite
+    from lenbench.run.checkpoint import load_checkpoint_bytes
+    from lenbench.run.driver import run_suite
+    from lenbench.run.store import CHECKPOINTS, load_rows
+
+    run_suite(parse_suite(suite), out, device="cpu", executor="serial", progress=False, log=lambda _: None)
+    rows = [r for r in load_rows(out) if not str(r["encoding"]).startswith("baseline")]
+    failed = [(r["encoding"], r["variant"], r["task"], r["eval_len"], r.get("error")) for r in rows if r["status"] != "ok"]
+    assert not failed, failed
+    entries = {(r["encoding"], r["variant"], r["task"]) for r in rows}
+    ratios = {(r["encoding"], r["variant"], r["task"], r["ratio"]) for r in rows}
+    want = set(suite["eval"]["ratios"])
+    assert all({x for (e, v, t, x) in ratios if (e, v, t) == entry} == want for entry in entries), sorted(ratios)
+    assert all(math.isfinite(r["value"]) for r in rows)
+    checkpoints = sorted((out / CHECKPOINTS).glob("*.pt"))
+    for path in checkpoints:
+        state, meta = load_checkpoint_bytes(path.read_bytes(), torch.device("cpu"))
+        assert math.isfinite(meta["final_loss"]) and meta["final_loss"] < math.log(state["head.weight"].shape[0]), \
+            (path.name, meta["final_loss"])
+    return entries, checkpoints
+
 # --- plugins from outside the package (tests/test_plugins.py, tests/run/test_plugins_e2e.py, test_ray.py) ---
 
 #: An encoding plugin (an ALiBi subclass with steeper slopes) and a task plugin (the running maximum),
