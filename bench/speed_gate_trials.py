@@ -11,11 +11,11 @@ every trial's verdict. docs/regression.md reports its numbers, e.g.:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from lenbench.atomic import atomic_write_json
 from lenbench.benchmark.speed_trials import run_trials
 
 
@@ -35,20 +35,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write every trial's gate result here")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+
+    def record(so_far) -> None:
+        """Print the gate that just ended and rewrite the JSON with every trial so far (atomically):
+        a run stopped early keeps what it finished."""
+        kind, results = ("planted", so_far.planted) if len(so_far.planted) == len(so_far.unchanged) else \
+            ("unchanged", so_far.unchanged)
+        r = results[-1]
+        flagged = [f"{c.case} {c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" for c in r.cases if c.status not in
+                   ("unchanged", "skipped")]
+        print(f"{kind} {len(results)}: exit {r.exit_code}; {len(r.cases)} cases; "
+              + ("; ".join(flagged) or "none flagged"), flush=True)
+        if args.json:
+            atomic_write_json(Path(args.json), {"unchanged": [x.to_json() for x in so_far.unchanged],
+                                                "planted": [x.to_json() for x in so_far.planted],
+                                                "seconds": round(time.perf_counter() - start)})
+
     trials = run_trials(args.tree, trials=args.trials, function=args.plant, factor=args.factor,
                         planted_cases=args.planted_cases or ["*-toeplitz-*"], suite=args.suite,
                         threshold=args.threshold, rounds=args.rounds, select=args.kernels,
-                        progress=lambda s: print(s, file=sys.stderr, flush=True))
-    for kind, results in (("unchanged", trials.unchanged), ("planted", trials.planted)):
-        for i, r in enumerate(results):
-            flagged = [f"{c.case} {c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" for c in r.cases if c.status not in
-                       ("unchanged", "skipped")]
-            print(f"{kind} {i + 1}: exit {r.exit_code}; {len(r.cases)} cases; " + ("; ".join(flagged) or "none flagged"))
+                        progress=lambda s: print(s, file=sys.stderr, flush=True), on_trial=record)
     print(trials.summary())
     print(f"wall time {time.perf_counter() - start:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"unchanged": [r.to_json() for r in trials.unchanged],
-                                               "planted": [r.to_json() for r in trials.planted]}, indent=1))
     return 0
 
 

@@ -89,11 +89,14 @@ class Trials:
 
 def run_trials(tree: str | Path, *, trials: int, function: str, factor: float, planted_cases: list[str],
                suite: str = "quick", threshold: float = 0.10, rounds: int = 21, select: list[str] | None = None,
-               progress: Callable[[str], None] | None = None) -> Trials:
+               progress: Callable[[str], None] | None = None,
+               on_trial: Callable[[Trials], None] | None = None) -> Trials:
     """`trials` unchanged and `trials` planted gates of `tree` against itself, alternating.
 
     Args:
         planted_cases: fnmatch patterns of the case ids that call `function` (the gate may flag only those).
+        on_trial: called with the trials so far after every gate, so that a run stopped early keeps
+            the trials it finished (bench/speed_gate_trials.py writes its JSON there).
     """
     from fnmatch import fnmatch
 
@@ -111,4 +114,6 @@ def run_trials(tree: str | Path, *, trials: int, function: str, factor: float, p
                     out.planted.append(r)
                 else:
                     out.unchanged.append(r)
+                if on_trial:
+                    on_trial(out)
     return out

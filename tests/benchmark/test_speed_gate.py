@@ -173,3 +173,34 @@ def test_a_slower_case_must_be_confirmed_by_fresh_process_pairs(monkeypatch, ver
     assert case.status == status and _FakeWorker.started == pairs
     assert result.exit_code == (1 if status == G.SLOWER else 0)
     assert ("confirmed by process pair 3" in case.note) if status == G.SLOWER else ("process pair 1 only" in case.note)
+
+
+def test_the_trials_script_keeps_every_finished_trial_when_stopped(tmp_path, monkeypatch, capsys):
+    """bench/speed_gate_trials.py rewrites its JSON after every gate: a run stopped during its third
+    gate keeps the first two (one unchanged, one planted), each with its verdict."""
+    import importlib.util
+    import json
+
+    from lenbench.benchmark import speed_trials
+
+    verdicts = iter([G.UNCHANGED, G.SLOWER])
+
+    def fake_gate(base, head, **kwargs):
+        status = next(verdicts, None)
+        if status is None:
+            raise KeyboardInterrupt  # the run is stopped during its third gate
+        return G.GateResult(cases=[G.CaseResult("alibi-toeplitz-T1024-fp32", status, ratio=1.0, low=0.9, high=1.4)],
+                            threshold=0.1, rounds=21, base=str(base), head=str(head))
+
+    monkeypatch.setattr(speed_trials, "run_gate", fake_gate)
+    spec = importlib.util.spec_from_file_location("speed_gate_trials", ROOT / "bench" / "speed_gate_trials.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "trials.json"
+    with pytest.raises(KeyboardInterrupt):
+        script.main(["--tree", str(ROOT), "--trials", "5", "--json", str(out)])
+    kept = json.loads(out.read_text())
+    assert [len(kept["unchanged"]), len(kept["planted"])] == [1, 1]
+    assert kept["planted"][0]["cases"][0]["status"] == G.SLOWER
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("unchanged 1: exit 0") and printed[1].startswith("planted 1: exit 1")
