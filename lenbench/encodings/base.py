@@ -265,6 +265,28 @@ class PositionalEncoding(nn.Module):
         """Bias that may read the (rotated) queries and keys; defaults to the static `bias`."""
         return self.bias(q_pos, k_pos)
 
+    # --- memory declaration (read by `lenbench.run.memory` and `lenbench.run.estimate`) ---
+
+    def square_planes(self) -> tuple[float, float]:
+        """How many float32 (T, T) planes this encoding's attention holds at its peak in one forward
+        at T tokens, beyond the model's (T, D) activations and logits: (shared by the batch, per
+        sequence). Evaluation batches are sized with it (`lenbench.run.memory`), so an undercount
+        lets an evaluation past the machine's memory; tests/run/test_eval_memory_measured.py holds the
+        estimate at or above the measured peak for every registered encoding at the catalog's longest
+        evaluation.
+
+        The default, with H heads: an additive bias (`bias` overridden, or `content_dependent`) holds
+        2H + 3 shared planes (the (1, H, T, T) bias, the causal mask, their sum, the int64 distances)
+        and 2H per sequence (scores and softmax on SDPA's math path), 3H more per sequence when the
+        bias reads q and k; an encoding without a bias holds none (SDPA's fused causal kernel). An
+        encoding whose attention holds more (an MLP over pairs, a replaced softmax) overrides this.
+        """
+        h = self.dims.n_heads
+        content = bool(self.content_dependent)
+        if type(self).bias is PositionalEncoding.bias and not content:
+            return 0.0, 0.0
+        return 2.0 * h + 3, 2.0 * h + (3.0 * h if content else 0.0)
+
     # --- kernel declarations (read by `lenbench.kernels`; see the module docstring) ---
 
     def relative_bias(self, distances: torch.Tensor) -> torch.Tensor:

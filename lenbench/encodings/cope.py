@@ -54,6 +54,13 @@ class CoPE(PositionalEncoding):
         self.npos_max = int_param(self.name, "npos_max", npos_max, low=2)
         self.pos_emb = nn.Parameter(torch.zeros(self.npos_max, dims.head_dim))  # (P, Dh)
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2H + 3, 9H): the default's content-dependent bias holds 5H per sequence; CoPE's gates,
+        their cumulative sums, the interpolated position embeddings and their bias hold ~8H (measured
+        at the catalog's longest evaluation, tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * h + 3, 9.0 * h
+
     def contextual_positions(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """p_ij = Σ_{t=j}^{i} σ(q_i · k_t / √Dh), unclamped, (B, H, Tq, Tk); 0 for keys after the query."""
         logits = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)

@@ -90,6 +90,13 @@ class DAPE(PositionalEncoding):
             for _ in range(dims.n_layers)
         )
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2H + 3, 2·hidden + 4H): the MLP over every (query, key) pair's 2H features holds its
+        input, its hidden activations before and after the LeakyReLU and its H outputs per sequence
+        (measured ~2·hidden + 3H, tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * h + 3, 2.0 * self.hidden + 4.0 * h
+
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         return self.base_enc.positions(pos)
 

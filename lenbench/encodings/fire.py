@@ -105,6 +105,13 @@ class Fire(PositionalEncoding):
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
         self.eps = EPS
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2·hidden + 2H + 3, 2H): the MLP over the (T, T) normalised distances is shared by the
+        batch and holds its hidden activations before and after the ReLU (measured ~2·hidden + H,
+        tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * self.mlp[0].out_features + 2.0 * h + 3, 2.0 * h
+
     @property
     def threshold(self) -> torch.Tensor:
         """The current threshold L = |m · L0| (a 0-d tensor, differentiable in m)."""

@@ -68,6 +68,12 @@ class ForgettingAttention(PositionalEncoding):
             nn.init.normal_(gate.weight, std=self.init_std)  # (H, D)
             nn.init.zeros_(gate.bias)  # (H,)
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2H + 3, 3H): the layer's (B, H, T, T) decay bias beside the scores (measured ~2.1H per
+        sequence, tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * h + 3, 3.0 * h
+
     def log_forget(self, x: torch.Tensor, layer: int) -> torch.Tensor:
         """log f_t per head, (B, H, T), from the layer input x (B, T, D): float32 at least (float64 stays)."""
         logits = self.gates[layer](x)  # (B, T, H)

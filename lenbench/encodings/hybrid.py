@@ -82,6 +82,13 @@ class NoPERoPEHybrid(PositionalEncoding):
         self.local = local
         self.rope = RoPE(dims, theta=number_param(self.name, "theta", theta))  # the RoPE layers' rotation
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2H + 3, 2H): the local layers' sliding-window or chunk mask, shared by the batch, and
+        the scores on SDPA's math path under it (measured 3 planes shared,
+        tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * h + 3, 2.0 * h
+
     def is_nope(self, layer: int) -> bool:
         """Whether layer `layer` is a NoPE global layer: (layer + 1) % interval == 0."""
         return (layer + 1) % self.interval == 0

@@ -118,6 +118,13 @@ class _PaTHBase(PositionalEncoding):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2H + 3, 5H): the Householder products' (B, H, T, T) correction, the scores and their
+        softmax (measured ~4.1H per sequence with and without the forget gate,
+        tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * h + 3, 5.0 * h
+
     def _check_layer(self, layer: int) -> None:
         if layer >= len(self.w_proj):
             raise ValueError(f"encoding {self.name!r} has transforms for {len(self.w_proj)} layers, asked for layer "

@@ -91,6 +91,12 @@ class StickBreaking(PositionalEncoding):
         self.attend_current = attend_current
         self.remainder = remainder
 
+    def square_planes(self) -> tuple[float, float]:
+        """(2H + 3, 8H): the log-sigmoid breaks, their reverse cumulative sums and the weights
+        (measured ~7.1H per sequence, tests/run/test_eval_memory_measured.py)."""
+        h = self.dims.n_heads
+        return 2.0 * h + 3, 8.0 * h
+
     def weights(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The stick-breaking weights A (B, H, Tq, Tk), float32 (float64 for float64 inputs).
 

@@ -27,9 +27,10 @@ instead of letting it grow for minutes into a `MemoryError`, `std::bad_alloc` or
   AdamW's two moments, float32), counted from the model's geometry and the encoding built on the
   meta device (no memory: a `learned` table's size is known without allocating it), plus the
   activations kept for the backward pass of one batch at the longest training (or fine-tune) length:
-  per layer and sequence T·D·4·(`ACTIVATION_WIDTHS` + 2·ff_mult) (+ 3·H·T²·4 for a content-dependent
-  bias, CoPE's, made per batch), per batch the (1, H, T, T) mask of an additive bias and 3·T·V·4 of
-  logits per sequence. Measured on the reference CPU (torch 2.13, d_model 256, 6 layers, one AdamW
+  per layer and sequence T·D·4·(`ACTIVATION_WIDTHS` + 2·ff_mult) plus the (T, T) planes the
+  encoding's attention holds per sequence (`PositionalEncoding.square_planes`: 2H for an additive
+  bias, more for CoPE, DAPE, stick-breaking …), per batch its shared planes (the (1, H, T, T) bias and
+  mask) and 3·T·V·4 of logits per sequence. Measured on the reference CPU (torch 2.13, d_model 256, 6 layers, one AdamW
   step): RoPE at 2048 tokens keeps 292 MB per sequence, 23.2 floats per token, layer and unit of
   width (the estimate: 15 + 2·4 = 23); ALiBi at 512 tokens 58 MB, no (T, T) scores per sequence
   (SDPA's fused CPU and CUDA kernels take the additive mask without materialising them). More than the memory
@@ -251,22 +252,22 @@ def _layer_params(d: int, ff: int) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _encoding_facts(name: str, params_json: str, d: int, heads: int, layers: int, max_len: int,
-                    train_len: int) -> tuple[int, bool, bool]:
-    """(parameters and buffers, masked, content) of an encoding built on the meta device: its tables
-    are sized without memory. (0, True, False) when it cannot be built here (a conservative guess)."""
+                    train_len: int) -> tuple[int, float, float]:
+    """(parameters and buffers, shared and per-sequence (T, T) planes: `square_planes`) of an encoding
+    built on the meta device: its tables are sized without memory. When it cannot be built here, a
+    conservative guess: no parameters, an additive bias's planes."""
     import torch
 
     from lenbench.encodings import EncodingDims, build_encoding
-    from lenbench.run.memory import attention_kind
 
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             enc = build_encoding(name, EncodingDims(d_model=d, n_heads=heads, max_len=max_len, causal=True,
                                                     train_len=train_len, n_layers=layers), **json.loads(params_json))
     except Exception:  # noqa: BLE001 - the cell reports its own error when it builds the encoding
-        return 0, True, False
-    kind = attention_kind(enc)
-    return sum(t.numel() for t in (*enc.parameters(), *enc.buffers())), kind["masked"], kind["content"]
+        return 0, 2.0 * heads + 3, 2.0 * heads
+    shared, per_sequence = enc.square_planes()
+    return sum(t.numel() for t in (*enc.parameters(), *enc.buffers())), shared, per_sequence
 
 
 def cell_size(cell: Cell, budget: int | None = None) -> CellSize:
@@ -284,15 +285,15 @@ def cell_size(cell: Cell, budget: int | None = None) -> CellSize:
     train_tokens = max(_seq(task, n) for n in lengths)
     eval_tokens = max(_seq(task, max(1, round(r * cell.train_len))) for r in cell.eval.ratios)
     params = layers * _layer_params(d, ff) + 2 * vocab * d + 2 * d
-    extra, masked, content = 0, True, False
+    extra, shared, per_sequence = 0, 2.0 * heads + 3, 2.0 * heads
     if budget is None or params * TRAIN_BYTES_PER_PARAM <= budget:
-        extra, masked, content = _encoding_facts(cell.encoding.name, json.dumps(cell.encoding.params, sort_keys=True),
+        extra, shared, per_sequence = _encoding_facts(cell.encoding.name, json.dumps(cell.encoding.params, sort_keys=True),
                                                  d, heads, layers, max(train_tokens, eval_tokens),
                                                  _seq(task, cell.train_len))
     params += extra
     T, B, F32 = train_tokens, cell.train.batch_size, 4
-    per_layer = T * d * F32 * (ACTIVATION_WIDTHS + 2 * ff) + (3 * heads * T * T * F32 if content else 0)
-    activations = B * (layers * per_layer + 3 * T * vocab * F32) + ((2 * heads + 3) * T * T * F32 if masked else 0)
+    per_layer = T * d * F32 * (ACTIVATION_WIDTHS + 2 * ff) + int(per_sequence * T * T * F32)
+    activations = B * (layers * per_layer + 3 * T * vocab * F32) + int(shared * T * T * F32)
     rows = len(cell.eval.ratios) * (1 + len(_evaluated_variants(cell)))
     samples = cell.eval.samples * len(METRICS) * (SAMPLE_BYTES + SAMPLE_TEXT_BYTES * rows)
     parts = cell_flops_parts(cell)

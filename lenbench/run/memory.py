@@ -23,8 +23,11 @@ directory `LENBENCH_CGROUP_ROOT` names): v2's ``memory.max`` and ``memory.curren
 near-2**63 value mean no limit. Usage counts the working set, as the kernel's OOM decision and the
 kubelet do: the page cache it may drop (``inactive_file`` of ``memory.stat``) is not used memory.
 
-The estimate is deliberately conservative (it assumes SDPA's math path materialises the (B, H, T, T)
-scores whenever a mask is present); shrinking a batch changes only how the evaluation samples are
+The (T, T) planes an encoding's attention holds are its own declaration
+(`PositionalEncoding.square_planes`: an MLP over pairs, a replaced softmax, a decay bias), held at
+or above the measured peak for every registered encoding by tests/run/test_eval_memory_measured.py.
+The estimate is deliberately conservative (by default it assumes SDPA's math path materialises the
+(B, H, T, T) scores whenever a mask is present); shrinking a batch changes only how the evaluation samples are
 split, never which samples are drawn (they come from one generator in order).
 """
 
@@ -35,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-
-from lenbench.encodings.base import PositionalEncoding
 
 ENV_VAR = "LENBENCH_MEMORY_BUDGET_GB"
 CGROUP_ENV = "LENBENCH_CGROUP_ROOT"
@@ -185,39 +186,29 @@ class EvalMemory:
 
 def estimate(model: torch.nn.Module, tokens: int) -> EvalMemory:
     """Peak-memory estimate of `model` (a `lenbench.model.Transformer`) on sequences of `tokens`
-    (`eval_memory`, with the model's own parameters and buffers, the `learned` table included)."""
+    (`eval_memory`, with the model's own parameters and buffers, the `learned` table included, and
+    the (T, T) planes its encoding declares, `PositionalEncoding.square_planes`)."""
     cfg = model.cfg
     params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    return eval_memory(params, tokens, d_model=cfg.d_model, n_heads=cfg.n_heads, vocab=cfg.vocab_size,
-                       ff_mult=cfg.ff_mult, **attention_kind(model.pos_enc))
+    shared, per_sequence = model.pos_enc.square_planes()
+    return eval_memory(params, tokens, d_model=cfg.d_model, vocab=cfg.vocab_size, ff_mult=cfg.ff_mult,
+                       shared_planes=shared, sequence_planes=per_sequence)
 
 
-def attention_kind(enc: PositionalEncoding) -> dict[str, bool]:
-    """What an encoding adds to attention's memory: `masked`, a (T, T) mask and materialised scores
-    (an additive bias, or a content-dependent one); `content`, a per-layer bias of the batch (CoPE)."""
-    content = bool(getattr(enc, "content_dependent", False))
-    return {"masked": type(enc).bias is not PositionalEncoding.bias or content, "content": content}
-
-
-def eval_memory(param_bytes: int, tokens: int, *, d_model: int, n_heads: int, vocab: int, ff_mult: int,
-                masked: bool, content: bool) -> EvalMemory:
+def eval_memory(param_bytes: int, tokens: int, *, d_model: int, vocab: int, ff_mult: int,
+                shared_planes: float, sequence_planes: float) -> EvalMemory:
     """Peak-memory estimate of one evaluation forward on sequences of `tokens`.
 
-    Terms (float32, T = tokens, D = d_model, H = heads, V = vocabulary):
+    Terms (float32, T = tokens, D = d_model, V = vocabulary):
         parameters + buffers                                  `param_bytes`
-        shared mask: (2H + 3)·T²·4   bias (1, H, T, T), causal mask, their sum, int64 distances
+        shared (T, T) planes: shared_planes·T²·4              the encoding's bias, mask … (`square_planes`)
         per sequence: T·D·4·(6 + 2·ff_mult)   residual, LN, q/k/v, attention output, MLP hidden
-                      2·H·T²·4                scores and softmax when a mask is present
-                      3·H·T²·4                per-layer bias of a content-dependent encoding (CoPE)
+                      sequence_planes·T²·4    the encoding's scores, softmax, pair features …
                       3·T·V·4                 logits, their float copy, log-softmax
     """
-    T, D, H, V = tokens, d_model, n_heads, vocab
-    fixed = param_bytes + ((2 * H + 3) * T * T * F32 if masked else 0)
-    per_seq = T * D * F32 * (6 + 2 * ff_mult) + 3 * T * V * F32
-    if masked:
-        per_seq += 2 * H * T * T * F32
-    if content:
-        per_seq += 3 * H * T * T * F32
+    T, D, V = tokens, d_model, vocab
+    fixed = param_bytes + int(shared_planes * T * T * F32)
+    per_seq = T * D * F32 * (6 + 2 * ff_mult) + 3 * T * V * F32 + int(sequence_planes * T * T * F32)
     return EvalMemory(fixed=fixed, per_sequence=per_seq)
 
 
