@@ -3,6 +3,7 @@
 import math
 import random
 import zlib
+from pathlib import Path
 
 import pytest
 from matplotlib.colors import to_rgb
@@ -188,6 +189,7 @@ def capture(monkeypatch):
         def keep(fig, path, **kwargs):
             fig.canvas.draw()
             fig.test_renderer = fig.canvas.get_renderer()  # closing the figure takes its Agg canvas
+            fig.test_texts = text_boxes(fig)  # as drawn: saving lays the figure out again at its own dpi
             figures.append(fig)
             return save(fig, path, **kwargs)
 
@@ -531,3 +533,142 @@ def test_a_dense_length_axis_labels_whole_multiples_and_no_two_labels_that_touch
     shown = [math.log2(x) for x, s in zip(lengths, labels, strict=True) if s and x % 8]
     assert all(abs(a - math.log2(b)) >= 0.3 for a in shown for b in lengths if b % 8 == 0)
     assert spaced_labels([64, 128, 256, 512, 1024], 64) == ["64", "128", "256", "512", "1024"]
+
+
+# --- no text over text, at the catalog's size -----------------------------------------------------
+
+
+def _texts(fig):
+    """Every visible, non-empty text a reader reads in `fig` (after `fig.canvas.draw()`): each axes'
+    tick labels (the ticks inside its view, colour bars included), title, axis labels and texts; the
+    legends' entries; the figure's and subfigures' titles and texts."""
+    import numpy as np
+
+    out = []
+    for ax in visible_axes(fig):
+        for axis, attr in ((ax.xaxis, "get_xaxis_transform"), (ax.yaxis, "get_yaxis_transform")):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not (lo - 1e-9 * abs(lo) <= loc <= hi + 1e-9 * abs(hi)) or not np.isfinite(loc):
+                    continue
+                out += [label for label in (tick.label1, tick.label2) if label.get_visible() and label.get_text()]
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+    for legend in legends(fig):
+        out += [*legend.get_texts(), legend.get_title()]
+
+    def figure_texts(f):
+        found = [getattr(f, name, None) for name in ("_suptitle", "_supxlabel", "_supylabel")] + list(f.texts)
+        for sub in f.subfigs:
+            found += figure_texts(sub)
+        return found
+
+    out += figure_texts(fig)
+    return [t for t in dict.fromkeys(out) if t is not None and t.get_visible() and t.get_text().strip()]
+
+
+def text_boxes(fig) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """(text, its drawn box x0, y0, x1, y1 in pixels) of every text of a drawn figure (`_texts`)."""
+    return [(t.get_text(), tuple(t.get_window_extent(fig.test_renderer).extents)) for t in _texts(fig)]
+
+
+def text_collisions(fig, tolerance: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of texts of `fig` (as `capture` drew it) whose boxes overlap by more than `tolerance`
+    pixels each way: ("128", "256") when tick labels run together, ("8.2", "8.29709") for a colour bar's."""
+    import numpy as np
+
+    texts = [text for text, _ in fig.test_texts]
+    boxes = np.array([box for _, box in fig.test_texts]).reshape(-1, 4)
+    x0, y0, x1, y1 = (boxes[:, i] for i in range(4))
+    dx = np.minimum(x1[:, None], x1[None]) - np.maximum(x0[:, None], x0[None])
+    dy = np.minimum(y1[:, None], y1[None]) - np.maximum(y0[:, None], y0[None])
+    hit = np.triu((dx > tolerance) & (dy > tolerance), k=1)
+    return [(texts[i], texts[j]) for i, j in zip(*np.nonzero(hit), strict=True)]
+
+
+def test_text_collisions_finds_labels_that_run_together():
+    """The check itself: two tick labels drawn on top of each other are found, apart ones are not."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.0, 1.0))
+    ax.set_xticks([1, 1.01, 5], labels=["128", "256", "far"])
+    ax.set_xlim(0, 6)
+    fig.canvas.draw()
+    fig.test_renderer = fig.canvas.get_renderer()
+    fig.test_texts = text_boxes(fig)
+    assert text_collisions(fig) == [("128", "256")]
+    plt.close(fig)
+
+
+def catalog_like():
+    """A synthetic board of the published catalog's size: every declared encoding and three labelled
+    entries (plugin-like names), rope with eight inference-time variants, six tasks at five ratios,
+    two seeds; lm with the chance (256) and unigram baselines far above the models' perplexity."""
+    from lenbench.encoding_display import BUILTIN
+
+    encodings = [*BUILTIN, "fire-relthresh", "randomized-rope", "ssmax+rope"]
+    pairs = [(e, "none") for e in encodings] + [("rope", v) for v in (
+        "linear", "finetune-linear-x4", "ntk", "dynamic@2", "yarn", "finetune-yarn-x4", "yarn@4", "llama3")]
+    tasks = {"addition": 3, "copy": 8, "lm": 64, "passkey": 32, "reverse": 6, "sort": 8}
+    rows = []
+    for seed in (0, 1):
+        for i, (enc, var) in enumerate(pairs):
+            for task, n in tasks.items():
+                for ratio in (1, 2, 4, 8, 16):
+                    if task == "lm":
+                        rows.append(row(task, enc, var, ratio, "perplexity", 8.3 + 0.4 * i * math.log2(ratio) / 4
+                                        + 0.1 * seed, seed, train_len=n))
+                    else:
+                        at_1x = 0.97 if i % 3 else 0.5
+                        rows.append(row(task, enc, var, ratio, "exact_match",
+                                        at_1x / ratio ** (0.1 * (i % 7) + 0.3) + 0.01 * seed, seed, train_len=n))
+        for ratio in (1, 2, 4, 8, 16):
+            for name, value in (("chance", 256.0), ("unigram", 24.1)):
+                rows.append(row("lm", f"baseline:{name}", "none", ratio, "perplexity", value, seed, train_len=64))
+    return load_results(rows)
+
+
+@pytest.fixture(scope="module")
+def catalog_sized():
+    from lenbench.report.tables import leaderboard
+
+    df = catalog_like()
+    return df, leaderboard(df)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["extrapolation", "heatmap"])
+def test_no_text_overlaps_at_the_catalogs_size(tmp_path, capture, catalog_sized, name):
+    df, board = catalog_sized
+    figures = capture(name)
+    PLOTS[name](df, board, tmp_path / f"{name}.png")
+    (fig,) = figures
+    assert text_collisions(fig) == []
+
+
+CATALOG = Path(__file__).resolve().parents[2] / "results" / "catalog"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (CATALOG / "cells").is_dir(), reason="results/catalog/ is not published")
+def test_no_text_overlaps_in_the_published_catalogs_figures(tmp_path, capture):
+    """Every figure of the report, drawn from the published catalog (its cells and kernel timings):
+    no two texts overlap (about a minute: the catalog's leaderboard and its figures)."""
+    from lenbench.report.build import load_source
+    from lenbench.report.cost import quality_cost_frame
+    from lenbench.report.figures import FIGURES, FigureInputs
+    from lenbench.report.tables import leaderboard
+
+    src = load_source(CATALOG)
+    board, cost = leaderboard(src.rows), src.cost()
+    inputs = FigureInputs(src.rows, board, cost, quality_cost_frame(board, cost) if cost is not None else None)
+    captured = {spec.module: capture(spec.module) for spec in FIGURES}
+    drawn = []
+    for spec in FIGURES:
+        if spec.available(inputs) and (spec.source == "rows" or cost is not None):
+            spec.render(inputs, tmp_path / f"{spec.stem}.png")
+            drawn.append(spec.stem)
+    assert {"extrapolation", "leaderboard_heatmap"} <= set(drawn)
+    found = {f"{module} {i}": text_collisions(fig)[:6] for module, figures in captured.items()
+             for i, fig in enumerate(figures)}
+    assert {name: pairs for name, pairs in found.items() if pairs} == {}

@@ -71,7 +71,7 @@ def save_figure(fig, path: str | Path, *, dpi: int = 150) -> Path:
 
 #: Dash patterns for variants, indexed by the rope_type's declared place (solid = the plain encoding).
 VARIANT_DASHES: list[tuple[float, ...]] = [(4, 1.5), (1, 1), (3, 1.25, 1.5, 1.25), (5, 1, 1, 1), (2, 2, 6, 2),
-                                           (6, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
+                                           (8, 2, 2, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
 #: Colours of inference-time variants, indexed by the rope_type's declared place: tab10 without its
 #: grey (the grey is close to the plain `rope` line they are drawn beside).
 VARIANT_COLORS: list[tuple[float, float, float]] = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]
@@ -109,7 +109,8 @@ def _variant_kind(variant: str) -> str:
 
 
 def variant_dashes(variant: str) -> tuple[float, ...] | str:
-    """"" (solid) for the plain encoding, else a dash pattern fixed by the variant's rope_type."""
+    """"" (solid) for the plain encoding (whose line takes its encoding's declared dashes in
+    `series_style`), else a dash pattern fixed by the variant's rope_type."""
     if variant == BASE_VARIANT:
         return ""
     return VARIANT_DASHES[_variant_index(variant, len(VARIANT_DASHES))]
@@ -134,10 +135,19 @@ def series_color(encoding: str, variant: str) -> tuple[float, float, float]:
     return tuple(float(c) for c in hue)
 
 
+def encoding_dashes(encoding: str) -> tuple[float, ...] | str:
+    """The declared dash pattern of a trained encoding's line ("" solid; `lenbench.encoding_display`)."""
+    return encoding_display.encoding_look(encoding).dashes
+
+
 def series_style(encoding: str, variant: str) -> dict:
-    """Colour (`series_color`), dashes and marker of the line of (encoding, variant) in every figure."""
-    marker = encoding_marker(encoding) if variant == BASE_VARIANT else variant_marker(variant)
-    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant), "marker": marker}
+    """Colour (`series_color`), dashes and marker of the line of (encoding, variant) in every figure:
+    a trained encoding's declared colour, marker and dashes; a variant's by its rope_type."""
+    if variant == BASE_VARIANT:
+        return {"color": series_color(encoding, variant), "dashes": encoding_dashes(encoding),
+                "marker": encoding_marker(encoding)}
+    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant),
+            "marker": variant_marker(variant)}
 
 
 def legend_handles(pairs: list[tuple[str, str]]) -> list[Line2D]:
@@ -247,6 +257,50 @@ def baseline_style(encoding: str) -> dict:
     """Colour and dashes of a baseline's line (grey; chance dotted)."""
     name = encoding.split(":", 1)[-1]
     return BASELINE_STYLES.get(name, {"color": "0.35", "dashes": (3, 1.5, 1, 1.5, 1, 1.5)})
+
+
+def freeze_limits(ax) -> None:
+    """Fix `ax`'s view at what its artists so far span (autoscaling off), so that what is drawn
+    next (a baseline) never moves it."""
+    ax.autoscale_view()
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+
+
+def baseline_line(ax, xs, ys, style: dict, label: str) -> str:
+    """A baseline drawn as an annotation of the view the models set (call `freeze_limits` first): a
+    line that never rescales the axis, clipped to the view where it leaves it, and, when all of it
+    lies above (below) the view, an arrow and "label value" at that edge instead, stacked under
+    (over) any drawn before. Returns "in view", "above" or "below" (or "" when nothing is finite).
+
+    Args:
+        ax: the panel.
+        xs, ys: the baseline's points (x in data units, y its metric), NaN where it has none.
+        style: its colour and dashes (`baseline_style`).
+        label: how the annotation names it ("chance", "baseline:unigram").
+    """
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    finite = np.isfinite(xs) & np.isfinite(ys)
+    if not finite.any():
+        return ""
+    low, high = ax.get_ylim()
+    where = "above" if (ys[finite] > high).all() else "below" if (ys[finite] < low).all() else "in view"
+    if where == "in view":
+        (line,) = ax.plot(xs[finite], ys[finite], color=style["color"], linewidth=1.2, zorder=1, scalex=False,
+                          scaley=False)
+        line.set_dashes(style["dashes"])
+        return where
+    stack = ax.__dict__.setdefault("_lenbench_off_scale", {"above": 0, "below": 0})
+    value = float(np.median(ys[finite]))
+    step = 1.6 * LEGEND_FONT_SIZE * stack[where]  # points: one line of annotation per baseline before it
+    stack[where] += 1
+    ax.annotate(f"{'↑' if where == 'above' else '↓'} {label.removeprefix('baseline:')} {value:.3g}",
+                xy=(0.97, 0.97 if where == "above" else 0.03), xycoords="axes fraction",
+                xytext=(0, -step if where == "above" else step), textcoords="offset points",
+                ha="right", va="top" if where == "above" else "bottom",
+                fontsize=LEGEND_FONT_SIZE, color=style["color"],
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+    return where
 
 
 # --- panels left out ----------------------------------------------------------------------------
