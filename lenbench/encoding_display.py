@@ -1,4 +1,4 @@
-"""How tables and figures show each encoding: its place, colour and marker, declared with no torch.
+"""How tables and figures show each encoding: its place, colour, marker and dashes, declared with no torch.
 
 The report path reads these facts without importing the encodings (`lenbench.report.rows` for the
 order, `lenbench.report.plots._style` for colours and markers), so they are declared here, by name,
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-
 
 #: Dash patterns of the encodings' lines (matplotlib ``dashes``; "" solid), so that two lines of like
 #: colour also differ in pattern. Disjoint from the variants' dash patterns (`lenbench.report.plots._style`).

@@ -1,8 +1,8 @@
 """The shared look of every report figure: saving, the palette, line styles, panel grids, left-out panels.
 
 Every figure is written with the non-interactive Agg backend (set in `lenbench.report.plots`), so plotting works on machines
-without a display, in the format the path's suffix names (PNG or SVG), atomically (temporary
-file + os.replace) and reproducibly (no date in SVGs, fixed SVG ids): `save_figure`. Every figure
+without a display, in the format the path's suffix names (PNG at 300 dpi, SVG or PDF), atomically
+(temporary file + os.replace) and reproducibly (no date in SVGs or PDFs, fixed SVG ids): `save_figure`. Every figure
 is laid out by matplotlib's constrained layout (`grid`, `figure`), so titles, labels, colour bars
 and legends outside the axes never overlap.
 
@@ -51,14 +51,19 @@ def quiet():
         warnings.simplefilter("ignore", DeprecationWarning)
         yield
 
-_RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path"}
+_RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path", "pdf.fonttype": 42}
+#: A raster figure's resolution: what a paper's printer asks for.
+DPI = 300
+#: The metadata entry that would date a file, per format (left out, so a rebuild is byte-identical).
+_UNDATED = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
 
 
-def save_figure(fig, path: str | Path, *, dpi: int = 150) -> Path:
-    """Save `fig` to `path` (format from the suffix) atomically and reproducibly, then close it."""
+def save_figure(fig, path: str | Path, *, dpi: int = DPI) -> Path:
+    """Save `fig` to `path` (format from the suffix: png, svg, pdf) atomically and reproducibly (no
+    date in SVG or PDF), then close it."""
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or "png"
-    metadata = {"Date": None} if fmt == "svg" else None
+    metadata = _UNDATED.get(fmt)
     try:
         with atomic_path(path) as tmp, plt.rc_context(_RC):
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
@@ -206,12 +211,38 @@ def log_ticks(vmin: float, vmax: float) -> list[float]:
     return ticks
 
 
+def round_out(vmin: float, vmax: float, digits: int = 2) -> tuple[float, float]:
+    """[vmin, vmax] widened to `digits` significant digits (8.29709, 18.3527 → 8.2, 19), so that a
+    colour bar's ends, which `log_ticks` may label, print short; a positive range stays positive."""
+    def step(v: float) -> float:
+        return 10.0 ** (math.floor(math.log10(abs(v))) - digits + 1) if v else 1.0
+
+    low = math.floor(round(vmin / step(vmin), 9)) * step(vmin)
+    high = math.ceil(round(vmax / step(vmax), 9)) * step(vmax)
+    if vmin > 0 and low <= 0:
+        low = vmin
+    return float(f"{low:.{digits + 2}g}"), float(f"{high:.{digits + 2}g}")
+
+
 #: A two-column paper's text width in inches (a figure* in a NeurIPS/ICML/ACL template); report
 #: figures are this wide, panels wrapping `PANEL_COLUMNS` to a row, at `PAPER_FONT_SIZE`.
 PAPER_WIDTH = 6.75
+#: One column of a two-column paper, in inches: a single-panel figure's width.
+PAPER_COLUMN = 3.25
 PANEL_COLUMNS = 2
 PAPER_FONT_SIZE = 8
 LEGEND_FONT_SIZE = 6.5
+#: The height of one row of a legend at `LEGEND_FONT_SIZE`, in inches.
+LEGEND_ROW = 0.14
+
+
+def banded_figure(width: float, heights: list[float], legend_entries: list[int], ncol: int = 4):
+    """A constrained-layout figure of bands stacked top to bottom (subfigures), band i `heights[i]`
+    inches of panels plus the rows its legend below takes (`legend_entries[i]` entries, `ncol` to a
+    row); returns (figure, the bands)."""
+    total = [h + LEGEND_ROW * math.ceil(n / ncol) + 0.25 for h, n in zip(heights, legend_entries, strict=True)]
+    fig = figure(width, sum(total))
+    return fig, fig.subfigures(len(total), 1, squeeze=False, height_ratios=total)[:, 0]
 
 
 def figure(width: float, height: float):
@@ -235,11 +266,13 @@ def grid(n: int, width: float, height: float, ncols: int = 3, *, parent=None, **
     return fig, list(axes.flat[:n])
 
 
-def outside_legend(target, handles: list, *, where: str = "right", max_rows: int = 16):
+def outside_legend(target, handles: list, *, where: str = "right", max_rows: int = 16, ncol: int = 4):
     """A legend outside the panels of `target` (a figure or subfigure), placed by constrained
-    layout: "right" (a column beside the panels) or "below" (rows under them)."""
+    layout: "right" (a column beside the panels) or "below" (rows under them, `ncol` to a row)."""
     if where == "below":
-        ncol = min(len(handles), 4)
+        ncol = min(len(handles), ncol)
+        if isinstance(target, plt.Figure):  # taller by the legend's rows: the panels keep their height
+            target.set_figheight(target.get_figheight() + LEGEND_ROW * math.ceil(len(handles) / ncol) + 0.1)
         return target.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False,
                              fontsize=LEGEND_FONT_SIZE)
     ncol = max(1, math.ceil(len(handles) / max_rows))

@@ -20,11 +20,11 @@ from lenbench.report.plots._style import (
     NOT_LEARNED_ALPHA,
     PAPER_FONT_SIZE,
     PAPER_WIDTH,
+    banded_figure,
     baseline_line,
     baseline_style,
     board_label,
     boards_left_out,
-    figure,
     freeze_limits,
     grid,
     legend_handles,
@@ -105,7 +105,7 @@ def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`).
-        path: output file; the suffix (.png, .svg) chooses the format.
+        path: output file; the suffix (.png, .svg, .pdf) chooses the format.
         board: the precomputed `leaderboard(df)`, if at hand.
     """
     boards = _boards(df)
@@ -127,8 +127,8 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
     baselines = sorted({e for e in df["encoding"] if is_baseline(e)})
     ncols = min(COLUMNS, len(boards))
     band_rows = -(-len(boards) // ncols)
-    fig = figure(PAPER_WIDTH, PANEL_HEIGHT * band_rows * len(groups) + 0.3)
-    bands = fig.subfigures(len(groups), 1, squeeze=False)[:, 0]
+    fig, bands = banded_figure(PAPER_WIDTH, [PANEL_HEIGHT * band_rows] * len(groups),
+                               [len(pairs) + len(baselines) + 4 for _, pairs in groups])  # at most this many legend entries
     for band, (family, pairs) in zip(bands, groups, strict=True):
         _, axes = grid(len(boards), 0, 0, ncols, parent=band)
         members = set(pairs)
