@@ -48,7 +48,7 @@ CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against
            "Top row: the trained encodings, each in the colour and marker it has in every figure; below, one row "
            "per encoding with inference-time variants: its plain model beside them (colour by rope_type, "
            "▲ fine-tuned, ■ pinned factor). Faded: not learned at 1× (or uncertain); ×: every seed failed at that length; "
-           "grey: baselines.")
+           "grey: baselines, drawn over the range the models set (one beyond it is an arrow and its value at the edge).")
 
 #: Panels per row of a band (one band: the trained encodings, or one encoding and its variants).
 COLUMNS = 3
@@ -98,8 +98,10 @@ def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
     one line per (encoding, variant) in the shared style (`lenbench.report.plots._style`): the mean
     over seeds with its 95 % interval band (`lenbench.report.stats`); a model that
     did not learn the task at 1× (`not_learned`) is drawn faded. Baselines (``baseline:<name>``
-    rows: chance, repeat-previous, unigram) are grey lines without markers in every row; results
-    without baseline rows get a dotted chance line for token accuracy. × marks at the bottom where
+    rows: chance, repeat-previous, unigram) are grey lines without markers in every row, drawn
+    after the models have set the view, which they never move: one wholly beyond it is an arrow
+    and its value at that edge (`lenbench.report.plots._style.baseline_line`); results without
+    baseline rows get a dotted chance line for token accuracy. The legend is below each row. × marks at the bottom where
     every seed failed; perplexity on a log y axis. A board on which every model is at zero or not
     learned is left out (`extrapolation_left_out`), unless every board is.
 
