@@ -70,12 +70,13 @@ BUILTIN: dict[str, Look] = {
 }
 
 #: Colours of encodings not in `BUILTIN` (plugins, labelled entries): the next entries of glasbey_category10
-#: that lie at least 18 apart (ΔE*76) from every declared colour and from each other; none grey, pale or
-#: near-black, so a plugin never looks like a baseline or a faded "not learned" line.
+#: that lie at least 18 apart (ΔE*76) from every declared colour and from each other, with HLS lightness
+#: under 0.7 and saturation over 0.25: none grey, pale or near-black, so a plugin never looks like a
+#: baseline or a faded "not learned" line.
 OTHER_COLORS: tuple[str, ...] = (
-    "#dd00ff", "#ffbf60", "#ff018d", "#b75700", "#027000", "#cd88ff", "#1dd646", "#a56089", "#6f8957", "#8b2945",
-    "#00adff", "#8fd4ff", "#00d4b1", "#c6c78a", "#ff9eb6", "#ce506c", "#ff07d6", "#8b3a05", "#ff4902", "#aa3baf",
-    "#d99c00", "#3f6aff", "#46490d", "#ff9a75",
+    "#dd00ff", "#ffbf60", "#ff018d", "#b75700", "#027000", "#1dd646", "#a56089", "#8b2945", "#00adff", "#00d4b1",
+    "#c6c78a", "#ce506c", "#ff07d6", "#8b3a05", "#ff4902", "#aa3baf", "#d99c00", "#3f6aff", "#46490d", "#845cff",
+    "#81b755", "#bd004a", "#da6d43", "#8b5800",
 )
 #: Markers of encodings not in `BUILTIN`.
 OTHER_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H", "8")
