@@ -1,14 +1,14 @@
-"""How tables and figures show each encoding: its place, colour and marker, declared with no torch.
+"""How tables and figures show each encoding: its place, colour, marker and dashes, declared with no torch.
 
 The report path reads these facts without importing the encodings (`lenbench.report.rows` for the
 order, `lenbench.report.plots._style` for colours and markers), so they are declared here, by name,
 rather than taken from where a module happens to be imported:
 
-- lenbench's own encodings, in `BUILTIN` (table and legend order), each with a fixed colour and
-  marker: the ones published figures have always shown;
+- lenbench's own encodings, in `BUILTIN` (table and legend order), each with a fixed colour,
+  marker and dash pattern;
 - any other encoding (a plugin's, or a built-in not declared here) comes after the declared ones,
-  alphabetically, and takes its colour and marker from a CRC-32 of its name: the colour from
-  `OTHER_COLORS`, strong shades that no declared encoding has and that are never grey (grey is the
+  alphabetically, and takes its colour, marker and dashes from a CRC-32 of its name: the colour from
+  `OTHER_COLORS`, strong shades far from every declared one and never grey (grey is the
   baselines' and the faded "not learned" lines'). Loading a plugin, or loading two in another
   order, never moves a colour or a row.
 
@@ -25,45 +25,58 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
+#: Dash patterns of the encodings' lines (matplotlib ``dashes``; "" solid), so that two lines of like
+#: colour also differ in pattern. Disjoint from the variants' dash patterns (`lenbench.report.plots._style`).
+SOLID, DASHED, DASH_DOT = "", (6.0, 2.0), (6.0, 1.5, 1.0, 1.5)
+DASHES: tuple = (SOLID, DASHED, DASH_DOT)
+
 
 @dataclasses.dataclass(frozen=True)
 class Look:
-    """How one encoding is drawn: a colour (hex) and a matplotlib marker."""
+    """How one encoding is drawn: a colour (hex), a matplotlib marker and a line's dash pattern."""
 
     color: str
     marker: str
+    dashes: tuple[float, ...] | str = SOLID
 
 
-#: lenbench's own encodings in table and legend order, with their colour and marker.
+#: lenbench's own encodings in table and legend order, with their colour, marker and dashes. The colours
+#: are colorcet's glasbey_category10 in order (tab10 first, then the most distinct colours it adds),
+#: leaving out its grey and its palest and darkest entries; every two are at least 22 apart in CIELAB
+#: (ΔE*76), and none is grey (chroma ≥ 25: grey is the baselines'). `rope`, the reference of most
+#: comparisons, has navy in place of tab10's grey.
 BUILTIN: dict[str, Look] = {
     "alibi": Look("#1f77b4", "o"),
     "cope": Look("#ff7f0e", "s"),
     "fire": Look("#2ca02c", "^"),
     "kerple": Look("#d62728", "D"),
     "learned": Look("#9467bd", "v"),
-    "nope": Look("#8c564b", "P"),
-    "randomized": Look("#e377c2", "X"),
-    "rope": Look("#7f7f7f", "<"),
-    "sandwich": Look("#bcbd22", ">"),
-    "sinusoidal": Look("#17becf", "p"),
-    "t5": Look("#aec7e8", "h"),
-    "xpos": Look("#ffbb78", "*"),
-    "fox": Look("#98df8a", "d"),
-    "stickbreaking": Look("#ff9896", "H"),
-    "prope": Look("#c5b0d5", "8"),
-    "ssmax": Look("#c49c94", "o"),
-    "dape": Look("#f7b6d2", "s"),
-    "pope": Look("#dbdb8d", "^"),
-    "hybrid": Look("#9edae5", "D"),
-    "path": Look("#c7c7c7", "^"),
-    "path-fox": Look("#fdae6b", "v"),
+    "nope": Look("#8c564b", "P", DASHED),
+    "randomized": Look("#e377c2", "X", DASHED),
+    "rope": Look("#00458a", "<"),
+    "sandwich": Look("#bcbd22", ">", DASHED),
+    "sinusoidal": Look("#17becf", "p", DASHED),
+    "t5": Look("#bcbcff", "h", DASH_DOT),
+    "xpos": Look("#b80080", "*", DASHED),
+    "fox": Look("#6b6500", "d", DASH_DOT),
+    "stickbreaking": Look("#6126ff", "H"),
+    "prope": Look("#8cb894", "8", DASH_DOT),
+    "ssmax": Look("#028268", "o", DASH_DOT),
+    "dape": Look("#8300a0", "s", DASH_DOT),
+    "pope": Look("#ad8944", "^", DASH_DOT),
+    "hybrid": Look("#5b3400", "D", DASHED),
+    "path": Look("#ff6f76", "v", DASH_DOT),
+    "path-fox": Look("#798cff", "P", DASH_DOT),
 }
 
-#: Colours of encodings not in `BUILTIN`: the two strongest shades of each hue of matplotlib's
-#: tab20b and tab20c (their greys and pale shades left out).
+#: Colours of encodings not in `BUILTIN` (plugins, labelled entries): the next entries of glasbey_category10
+#: that lie at least 18 apart (ΔE*76) from every declared colour and from each other, with HLS lightness
+#: under 0.7 and saturation over 0.25: none grey, pale or near-black, so a plugin never looks like a
+#: baseline or a faded "not learned" line.
 OTHER_COLORS: tuple[str, ...] = (
-    "#393b79", "#5254a3", "#637939", "#8ca252", "#8c6d31", "#bd9e39", "#843c39", "#ad494a", "#7b4173", "#a55194",
-    "#3182bd", "#6baed6", "#e6550d", "#fd8d3c", "#31a354", "#74c476", "#756bb1", "#9e9ac8",
+    "#dd00ff", "#ffbf60", "#ff018d", "#b75700", "#027000", "#1dd646", "#a56089", "#8b2945", "#00adff", "#00d4b1",
+    "#c6c78a", "#ce506c", "#ff07d6", "#8b3a05", "#ff4902", "#aa3baf", "#d99c00", "#3f6aff", "#46490d", "#845cff",
+    "#81b755", "#bd004a", "#da6d43", "#8b5800",
 )
 #: Markers of encodings not in `BUILTIN`.
 OTHER_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H", "8")
@@ -72,16 +85,17 @@ OTHER_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "drope")
 
 
-def _hash(name: str, n: int) -> int:
-    return zlib.crc32(name.encode()) % n
-
-
 def encoding_look(name: str) -> Look:
-    """The declared look of a built-in encoding, else one fixed by a hash of `name`."""
+    """The declared look of a built-in encoding, else one fixed by a CRC-32 of `name`: its colour from
+    the hash modulo `OTHER_COLORS`, its marker and dashes from the quotient, so two names that share a
+    colour still differ in marker or dashes unless their hashes agree modulo colours × markers × dashes."""
     look = BUILTIN.get(name)
     if look is not None:
         return look
-    return Look(OTHER_COLORS[_hash(name, len(OTHER_COLORS))], OTHER_MARKERS[_hash(name, len(OTHER_MARKERS))])
+    h = zlib.crc32(name.encode())
+    color, rest = h % len(OTHER_COLORS), h // len(OTHER_COLORS)
+    return Look(OTHER_COLORS[color], OTHER_MARKERS[rest % len(OTHER_MARKERS)],
+                DASHES[rest // len(OTHER_MARKERS) % len(DASHES)])
 
 
 def encoding_color(name: str) -> str:

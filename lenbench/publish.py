@@ -29,9 +29,9 @@ target (``--to``, symlinks resolved) must be
   earlier versions): a directory holding ``cells/`` with at least one cell file, and
   ``bench.json`` or ``summary.md``, and nothing a publication would not contain: no hidden or
   linked entry; top-level files only among the report's names (`lenbench.report.build.REPORT_FILES`,
-  `COST_FILES`, ``bench.json``, ``index.html``, the figures of `lenbench.report.figures.FIGURES` as ``<stem>.{png,svg}``);
+  `COST_FILES`, ``bench.json``, ``index.html``, the figures of `lenbench.report.figures.FIGURES` as ``<stem>.{png,svg,pdf}``);
   ``cells/`` only cell files (``<cell_id>.json`` holding a JSON object with that ``cell_id`` and
-  its ``rows``); ``encodings/`` only ``*.png`` / ``*.svg``. Publishing over it writes the marker
+  its ``rows``); ``encodings/`` only ``*.png`` / ``*.svg`` / ``*.pdf``. Publishing over it writes the marker
   into it first, so the next publish (and any leftover of this one) is recognised by the marker.
 
 A publication may hold other publications as direct subdirectories (the catalog's

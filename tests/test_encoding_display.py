@@ -43,7 +43,8 @@ def test_every_built_in_and_a_plugin_get_distinct_colours_none_grey():
 def test_built_ins_keep_their_published_colours_and_order():
     assert list(BUILTIN)[:4] == ["alibi", "cope", "fire", "kerple"] and list(BUILTIN)[16] == "dape"
     assert list(BUILTIN)[-1] == "path-fox"
-    assert encoding_color("alibi") == "#1f77b4" and encoding_color("rope") == "#7f7f7f"
+    # rope left tab10's grey (#7f7f7f) for navy: grey is the baselines' and the faded lines' shade
+    assert encoding_color("alibi") == "#1f77b4" and encoding_color("rope") == "#00458a"
     assert sorted(["zz", "dape", "aa", "alibi"], key=encoding_rank) == ["alibi", "dape", "aa", "zz"]
 
 

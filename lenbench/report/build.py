@@ -121,15 +121,15 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     docs/board.md quotes, `summary_markdown`), ``findings.md`` (what each board shows, in sentences
     read off its numbers: `lenbench.report.findings`), ``learnability.csv`` (each seed's verdict at
     1×, `Leaderboard.seeds`), ``claims.md`` (the papers' claims judged by the board's paired test,
-    `lenbench.report.claims`), and with `plots`: ``extrapolation.{png,svg}``
-    (metric against length), ``leaderboard_heatmap.{png,svg}`` and ``encodings/<name>.{png,svg}`` (the position
+    `lenbench.report.claims`), and with `plots`: ``extrapolation.{png,svg,pdf}``
+    (metric against length), ``leaderboard_heatmap.{png,svg,pdf}`` and ``encodings/<name>.{png,svg,pdf}`` (the position
     pattern of each registered encoding in the results that can be drawn,
     `lenbench.report.geometry.encoding_patterns`, except a trainable one without its checkpoint
     and an all-zero one such as `nope`'s: `lenbench.report.plots.geometry.pattern_left_out`). From the kernel timings of a benchmark JSON (the
     source, or ``bench.json`` in a results directory; a kernel-only JSON is enough):
-    ``cost.csv`` / ``cost.md`` (`lenbench.report.cost.cost_table`), with `plots` ``cost.{png,svg}``,
-    and when both halves exist ``quality_cost.{png,svg}``. Where the rows hold bucketed
-    measurements: ``position_loss.{png,svg}`` (lm loss by position) and ``needle_depth.{png,svg}``
+    ``cost.csv`` / ``cost.md`` (`lenbench.report.cost.cost_table`), with `plots` ``cost.{png,svg,pdf}``,
+    and when both halves exist ``quality_cost.{png,svg,pdf}``. Where the rows hold bucketed
+    measurements: ``position_loss.{png,svg,pdf}`` (lm loss by position) and ``needle_depth.{png,svg,pdf}``
     (passkey depth × length). With `page`: ``index.html`` (`lenbench.report.page`), every figure
     with its caption (the ``CAPTION`` of its plot module and the panels it left out). Rerunning on
     the same source rewrites identical files.
@@ -190,7 +190,7 @@ def _draw_figures(source: str, inputs: FigureInputs, out: Path, figures: dict[st
 
 
 def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: dict[str, Figure]) -> list[Path]:
-    """The figures of the extrapolation rows, each as PNG and SVG; adds them to `figures` (title →
+    """The figures of the extrapolation rows, each as PNG, SVG and PDF; adds them to `figures` (title →
     `Figure`: the PNGs and the caption, the plot module's ``CAPTION`` and what it left out).
     Position patterns are drawn only for encodings with something to show
     (`lenbench.report.plots.geometry.pattern_left_out`): not a trainable one without its checkpoint."""

@@ -7,11 +7,11 @@ them, so reading the list imports no matplotlib) into `FIGURES`, ordered by `ord
 therefore one new plot module (or one more entry in an existing one).
 
 `lenbench.report.build` draws every figure of `FIGURES` whose input the source has, in this order,
-as PNG and SVG; `lenbench.publication` reads the stems from here to know which files a publication
+as PNG, SVG and PDF; `lenbench.publication` reads the stems from here to know which files a publication
 may hold; the page (`lenbench.report.page`) shows them in this order under their titles. The plot
 modules are imported only when a figure is drawn.
 
-The per-encoding position patterns (``encodings/<name>.{png,svg}``, `lenbench.report.geometry`)
+The per-encoding position patterns (``encodings/<name>.{png,svg,pdf}``, `lenbench.report.geometry`)
 are one figure per encoding in a folder of their own and are drawn by the build directly.
 """
 
@@ -27,8 +27,9 @@ import pandas as pd
 
 from lenbench.registry import module_declarations
 
-#: Every figure is written in these formats (the page shows the first).
-FORMATS = ("png", "svg")
+#: Every figure is written in these formats (the page shows the first): a 300 dpi PNG, and SVG and PDF
+#: (vector) for a paper.
+FORMATS = ("png", "svg", "pdf")
 #: Their file suffixes.
 SUFFIXES = tuple(f".{fmt}" for fmt in FORMATS)
 #: What a figure is drawn from: the extrapolation rows and their leaderboard, or the kernel timings.
@@ -51,7 +52,7 @@ class FigureSpec:
     """One figure of the report, declared in the plot module that draws it.
 
     Attributes:
-        stem: the file name without its format (``<stem>.png``, ``<stem>.svg``).
+        stem: the file name without its format (``<stem>.png``, ``.svg``, ``.pdf``).
         title: its heading on the page.
         source: "rows" (drawn after the tables, when the source has extrapolation rows) or "cost"
             (drawn after the cost table, when it has kernel timings).

@@ -83,7 +83,9 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
     its checkpoint ``results_dir/checkpoints/<train_id>.pt``; without a run directory, from the
     suite preset named in the rows; else the model defaults (64, 4). Positions: the cell's longest
     evaluated sequence, at most `max_positions`. An encoding with trainable parameters but no
-    checkpoint at hand is drawn at initialisation, and its note says so.
+    checkpoint at hand is drawn at initialisation, and its note says so; the note says "trained
+    weights" only of an encoding with trainable parameters, and "fixed (nothing trained)" of one
+    without (sinusoidal, rope: its pattern is its definition whatever the checkpoint holds).
     """
     from lenbench.report.stats import is_baseline
 
@@ -126,7 +128,6 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
 
                     state, _ = load_checkpoint_bytes(checkpoint.read_bytes(), torch.device("cpu"))
                     kwargs["state"] = {k[len("pos_enc."):]: v for k, v in state.items() if k.startswith("pos_enc.")}
-                    note += ", trained weights"
                 except Exception:  # noqa: BLE001 - an unreadable checkpoint: draw the initialisation
                     pass
         elif preset is not None:
@@ -144,8 +145,10 @@ def encoding_geometries(df: pd.DataFrame, results_dir: str | Path | None = None,
             trainable = any(p.requires_grad for p in probe.parameters())
         except Exception:  # noqa: BLE001
             pass
-        if trainable and "state" not in kwargs:
-            note += ", at initialisation (no checkpoint)"
+        if trainable:  # what the encoding's parameters say, not its name: learned, or fixed by its definition
+            note += ", trained weights" if "state" in kwargs else ", at initialisation (no checkpoint)"
+        else:
+            note += ", fixed (nothing trained)"
         kwargs["note"] = note
         out[encoding] = kwargs
     return out

@@ -148,13 +148,13 @@ def test_index_html_holds_every_leaderboard_cell_and_no_external_url(report):
 def test_cost_files_and_quality_cost_plot(report):
     for name in ("cost.png", "quality_cost.png"):
         assert (report / name).read_bytes()[:8] == PNG_MAGIC
-    assert (report / "cost.svg").is_file() and (report / "quality_cost.svg").is_file()
+    assert all((report / f"{stem}.{fmt}").is_file() for stem in ("cost", "quality_cost") for fmt in ("svg", "pdf"))
 
 
 def test_kernel_only_benchmark_json_gives_the_cost_view(tmp_path):
     source = bench_json(tmp_path / "k.json", [], KERNELS)
     written = [p.name for p in write_report(source, tmp_path / "out")]
-    assert written == ["cost.csv", "cost.md", "cost.png", "cost.svg", "index.html"]
+    assert written == ["cost.csv", "cost.md", "cost.png", "cost.svg", "cost.pdf", "index.html"]
     assert json.loads(source.read_text())  # the source is untouched
 
 

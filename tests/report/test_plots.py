@@ -3,6 +3,7 @@
 import math
 import random
 import zlib
+from pathlib import Path
 
 import pytest
 from matplotlib.colors import to_rgb
@@ -92,8 +93,8 @@ def test_svg_is_reproducible(tmp_path):
 
 def test_fixed_palette_and_order():
     names = ENCODINGS.names()
-    # the declared colour, never one from what else is in the figure
-    assert encoding_color("rope") == (127 / 255, 127 / 255, 127 / 255)
+    # the declared colour, never one from what else is in the figure; never grey (the baselines' shade)
+    assert encoding_color("rope") == to_rgb("#00458a")
     # variants: a colour each (not the family's grey told apart by dashes alone), the same hue for the
     # same rope_type in every family
     rope_family = [series_style("rope", v)["color"] for v in ("none", "linear", "ntk", "yarn", "dynamic", "llama3")]
@@ -148,6 +149,8 @@ def test_encoding_heatmaps_for_every_encoding_with_the_runs_geometry(tmp_path):
     assert (geo["rope"]["d_model"], geo["rope"]["n_heads"], geo["rope"]["theta"]) == (32, 2, 500.0)
     assert geo["rope"]["length"] == 16 and "geometry of the run" in geo["rope"]["note"]
     assert geo["learned"]["note"].endswith("at initialisation (no checkpoint)")
+    # a fixed encoding is never said to have trained weights: its pattern is its definition
+    assert geo["rope"]["note"].endswith("fixed (nothing trained)") and "trained weights" not in geo["rope"]["note"]
     patterns = encoding_patterns(df, tmp_path)
     assert set(patterns) == set(geo)  # every one of them can be drawn
     assert (patterns["rope"].d_model, patterns["rope"].n_heads, len(patterns["rope"].matrix)) == (32, 2, 16)
@@ -188,6 +191,7 @@ def capture(monkeypatch):
         def keep(fig, path, **kwargs):
             fig.canvas.draw()
             fig.test_renderer = fig.canvas.get_renderer()  # closing the figure takes its Agg canvas
+            fig.test_texts = text_boxes(fig)  # as drawn: saving lays the figure out again at its own dpi
             figures.append(fig)
             return save(fig, path, **kwargs)
 
@@ -479,6 +483,8 @@ def test_needle_panels_of_models_not_learned_are_left_out(tmp_path, capture, pub
     PLOTS["needle"](df, board, tmp_path / "n.png")
     titles = [ax.get_title() for ax in visible_axes(figures[0]) if ax.get_title()]
     assert not set(titles) & set(expected) and len(titles) + len(expected) == 9
+    footnote = " ".join(t.get_text() for t in figures[0].texts).replace("\n", " ")
+    assert NOT_LEARNED_PANEL in footnote and all(name in footnote for name in expected)  # the figure says whom it left out
 
 
 def test_position_patterns_at_initialisation_or_all_zero_are_not_drawn():
@@ -531,3 +537,281 @@ def test_a_dense_length_axis_labels_whole_multiples_and_no_two_labels_that_touch
     shown = [math.log2(x) for x, s in zip(lengths, labels, strict=True) if s and x % 8]
     assert all(abs(a - math.log2(b)) >= 0.3 for a in shown for b in lengths if b % 8 == 0)
     assert spaced_labels([64, 128, 256, 512, 1024], 64) == ["64", "128", "256", "512", "1024"]
+
+
+# --- no text over text, at the catalog's size -----------------------------------------------------
+
+
+def _texts(fig):
+    """Every visible, non-empty text a reader reads in `fig` (after `fig.canvas.draw()`): each axes'
+    tick labels (the ticks inside its view, colour bars included), title, axis labels and texts; the
+    legends' entries; the figure's and subfigures' titles and texts."""
+    import numpy as np
+
+    out = []
+    for ax in visible_axes(fig):
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not (lo - 1e-9 * abs(lo) <= loc <= hi + 1e-9 * abs(hi)) or not np.isfinite(loc):
+                    continue
+                out += [label for label in (tick.label1, tick.label2) if label.get_visible() and label.get_text()]
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+    for legend in legends(fig):
+        out += [*legend.get_texts(), legend.get_title()]
+
+    def figure_texts(f):
+        found = [getattr(f, name, None) for name in ("_suptitle", "_supxlabel", "_supylabel")] + list(f.texts)
+        for sub in f.subfigs:
+            found += figure_texts(sub)
+        return found
+
+    out += figure_texts(fig)
+    return [t for t in dict.fromkeys(out) if t is not None and t.get_visible() and t.get_text().strip()]
+
+
+def text_boxes(fig) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """(text, its drawn box x0, y0, x1, y1 in pixels) of every text of a drawn figure (`_texts`)."""
+    return [(t.get_text(), tuple(t.get_window_extent(fig.test_renderer).extents)) for t in _texts(fig)]
+
+
+def text_collisions(fig, tolerance: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of texts of `fig` (as `capture` drew it) whose boxes overlap by more than `tolerance`
+    pixels each way: ("128", "256") when tick labels run together, ("8.2", "8.29709") for a colour bar's."""
+    import numpy as np
+
+    texts = [text for text, _ in fig.test_texts]
+    boxes = np.array([box for _, box in fig.test_texts]).reshape(-1, 4)
+    x0, y0, x1, y1 = (boxes[:, i] for i in range(4))
+    dx = np.minimum(x1[:, None], x1[None]) - np.maximum(x0[:, None], x0[None])
+    dy = np.minimum(y1[:, None], y1[None]) - np.maximum(y0[:, None], y0[None])
+    hit = np.triu((dx > tolerance) & (dy > tolerance), k=1)
+    return [(texts[i], texts[j]) for i, j in zip(*np.nonzero(hit), strict=True)]
+
+
+def test_text_collisions_finds_labels_that_run_together():
+    """The check itself: two tick labels drawn on top of each other are found, apart ones are not."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.0, 1.0))
+    ax.set_xticks([1, 1.01, 5], labels=["128", "256", "far"])
+    ax.set_xlim(0, 6)
+    fig.canvas.draw()
+    fig.test_renderer = fig.canvas.get_renderer()
+    fig.test_texts = text_boxes(fig)
+    assert text_collisions(fig) == [("128", "256")]
+    plt.close(fig)
+
+
+def catalog_like():
+    """A synthetic board of the published catalog's size: every declared encoding and three labelled
+    entries (plugin-like names), rope with eight inference-time variants, six tasks at five ratios,
+    two seeds; lm with the chance (256) and unigram baselines far above the models' perplexity."""
+    from lenbench.encoding_display import BUILTIN
+
+    encodings = [*BUILTIN, "fire-relthresh", "randomized-rope", "ssmax+rope"]
+    pairs = [(e, "none") for e in encodings] + [("rope", v) for v in (
+        "linear", "finetune-linear-x4", "ntk", "dynamic@2", "yarn", "finetune-yarn-x4", "yarn@4", "llama3")]
+    tasks = {"addition": 3, "copy": 8, "lm": 64, "passkey": 32, "reverse": 6, "sort": 8}
+    rows = []
+    for seed in (0, 1):
+        for i, (enc, var) in enumerate(pairs):
+            for task, n in tasks.items():
+                for ratio in (1, 2, 4, 8, 16):
+                    if task == "lm":
+                        rows.append(row(task, enc, var, ratio, "perplexity", 8.3 + 0.4 * i * math.log2(ratio) / 4
+                                        + 0.1 * seed, seed, train_len=n))
+                    else:
+                        at_1x = 0.97 if i % 3 else 0.5
+                        rows.append(row(task, enc, var, ratio, "exact_match",
+                                        at_1x / ratio ** (0.1 * (i % 7) + 0.3) + 0.01 * seed, seed, train_len=n))
+        for ratio in (1, 2, 4, 8, 16):
+            for name, value in (("chance", 256.0), ("unigram", 24.1)):
+                rows.append(row("lm", f"baseline:{name}", "none", ratio, "perplexity", value, seed, train_len=64))
+    return load_results(rows)
+
+
+@pytest.fixture(scope="module")
+def catalog_sized():
+    from lenbench.report.tables import leaderboard
+
+    df = catalog_like()
+    return df, leaderboard(df)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["extrapolation", "heatmap"])
+def test_no_text_overlaps_at_the_catalogs_size(tmp_path, capture, catalog_sized, name):
+    df, board = catalog_sized
+    figures = capture(name)
+    PLOTS[name](df, board, tmp_path / f"{name}.png")
+    (fig,) = figures
+    assert text_collisions(fig) == []
+
+
+CATALOG = Path(__file__).resolve().parents[2] / "results" / "catalog"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (CATALOG / "cells").is_dir(), reason="results/catalog/ is not published")
+def test_no_text_overlaps_in_the_published_catalogs_figures(tmp_path, capture):
+    """Every figure of the report, drawn from the published catalog (its cells and kernel timings):
+    no two texts overlap (about a minute: the catalog's leaderboard and its figures)."""
+    from lenbench.report.build import load_source
+    from lenbench.report.cost import quality_cost_frame
+    from lenbench.report.figures import FIGURES, FigureInputs
+    from lenbench.report.tables import leaderboard
+
+    src = load_source(CATALOG)
+    board, cost = leaderboard(src.rows), src.cost()
+    inputs = FigureInputs(src.rows, board, cost, quality_cost_frame(board, cost) if cost is not None else None)
+    captured = {spec.module: capture(spec.module) for spec in FIGURES}
+    drawn = []
+    for spec in FIGURES:
+        if spec.available(inputs) and (spec.source == "rows" or cost is not None):
+            spec.render(inputs, tmp_path / f"{spec.stem}.png")
+            drawn.append(spec.stem)
+    assert {"extrapolation", "leaderboard_heatmap"} <= set(drawn)
+    found = {f"{module} {i}": text_collisions(fig)[:6] for module, figures in captured.items()
+             for i, fig in enumerate(figures)}
+    assert {name: pairs for name, pairs in found.items() if pairs} == {}
+
+
+# --- paper-ready: colours, baselines, formats, cost, noise -------------------------------------------
+
+
+def _lab(color) -> "tuple[float, float, float]":
+    """CIELAB (D65) of an sRGB colour: the space where a distance (ΔE*76) is a perceived difference."""
+    import numpy as np
+
+    rgb = np.array(to_rgb(color))
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = np.cbrt(np.maximum(xyz / np.array([0.95047, 1.0, 1.08883]), (6 / 29) ** 3))
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def test_every_encoding_has_its_own_look_and_none_is_grey():
+    import itertools
+
+    from lenbench.encoding_display import BUILTIN, DASHES, OTHER_COLORS, encoding_look
+    from lenbench.report.plots._style import VARIANT_DASHES
+
+    declared = [look.color for look in BUILTIN.values()]
+    assert len({(look.color, look.marker, look.dashes) for look in BUILTIN.values()}) == len(BUILTIN)
+    labs = {c: _lab(c) for c in [*declared, *OTHER_COLORS]}
+    for color, (lightness, a, b) in labs.items():
+        assert math.hypot(a, b) >= 25, f"{color} is grey: baselines and faded lines are"
+        assert 25 <= lightness <= 82, f"{color} is too pale or too dark to tell apart"
+    assert min(math.dist(labs[x], labs[y]) for x, y in itertools.combinations(declared, 2)) >= 20
+    assert min(math.dist(labs[x], labs[y]) for x in OTHER_COLORS for y in [*declared, *OTHER_COLORS] if x != y) >= 18
+    # plugins (and labelled entries such as the catalog's): a look from the hash, never a declared colour
+    for name in ("fire-relthresh", "randomized-rope", "ssmax+rope", "my-plugin"):
+        assert encoding_look(name).color in OTHER_COLORS and encoding_look(name).dashes in DASHES
+    assert len({encoding_look(n) for n in ("fire-relthresh", "randomized-rope", "ssmax+rope", "rope")}) == 4
+    assert not set(DASHES) & set(VARIANT_DASHES)  # a variant's line is never mistaken for a trained encoding's
+
+
+def _lm_with_chance(values=(9.0, 12.0, 16.0)):
+    rows = [row("lm", e, "none", r, "perplexity", v * (1 + 0.1 * i) + 0.01 * s, s, train_len=16)
+            for i, e in enumerate(("alibi", "rope")) for r, v in zip((1, 2, 4), values, strict=True) for s in (0, 1)]
+    rows += [row("lm", f"baseline:{b}", "none", r, "perplexity", v, s, train_len=16)
+             for b, v in (("chance", 256.0), ("unigram", 12.5)) for r in (1, 2, 4) for s in (0, 1)]
+    return load_results(rows)
+
+
+def test_a_baseline_annotates_the_view_the_models_set(tmp_path, capture):
+    """lm's chance (256) once set the axis and squashed perplexities of 9-16: the models set the
+    view, a baseline inside it is a line, one above it an arrow with its value at the top edge."""
+    figures = capture("extrapolation")
+    extrapolation_plot(_lm_with_chance(), tmp_path / "x.png")
+    (ax,) = [ax for ax in visible_axes(figures[0]) if ax.get_title()]
+    low, high = ax.get_ylim()
+    assert 8 < high < 40 and low > 1  # the models' span (9 to 17.6 with their bands), not the chance's
+    assert [t.get_text() for t in ax.texts] == ["↑ chance 256"]
+    greys = [line for line in ax.get_lines() if line.get_marker() in ("None", "") and len(line.get_xdata()) == 3]
+    assert any(list(line.get_ydata()) == [12.5] * 3 for line in greys)  # unigram, inside the view: a line
+    assert text_collisions(figures[0]) == []
+
+
+@pytest.mark.parametrize("suffix", ["pdf", "svg"])
+def test_vector_figures_are_written_and_undated(tmp_path, suffix):
+    from lenbench.report.figures import FORMATS
+
+    assert FORMATS == ("png", "svg", "pdf")
+    a = extrapolation_plot(tiny(), tmp_path / f"a.{suffix}").read_bytes()
+    b = extrapolation_plot(tiny(), tmp_path / f"b.{suffix}").read_bytes()
+    assert a.startswith(b"%PDF") if suffix == "pdf" else b"<svg" in a
+    assert a == b  # no creation date: a rebuild is byte-identical
+
+
+def test_png_is_at_300_dpi(tmp_path):
+    from PIL import Image
+
+    from lenbench.report.plots._style import DPI
+
+    path = extrapolation_plot(tiny(), tmp_path / "x.png")
+    assert DPI == 300 and Image.open(path).info["dpi"] == pytest.approx((DPI, DPI), abs=0.01)
+
+
+def test_log_colour_bar_ends_are_rounded():
+    from lenbench.report.plots._style import log_ticks, round_out
+
+    assert round_out(8.29709, 18.3527) == (8.2, 19.0)  # the catalog's lm: labels once "8.29709", "18.3527"
+    low, high = round_out(8.29709, 18.3527)
+    assert log_ticks(low, high) == [8.2, 10, 12, 15, 19]
+    for lo, hi in ((0.0123, 0.9), (6.2, 31.9), (1.0, 1000.0), (100.5, 100.7)):
+        a, b = round_out(lo, hi)
+        assert 0 < a <= lo and b >= hi and all(len(f"{t:g}".replace(".", "").strip("0")) <= 3 for t in log_ticks(a, b))
+
+
+def _cost(tmp_path):
+    from test_page import KERNELS
+    from test_results import bench_json
+
+    from lenbench.report.cost import cost_table
+    from lenbench.report.timings import load_kernel_timings, load_training_steps
+
+    path = bench_json(tmp_path / "b.json", [], KERNELS)
+    return cost_table(load_kernel_timings(path), load_training_steps(path))
+
+
+def test_cost_at_one_length_is_a_bar_chart(tmp_path, capture):
+    from lenbench.report.plots.cost import cost_plot as draw_cost
+
+    cost = _cost(tmp_path)
+    one = cost[(cost["T"] == 256) | (cost["dtype"] == "")]
+    figures = capture("cost")
+    draw_cost(one, tmp_path / "c.png")
+    draw_cost(cost, tmp_path / "lines.png")
+    bars, lines = figures
+    (ax,) = visible_axes(bars)
+    timed = one[one["dtype"] != ""]
+    assert len(ax.patches) == 2 * timed["encoding"].nunique()  # fused and eager per encoding
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(dict.fromkeys(
+        e for e, _ in series_order((e, "none") for e in timed["encoding"])))
+    assert text_collisions(bars) == [] and text_collisions(lines) == []
+    # lines: eager carries its encoding's marker, hollow (not told apart by colour alone)
+    eager = [line for ax in visible_axes(lines) for line in ax.get_lines() if line.get_markerfacecolor() == "white"]
+    assert eager and all(line.get_marker() not in ("None", "") for line in eager)
+
+
+def test_quality_cost_does_not_draw_numerical_noise_as_a_spread():
+    import matplotlib.pyplot as plt
+
+    from lenbench.report.plots.cost import MIN_RETENTION_SPAN, floor_span
+
+    fig, ax = plt.subplots()
+    ax.errorbar([1.0, 2.0], [1e-6, -1e-6], yerr=[[8e-6, 8e-6], [8e-6, 8e-6]])
+    floor_span(ax, MIN_RETENTION_SPAN)
+    low, high = ax.get_ylim()
+    assert high - low == pytest.approx(MIN_RETENTION_SPAN) and low < 0 < high
+    fig.canvas.draw()
+    assert ax.yaxis.get_offset_text().get_text() == ""  # no "1e-6" over the axis
+    ax2 = fig.add_subplot(2, 1, 2)
+    ax2.plot([0, 1], [0.0, 0.9])
+    before = ax2.get_ylim()
+    floor_span(ax2, MIN_RETENTION_SPAN)
+    assert ax2.get_ylim() == before  # a real spread is left as it is
+    plt.close(fig)

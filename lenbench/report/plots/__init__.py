@@ -1,7 +1,7 @@
 """Figures, step 4 of the report path: one module per figure family, each function drawing frames
 it is given (the tidy rows of `lenbench.report.rows.load_results`, the leaderboard of
 `lenbench.report.tables`, the cost tables of `lenbench.report.cost`, the position matrices of
-`lenbench.report.geometry`) into a PNG or SVG file; none reads a results source.
+`lenbench.report.geometry`) into a PNG, SVG or PDF file; none reads a results source.
 
 Every module has a ``CAPTION`` (`cost`: ``COST_CAPTION`` and ``QUALITY_COST_CAPTION``), the caption the
 page shows under the figure, and where it can leave panels out a ``*_left_out`` function naming them (every

@@ -1,8 +1,8 @@
 """The shared look of every report figure: saving, the palette, line styles, panel grids, left-out panels.
 
 Every figure is written with the non-interactive Agg backend (set in `lenbench.report.plots`), so plotting works on machines
-without a display, in the format the path's suffix names (PNG or SVG), atomically (temporary
-file + os.replace) and reproducibly (no date in SVGs, fixed SVG ids): `save_figure`. Every figure
+without a display, in the format the path's suffix names (PNG at 300 dpi, SVG or PDF), atomically
+(temporary file + os.replace) and reproducibly (no date in SVGs or PDFs, fixed SVG ids): `save_figure`. Every figure
 is laid out by matplotlib's constrained layout (`grid`, `figure`), so titles, labels, colour bars
 and legends outside the axes never overlap.
 
@@ -51,14 +51,19 @@ def quiet():
         warnings.simplefilter("ignore", DeprecationWarning)
         yield
 
-_RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path"}
+_RC = {"svg.hashsalt": "lenbench", "svg.fonttype": "path", "pdf.fonttype": 42}
+#: A raster figure's resolution: what a paper's printer asks for.
+DPI = 300
+#: The metadata entry that would date a file, per format (left out, so a rebuild is byte-identical).
+_UNDATED = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
 
 
-def save_figure(fig, path: str | Path, *, dpi: int = 150) -> Path:
-    """Save `fig` to `path` (format from the suffix) atomically and reproducibly, then close it."""
+def save_figure(fig, path: str | Path, *, dpi: int = DPI) -> Path:
+    """Save `fig` to `path` (format from the suffix: png, svg, pdf) atomically and reproducibly (no
+    date in SVG or PDF), then close it."""
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or "png"
-    metadata = {"Date": None} if fmt == "svg" else None
+    metadata = _UNDATED.get(fmt)
     try:
         with atomic_path(path) as tmp, plt.rc_context(_RC):
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
@@ -71,7 +76,7 @@ def save_figure(fig, path: str | Path, *, dpi: int = 150) -> Path:
 
 #: Dash patterns for variants, indexed by the rope_type's declared place (solid = the plain encoding).
 VARIANT_DASHES: list[tuple[float, ...]] = [(4, 1.5), (1, 1), (3, 1.25, 1.5, 1.25), (5, 1, 1, 1), (2, 2, 6, 2),
-                                           (6, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
+                                           (8, 2, 2, 2), (1, 2, 1, 2, 4, 2), (3, 3)]
 #: Colours of inference-time variants, indexed by the rope_type's declared place: tab10 without its
 #: grey (the grey is close to the plain `rope` line they are drawn beside).
 VARIANT_COLORS: list[tuple[float, float, float]] = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]
@@ -109,7 +114,8 @@ def _variant_kind(variant: str) -> str:
 
 
 def variant_dashes(variant: str) -> tuple[float, ...] | str:
-    """"" (solid) for the plain encoding, else a dash pattern fixed by the variant's rope_type."""
+    """"" (solid) for the plain encoding (whose line takes its encoding's declared dashes in
+    `series_style`), else a dash pattern fixed by the variant's rope_type."""
     if variant == BASE_VARIANT:
         return ""
     return VARIANT_DASHES[_variant_index(variant, len(VARIANT_DASHES))]
@@ -134,10 +140,19 @@ def series_color(encoding: str, variant: str) -> tuple[float, float, float]:
     return tuple(float(c) for c in hue)
 
 
+def encoding_dashes(encoding: str) -> tuple[float, ...] | str:
+    """The declared dash pattern of a trained encoding's line ("" solid; `lenbench.encoding_display`)."""
+    return encoding_display.encoding_look(encoding).dashes
+
+
 def series_style(encoding: str, variant: str) -> dict:
-    """Colour (`series_color`), dashes and marker of the line of (encoding, variant) in every figure."""
-    marker = encoding_marker(encoding) if variant == BASE_VARIANT else variant_marker(variant)
-    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant), "marker": marker}
+    """Colour (`series_color`), dashes and marker of the line of (encoding, variant) in every figure:
+    a trained encoding's declared colour, marker and dashes; a variant's by its rope_type."""
+    if variant == BASE_VARIANT:
+        return {"color": series_color(encoding, variant), "dashes": encoding_dashes(encoding),
+                "marker": encoding_marker(encoding)}
+    return {"color": series_color(encoding, variant), "dashes": variant_dashes(variant),
+            "marker": variant_marker(variant)}
 
 
 def legend_handles(pairs: list[tuple[str, str]]) -> list[Line2D]:
@@ -196,12 +211,38 @@ def log_ticks(vmin: float, vmax: float) -> list[float]:
     return ticks
 
 
+def round_out(vmin: float, vmax: float, digits: int = 2) -> tuple[float, float]:
+    """[vmin, vmax] widened to `digits` significant digits (8.29709, 18.3527 → 8.2, 19), so that a
+    colour bar's ends, which `log_ticks` may label, print short; a positive range stays positive."""
+    def step(v: float) -> float:
+        return 10.0 ** (math.floor(math.log10(abs(v))) - digits + 1) if v else 1.0
+
+    low = math.floor(round(vmin / step(vmin), 9)) * step(vmin)
+    high = math.ceil(round(vmax / step(vmax), 9)) * step(vmax)
+    if vmin > 0 and low <= 0:
+        low = vmin
+    return float(f"{low:.{digits + 2}g}"), float(f"{high:.{digits + 2}g}")
+
+
 #: A two-column paper's text width in inches (a figure* in a NeurIPS/ICML/ACL template); report
 #: figures are this wide, panels wrapping `PANEL_COLUMNS` to a row, at `PAPER_FONT_SIZE`.
 PAPER_WIDTH = 6.75
+#: One column of a two-column paper, in inches: a single-panel figure's width.
+PAPER_COLUMN = 3.25
 PANEL_COLUMNS = 2
 PAPER_FONT_SIZE = 8
 LEGEND_FONT_SIZE = 6.5
+#: The height of one row of a legend at `LEGEND_FONT_SIZE`, in inches.
+LEGEND_ROW = 0.14
+
+
+def banded_figure(width: float, heights: list[float], legend_entries: list[int], ncol: int = 4):
+    """A constrained-layout figure of bands stacked top to bottom (subfigures), band i `heights[i]`
+    inches of panels plus the rows its legend below takes (`legend_entries[i]` entries, `ncol` to a
+    row); returns (figure, the bands)."""
+    total = [h + LEGEND_ROW * math.ceil(n / ncol) + 0.25 for h, n in zip(heights, legend_entries, strict=True)]
+    fig = figure(width, sum(total))
+    return fig, fig.subfigures(len(total), 1, squeeze=False, height_ratios=total)[:, 0]
 
 
 def figure(width: float, height: float):
@@ -225,11 +266,13 @@ def grid(n: int, width: float, height: float, ncols: int = 3, *, parent=None, **
     return fig, list(axes.flat[:n])
 
 
-def outside_legend(target, handles: list, *, where: str = "right", max_rows: int = 16):
+def outside_legend(target, handles: list, *, where: str = "right", max_rows: int = 16, ncol: int = 4):
     """A legend outside the panels of `target` (a figure or subfigure), placed by constrained
-    layout: "right" (a column beside the panels) or "below" (rows under them)."""
+    layout: "right" (a column beside the panels) or "below" (rows under them, `ncol` to a row)."""
     if where == "below":
-        ncol = min(len(handles), 4)
+        ncol = min(len(handles), ncol)
+        if isinstance(target, plt.Figure):  # taller by the legend's rows: the panels keep their height
+            target.set_figheight(target.get_figheight() + LEGEND_ROW * math.ceil(len(handles) / ncol) + 0.1)
         return target.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False,
                              fontsize=LEGEND_FONT_SIZE)
     ncol = max(1, math.ceil(len(handles) / max_rows))
@@ -247,6 +290,50 @@ def baseline_style(encoding: str) -> dict:
     """Colour and dashes of a baseline's line (grey; chance dotted)."""
     name = encoding.split(":", 1)[-1]
     return BASELINE_STYLES.get(name, {"color": "0.35", "dashes": (3, 1.5, 1, 1.5, 1, 1.5)})
+
+
+def freeze_limits(ax) -> None:
+    """Fix `ax`'s view at what its artists so far span (autoscaling off), so that what is drawn
+    next (a baseline) never moves it."""
+    ax.autoscale_view()
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+
+
+def baseline_line(ax, xs, ys, style: dict, label: str) -> str:
+    """A baseline drawn as an annotation of the view the models set (call `freeze_limits` first): a
+    line that never rescales the axis, clipped to the view where it leaves it, and, when all of it
+    lies above (below) the view, an arrow and "label value" at that edge instead, stacked under
+    (over) any drawn before. Returns "in view", "above" or "below" (or "" when nothing is finite).
+
+    Args:
+        ax: the panel.
+        xs, ys: the baseline's points (x in data units, y its metric), NaN where it has none.
+        style: its colour and dashes (`baseline_style`).
+        label: how the annotation names it ("chance", "baseline:unigram").
+    """
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    finite = np.isfinite(xs) & np.isfinite(ys)
+    if not finite.any():
+        return ""
+    low, high = ax.get_ylim()
+    where = "above" if (ys[finite] > high).all() else "below" if (ys[finite] < low).all() else "in view"
+    if where == "in view":
+        (line,) = ax.plot(xs[finite], ys[finite], color=style["color"], linewidth=1.2, zorder=1, scalex=False,
+                          scaley=False)
+        line.set_dashes(style["dashes"])
+        return where
+    stack = ax.__dict__.setdefault("_lenbench_off_scale", {"above": 0, "below": 0})
+    value = float(np.median(ys[finite]))
+    step = 1.6 * LEGEND_FONT_SIZE * stack[where]  # points: one line of annotation per baseline before it
+    stack[where] += 1
+    ax.annotate(f"{'↑' if where == 'above' else '↓'} {label.removeprefix('baseline:')} {value:.3g}",
+                xy=(0.97, 0.97 if where == "above" else 0.03), xycoords="axes fraction",
+                xytext=(0, -step if where == "above" else step), textcoords="offset points",
+                ha="right", va="top" if where == "above" else "bottom",
+                fontsize=LEGEND_FONT_SIZE, color=style["color"],
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+    return where
 
 
 # --- panels left out ----------------------------------------------------------------------------

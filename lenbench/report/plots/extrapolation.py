@@ -20,10 +20,12 @@ from lenbench.report.plots._style import (
     NOT_LEARNED_ALPHA,
     PAPER_FONT_SIZE,
     PAPER_WIDTH,
+    banded_figure,
+    baseline_line,
     baseline_style,
     board_label,
     boards_left_out,
-    figure,
+    freeze_limits,
     grid,
     legend_handles,
     outside_legend,
@@ -46,7 +48,7 @@ CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against
            "Top row: the trained encodings, each in the colour and marker it has in every figure; below, one row "
            "per encoding with inference-time variants: its plain model beside them (colour by rope_type, "
            "▲ fine-tuned, ■ pinned factor). Faded: not learned at 1× (or uncertain); ×: every seed failed at that length; "
-           "grey: baselines.")
+           "grey: baselines, drawn over the range the models set (one beyond it is an arrow and its value at the edge).")
 
 #: Panels per row of a band (one band: the trained encodings, or one encoding and its variants).
 COLUMNS = 3
@@ -78,8 +80,8 @@ def _draw_series(ax, xs, mean, lo, hi, style: dict, alpha: float, marker: str | 
     finite = np.isfinite(mean)
     if not finite.any():
         return
-    (line,) = ax.plot(xs[finite], mean[finite], color=style["color"], marker=marker, markersize=4 if marker else 0,
-                      linewidth=1.4 if marker else 1.2, alpha=alpha)
+    (line,) = ax.plot(xs[finite], mean[finite], color=style["color"], marker=marker, markersize=3.5 if marker else 0,
+                      linewidth=1.2 if marker else 1.2, alpha=alpha)
     if style["dashes"]:
         line.set_dashes(style["dashes"])
     band = finite & np.isfinite(lo) & np.isfinite(hi)
@@ -96,14 +98,16 @@ def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
     one line per (encoding, variant) in the shared style (`lenbench.report.plots._style`): the mean
     over seeds with its 95 % interval band (`lenbench.report.stats`); a model that
     did not learn the task at 1× (`not_learned`) is drawn faded. Baselines (``baseline:<name>``
-    rows: chance, repeat-previous, unigram) are grey lines without markers in every row; results
-    without baseline rows get a dotted chance line for token accuracy. × marks at the bottom where
+    rows: chance, repeat-previous, unigram) are grey lines without markers in every row, drawn
+    after the models have set the view, which they never move: one wholly beyond it is an arrow
+    and its value at that edge (`lenbench.report.plots._style.baseline_line`); results without
+    baseline rows get a dotted chance line for token accuracy. The legend is below each row. × marks at the bottom where
     every seed failed; perplexity on a log y axis. A board on which every model is at zero or not
     learned is left out (`extrapolation_left_out`), unless every board is.
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`).
-        path: output file; the suffix (.png, .svg) chooses the format.
+        path: output file; the suffix (.png, .svg, .pdf) chooses the format.
         board: the precomputed `leaderboard(df)`, if at hand.
     """
     boards = _boards(df)
@@ -125,8 +129,8 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
     baselines = sorted({e for e in df["encoding"] if is_baseline(e)})
     ncols = min(COLUMNS, len(boards))
     band_rows = -(-len(boards) // ncols)
-    fig = figure(PAPER_WIDTH, PANEL_HEIGHT * band_rows * len(groups) + 0.3)
-    bands = fig.subfigures(len(groups), 1, squeeze=False)[:, 0]
+    fig, bands = banded_figure(PAPER_WIDTH, [PANEL_HEIGHT * band_rows] * len(groups),
+                               [len(pairs) + len(baselines) + 4 for _, pairs in groups])  # at most this many legend entries
     for band, (family, pairs) in zip(bands, groups, strict=True):
         _, axes = grid(len(boards), 0, 0, ncols, parent=band)
         members = set(pairs)
@@ -146,7 +150,7 @@ def _extrapolation_figure(df: pd.DataFrame, boards, board: Leaderboard, path: st
             extra.append(Line2D([], [], color="0.3", marker="x", linestyle="none", label="failed (all seeds)"))
         if any_not_learned:
             extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned or uncertain"))
-        outside_legend(band, legend_handles(pairs) + extra)
+        outside_legend(band, legend_handles(pairs) + extra, where="below")
         band.suptitle("trained encodings" if family is None else f"{family} and its inference-time variants",
                       fontsize=PAPER_FONT_SIZE, x=0.02, ha="left")
     return save_figure(fig, path)
@@ -184,18 +188,21 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
     cols = [ratio_label(r) for r in ratios]
     eval_len = bdf.groupby("ratio")["eval_len"].first()
     xs = np.array([float(eval_len[r]) for r in ratios])
+    facts = find_metric(metric)
+    ax.set_xscale("log", base=2)
+    values = bdf.loc[bdf["value"].notna() & ~bdf["encoding"].map(is_baseline), "value"].to_numpy(dtype=float)
+    if facts is not None and facts.log_scale and len(values) and (values > 0).all():  # ratios read as distances
+        ax.set_yscale("log")
+        plain_log_labels(ax.yaxis)
     any_not_learned = False
     for r in wide.to_dict("records"):
-        if r["kind"] != "baseline" and (r["encoding"], r["variant"]) not in members:
+        if r["kind"] == "baseline" or (r["encoding"], r["variant"]) not in members:
             continue
         mean, lo, hi = (np.array([r.get(f"{c}{suffix}", np.nan) for c in cols], dtype=float)
                         for suffix in ("", "_ci_low", "_ci_high"))
-        if r["kind"] == "baseline":
-            _draw_series(ax, xs, mean, lo, hi, baseline_style(r["encoding"]), 1.0, None)
-        else:
-            style = series_style(r["encoding"], r["variant"])
-            any_not_learned |= bool(r["not_learned"])
-            _draw_series(ax, xs, mean, lo, hi, style, NOT_LEARNED_ALPHA if r["not_learned"] else 1.0, style["marker"])
+        style = series_style(r["encoding"], r["variant"])
+        any_not_learned |= bool(r["not_learned"])
+        _draw_series(ax, xs, mean, lo, hi, style, NOT_LEARNED_ALPHA if r["not_learned"] else 1.0, style["marker"])
     data = bdf.assign(series=[series_label(e, v) for e, v in zip(bdf["encoding"], bdf["variant"], strict=True)])
     failed = data.groupby(["encoding", "variant", "eval_len"], sort=True)["value"].apply(lambda v: v.isna().all())
     any_failed = False
@@ -205,29 +212,24 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
             color = baseline_style(encoding)["color"] if is_baseline(encoding) else series_style(encoding, variant)["color"]
             ax.plot([length], [0.02], transform=ax.get_xaxis_transform(), marker="x", linestyle="none",
                     color=color, markersize=5, clip_on=False)
-    ax.set_xscale("log", base=2)
     lengths = sorted(data["eval_len"].unique())
     ax.set_xticks(lengths, labels=spaced_labels(lengths, train_len))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
     ax.set_xlim(lengths[0] / 2**0.25, lengths[-1] * 2**0.25)
-    facts = find_metric(metric)
     if facts is not None and facts.bounds is not None:  # a bounded metric on its whole range
         low, high = facts.bounds
         pad = 0.03 * (high - low)
         ax.set_ylim(low - pad, high + pad)
+    freeze_limits(ax)  # the models set the view; baselines annotate it
+    for r in wide.to_dict("records"):
+        if r["kind"] == "baseline":
+            ys = np.array([r.get(c, np.nan) for c in cols], dtype=float)
+            baseline_line(ax, xs, ys, baseline_style(r["encoding"]), r["encoding"])
     if _chance_applies(metric) and not (wide["kind"] == "baseline").any():
         chance = task_chance(task)
         if chance is not None:
-            ax.axhline(chance, color=BASELINE_STYLES["chance"]["color"], linestyle=":", linewidth=1.2, zorder=0)
-            low, high = ax.get_ylim()
-            if chance < low or chance > high:  # keep the chance line in view
-                pad = 0.05 * (max(high, chance) - min(low, chance))
-                ax.set_ylim(min(low, chance - pad), max(high, chance + pad))
-    values = bdf.loc[bdf["value"].notna() & ~bdf["encoding"].map(is_baseline), "value"].to_numpy(dtype=float)
-    if facts is not None and facts.log_scale and len(values) and (values > 0).all():  # ratios read as distances
-        ax.set_yscale("log")
-        plain_log_labels(ax.yaxis)
+            baseline_line(ax, ax.get_xlim(), [chance, chance], BASELINE_STYLES["chance"], "chance")
     arrow = "" if facts is None else " ↑" if facts.higher_is_better else " ↓"
     ax.set_title(board_label(task, train_len), fontsize=PAPER_FONT_SIZE)
     ax.set(xlabel="evaluation length (log2)", ylabel=f"{metric}{arrow}")

@@ -1,5 +1,5 @@
 """The position pattern of one encoding as a heatmap: the position × channel matrix that
-`lenbench.report.geometry` builds (from the run's geometry and trained weights) drawn to PNG or SVG."""
+`lenbench.report.geometry` builds (from the run's geometry and trained weights) drawn to PNG, SVG or PDF."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from lenbench.report.plots._style import PAPER_FONT_SIZE, PAPER_WIDTH, frame_is_
 #: The caption of the position-pattern figures on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("What each encoding adds as a function of position, at the geometry of the run (the first finished "
            "cell of the encoding, lm first): embedding values by position and dimension, rotation angles by "
-           "position and frequency pair, or the attention bias by key position and head; trained weights where "
-           "the results directory holds the encoding's checkpoint.")
+           "position and frequency pair, or the attention bias by key position and head. A learned encoding (trainable "
+           "parameters) is drawn with its trained weights where the results directory holds its checkpoint; a fixed "
+           "one (sinusoidal, rope) is its definition, and its note says \"fixed\".")
 #: Why a pattern is not drawn (`pattern_left_out`).
 AT_INITIALISATION = "trainable, and no checkpoint in the results: only its random initialisation"
 NO_PATTERN = "no position signal: the matrix is all zeros"
@@ -41,7 +42,7 @@ def _tick_step(n: int, target: int = 8) -> int:
 
 
 def encoding_heatmap(matrix: pd.DataFrame, path: str | Path, *, title: str, note: str = "") -> Path:
-    """Render an encoding's position matrix to PNG or SVG, both axes labelled with their units and ticked.
+    """Render an encoding's position matrix to PNG, SVG or PDF, both axes labelled with their units and ticked.
 
     For `sinusoidal` this is the classic striped picture: fast oscillation in the first dimensions,
     slow waves in the last.
@@ -49,7 +50,7 @@ def encoding_heatmap(matrix: pd.DataFrame, path: str | Path, *, title: str, note
     Args:
         matrix: (positions, channels) values, rows top to bottom; ``matrix.index.name`` labels the
             y axis, ``matrix.columns.name`` the x axis (`lenbench.report.geometry.EncodingPattern.matrix`).
-        path: output file; the suffix (.png, .svg) chooses the format.
+        path: output file; the suffix (.png, .svg, .pdf) chooses the format.
         title: the figure's title (e.g. "rope (d_model 64, 4 heads)").
         note: shown under the title (where the geometry and weights come from).
     """

@@ -22,6 +22,7 @@ from lenbench.report.plots._style import (
     grid,
     log_ticks,
     quiet,
+    round_out,
     save_figure,
 )
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
@@ -67,7 +68,7 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`).
-        path: output file (.png or .svg).
+        path: output file (.png, .svg or .pdf).
         board: the precomputed `leaderboard(df)`, if at hand.
     """
     board = board if board is not None else leaderboard(df)
@@ -101,7 +102,7 @@ def _heatmap_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, 
         if facts is not None and facts.bounds is not None:
             norm = Normalize(vmin=facts.bounds[0], vmax=facts.bounds[1])
         elif facts is not None and facts.log_scale and len(finite) and (finite > 0).all() and finite.max() > finite.min():
-            norm = LogNorm(vmin=float(finite.min()), vmax=float(finite.max()))
+            norm = LogNorm(*round_out(float(finite.min()), float(finite.max())))  # short labels at its ends
         elif len(finite):
             norm = Normalize(vmin=float(finite.min()), vmax=float(finite.max()))
         annot = [[_cell_text(v, metric) for v in row] for row in values]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -20,6 +21,7 @@ from lenbench.report.plots._style import (
     frame_is_zero,
     grid,
     keep_panels,
+    left_out_note,
     save_figure,
 )
 from lenbench.report.rows import primary_metric, series_label, series_order, task_order, whole_length
@@ -32,9 +34,12 @@ FIGURES = (FigureSpec(stem="needle_depth", title="passkey: needle depth × lengt
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Passkey retrieval by needle depth (rows, shallow at the top) and evaluation length (columns): the "
            "task's primary metric, mean over seeds, one panel per trained model or inference-time variant; "
-           "brighter is better.")
+           "brighter is better. The models left out (not learned at 1×, or at zero everywhere) are named under "
+           "the panels and here.")
 
 COLUMNS = 4
+#: Characters to a line of the footnote naming the panels left out.
+FOOTNOTE_WIDTH = 150
 NOT_LEARNED_PANEL = "not learned at 1× (or uncertain)"
 
 
@@ -75,23 +80,23 @@ def needle_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboard | N
     top) and evaluation length (columns), one panel per (task, train length, encoding, variant),
     the task's primary metric averaged over seeds; brighter is better; one colour bar for all.
     A panel whose series is at zero everywhere or did not learn the task at 1× is left out
-    (`needle_left_out`), unless every panel is.
+    (`needle_left_out`), unless every panel is; a footnote under the panels names them and why.
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`), holding "depth:…" bucket
             rows (`evaluate_depth`).
-        path: output file (.png or .svg).
+        path: output file (.png, .svg or .pdf).
         board: the precomputed `leaderboard(df)`, if at hand.
     """
     if not len(bucketed(df, "depth")):
         raise ValueError("needle_heatmap: no needle-depth rows (bucket 'depth:…') to plot")
     board = board if board is not None else leaderboard(df)
-    panels, _ = _panels(df, board)
+    panels, dropped = _panels(df, board)
     with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
-        return _needle_figure(panels, path)
+        return _needle_figure(panels, dropped, path)
 
 
-def _needle_figure(panels: list[tuple], path: str | Path) -> Path:
+def _needle_figure(panels: list[tuple], dropped: dict[str, str], path: str | Path) -> Path:
     groups = list(dict.fromkeys((p[0], p[1], p[2]) for p in panels))
     ncols = min(COLUMNS, len(panels))
     fig, axes = grid(len(panels), PAPER_WIDTH / COLUMNS, 1.55, ncols)
@@ -113,6 +118,9 @@ def _needle_figure(panels: list[tuple], path: str | Path) -> Path:
     fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes, label=f"{metrics} ↑", shrink=0.6, aspect=30)
     where = board_label(groups[0][0], groups[0][1]) if len(groups) == 1 else "passkey tasks"
     fig.suptitle(f"{where}: {metrics} by needle depth × evaluation length", fontsize=PAPER_FONT_SIZE + 1)
+    if dropped:  # under the panels: the figure says whom it leaves out, not only its caption on the page
+        fig.text(0.0, 0.0, textwrap.fill(left_out_note(dropped).strip(), FOOTNOTE_WIDTH), ha="left", va="top",
+                 fontsize=PAPER_FONT_SIZE - 2, color="0.3")
     return save_figure(fig, path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -14,8 +15,8 @@ from lenbench.report.plots._style import (
     NOT_LEARNED_ALPHA,
     PAPER_FONT_SIZE,
     PAPER_WIDTH,
+    banded_figure,
     boards_left_out,
-    figure,
     grid,
     legend_handles,
     outside_legend,
@@ -34,7 +35,7 @@ FIGURES = (FigureSpec(stem="position_loss", title="lm loss by position", source=
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("Language-model loss (nll, nats) by target position within the window at the longest evaluated "
            "length, mean over seeds, the training length dashed; top row the trained encodings, below one row "
-           "per encoding with inference-time variants. A curve that keeps falling past the training length uses "
+           "per encoding with inference-time variants, each in its colour, marker and dashes of every figure. A curve that keeps falling past the training length uses "
            "the longer context, a flat one ignores it, a rising one is hurt by it.")
 
 COLUMNS = 2
@@ -68,7 +69,7 @@ def position_loss_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`), holding "pos:…" bucket
             rows (`evaluate_lm_context`).
-        path: output file (.png or .svg).
+        path: output file (.png, .svg or .pdf).
         board: the precomputed `leaderboard(df)`, if at hand.
     """
     rows = bucketed(df, "pos")
@@ -89,8 +90,8 @@ def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str,
                    for r in board.per_task.to_dict("records") if r["not_learned"]}
     ncols = min(COLUMNS, len(keys))
     band_rows = -(-len(keys) // ncols)
-    fig = figure(PAPER_WIDTH, PANEL_HEIGHT * band_rows * len(groups) + 0.3)
-    bands = fig.subfigures(len(groups), 1, squeeze=False)[:, 0]
+    fig, bands = banded_figure(PAPER_WIDTH, [PANEL_HEIGHT * band_rows] * len(groups),
+                               [len(pairs) + 2 for _, pairs in groups])  # at most this many legend entries
     for band, (family, pairs) in zip(bands, groups, strict=True):
         _, axes = grid(len(keys), 0, 0, ncols, parent=band)
         faded = False
@@ -106,7 +107,8 @@ def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str,
                 style = series_style(encoding, variant)
                 alpha = NOT_LEARNED_ALPHA if (task, train_len, encoding, variant) in not_learned else 1.0
                 faded |= alpha < 1
-                (line,) = ax.plot(curve.index, curve.to_numpy(), color=style["color"], linewidth=1.3, alpha=alpha)
+                (line,) = ax.plot(curve.index, curve.to_numpy(), color=style["color"], linewidth=1.2, alpha=alpha,
+                                  marker=style["marker"], markersize=3, markevery=_mark_every(len(curve), encoding))
                 if style["dashes"]:
                     line.set_dashes(style["dashes"])
             ax.axvline(train_len, color="0.25", linestyle="--", linewidth=1.0, zorder=0)
@@ -121,13 +123,21 @@ def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str,
         extra = [Line2D([], [], color="0.25", linestyle="--", linewidth=1.0, label="training length")]
         if faded:
             extra.append(Line2D([], [], color="0.3", alpha=NOT_LEARNED_ALPHA, linewidth=1.4, label="faded: not learned or uncertain"))
-        handles = legend_handles(pairs) + extra
-        for handle in handles:  # the lines carry no markers here
-            handle.set_marker("")
-        outside_legend(band, handles)
+        outside_legend(band, legend_handles(pairs) + extra, where="below")
         band.suptitle("trained encodings" if family is None else f"{family} and its inference-time variants",
                       fontsize=PAPER_FONT_SIZE, x=0.02, ha="left")
     return save_figure(fig, path)
+
+
+#: Markers on a loss-by-position curve: about this many, so that a dense curve stays a line.
+MARKS = 6
+
+
+def _mark_every(n: int, encoding: str) -> tuple[int, int]:
+    """`markevery` of a curve of `n` points: every n // `MARKS`-th point, starting at an offset fixed
+    by the encoding's name, so that the markers of curves lying together do not sit on each other."""
+    step = max(1, n // MARKS)
+    return (zlib.crc32(encoding.encode()) % step, step)
 
 
 def draw_figure(inputs, path: str | Path) -> Path:
