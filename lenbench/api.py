@@ -12,7 +12,7 @@ Each function is a thin wrapper over what the command line runs (`lenbench.confi
 `lenbench.report.tables.leaderboard`, `lenbench.report.build.write_report`,
 `lenbench.compare.compare`), so a notebook and ``lenbench run`` / ``report`` / ``compare`` give the same
 bits and the same one-line errors (`SuiteError`, `ResultsError`, ``ValueError``; all ValueErrors). The page
-is docs/api.md; its example is run by tests/test_api_docs.py.
+is docs/api.md; its example is run by tests/docs/test_docs_api.py.
 
 `lenbench/__init__.py` exposes `__all__` lazily (PEP 562), so ``import lenbench`` imports neither this
 module nor pandas nor torch; this module imports torch only inside `load_suite` and `run_suite`
