@@ -11,12 +11,13 @@ Each function is a thin wrapper over what the command line runs (`lenbench.confi
 `lenbench.run.driver.run_suite`, `lenbench.report.rows.load_results` and
 `lenbench.report.tables.leaderboard`, `lenbench.report.build.write_report`,
 `lenbench.compare.compare`), so a notebook and ``lenbench run`` / ``report`` / ``compare`` give the same
-bits and the same one-line errors (`SuiteError`, `ResultsError`, ``ValueError``; all ValueErrors). The page
-is docs/api.md; its example is run by tests/docs/test_docs_api.py.
+bits and the same one-line errors: ValueErrors (`SuiteError`, `ResultsError`, a plain one), and
+`lenbench.registry.UnknownNameError` (a KeyError, with "did you mean") for an unknown name. The page is
+docs/api.md; its example is run by tests/docs/test_docs_api.py.
 
 `lenbench/__init__.py` exposes `__all__` lazily (PEP 562), so ``import lenbench`` imports neither this
 module nor pandas nor torch; this module imports torch only inside `load_suite` and `run_suite`
-(loading a board, reporting and comparing stay torch-free, as the report path is).
+(loading a board and comparing need none; a report imports it to draw the encodings' position patterns).
 
 Import side effect, of ``import lenbench`` itself (not of this module): in the default numeric mode, on
 an x86 CPU with AVX2, it sets `lenbench.numerics.PINNED_ENV` in ``os.environ`` (``ATEN_CPU_CAPABILITY``,
@@ -98,8 +99,9 @@ def run_suite(suite: Suite | str | Path | Mapping[str, Any], out_dir: str | Path
 
     Raises:
         SuiteError: a bad suite (`load_suite`).
-        ValueError: one line before anything trains: an unknown executor or device, a cell that
-            cannot fit memory or the time limit, an unwritable `out_dir`.
+        UnknownNameError: an unknown executor (a KeyError, one line with "did you mean").
+        ValueError: one line before anything trains: an unknown device, a cell that cannot fit
+            memory or the time limit, an unwritable `out_dir`.
     """
     from lenbench.config import Suite
     from lenbench.run.driver import run_suite as run
