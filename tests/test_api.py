@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -166,9 +167,10 @@ def test_run_suite_refuses_an_unknown_executor_before_anything_trains(tmp_path):
     assert not list((tmp_path / "out").rglob("*.pt"))
 
 
-def test_run_suite_reuses_the_finished_run(tiny_run):
-    """The wrapper is the driver: the session's run (trained by the driver itself) is all reused."""
-    run = api.run_suite(TINY_RUN, tiny_run, progress=False, log=lambda _: None)
+def test_run_suite_reuses_the_finished_run(tiny_run, tmp_path):
+    """The wrapper is the driver: a copy of the session's run (trained by the driver itself) is all reused."""
+    out = shutil.copytree(tiny_run, tmp_path / "run")
+    run = api.run_suite(TINY_RUN, out, progress=False, log=lambda _: None)
     assert run.computed == [] and run.done == len(parse_suite(TINY_RUN).cells())
 
 
