@@ -200,22 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from lenbench.atomic import check_writable
-    from lenbench.publication import recover
-    from lenbench.report.build import write_report
-    from lenbench.report_target import claim_report_dir
+    from lenbench.api import report_dir, write_report
 
-    source = Path(args.results)
-    _note(recover(source if source.is_dir() or not source.exists() else source.parent))  # after a killed publish
-    out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
-    # before reading or plotting anything: --out must be lenbench's own, or new or empty
-    if args.out:
-        _note(recover(out))
-        claim_report_dir(out)
-    else:
-        check_writable(out, "report directory")
-    written = write_report(source, out, plots=not args.no_plots)
-    print(f"wrote {len(written)} file(s) to {out}:")
+    written = write_report(args.results, args.out, plots=not args.no_plots, log=_note)
+    print(f"wrote {len(written)} file(s) to {report_dir(args.results, args.out)}:")
     for path in written:
         print(f"  {path}")
     return 0

@@ -68,6 +68,10 @@ LAYERS: dict[str, Layer] = {
     # the one report module that builds encodings from checkpoints
     "lenbench.report.geometry": Layer((*FOUNDATION, *LEAVES, "lenbench.report", "lenbench.config",
                                        "lenbench.encodings", "lenbench.run"), torch=True),
+    # the Python API (docs/api.md): thin wrappers over the suite, the driver, the report and compare; no
+    # layer imports it (none names it), the root only inside its PEP 562 `__getattr__`
+    "lenbench.api": Layer((*FOUNDATION, *LEAVES, "lenbench.config", "lenbench.run", "lenbench.report",
+                           "lenbench.compare", "lenbench.publication", "lenbench.report_target"), torch=True),
 }
 
 #: Modules a torch-free layer may import inside a function, behind which torch stays: the reach walk
@@ -175,7 +179,7 @@ def test_pending_edges_are_still_there(full_graph):
 def test_the_graph_sees_function_level_imports_and_package_inits(full_graph):
     """Guards the check itself."""
     g = full_graph
-    assert "lenbench.report.build" in g["lenbench.cli"]  # imported inside a function
+    assert "lenbench.report.build" in g["lenbench.api"]  # imported inside a function (write_report)
     assert TORCH in g["lenbench.numerics"]  # torch imported inside numerics_tag
     assert "lenbench.tasks" in g["lenbench.evaluate"]  # evaluate imports tasks.base, which runs tasks/__init__
     assert "lenbench.tasks" not in packages_run("lenbench.tasks.lm", "lenbench.tasks.base")  # already inside it
@@ -188,6 +192,24 @@ def test_the_rules_catch_a_cycle_through_a_package_init():
          "lenbench.tasks.lm": {"lenbench.evaluate"},
          "lenbench.evaluate": {"lenbench.tasks.base", *packages_run("lenbench.evaluate", "lenbench.tasks.base")}}
     assert "lenbench.tasks.lm" in reachable(g, "lenbench.tasks.lm")
+
+
+def test_the_root_imports_the_api_only_on_first_use():
+    """The root package is not walked (every process imports it first), so what it imports is held
+    here: numerics at import, and the API (`lenbench.api`, which reaches torch and the report) only
+    inside its `__getattr__` (PEP 562), never at module level."""
+    import ast
+
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    inside = {f"{n.module}.{a.name}" for f in functions for n in ast.walk(f) if isinstance(n, ast.ImportFrom)
+              for a in n.names}
+    at_import = {f"{n.module}.{a.name}" for stmt in tree.body if not isinstance(stmt, ast.FunctionDef)
+                 for n in ast.walk(stmt) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert at_import == {"lenbench.numerics"}
+    assert inside == {"lenbench.api"}
+    assert [f.name for f in functions if inside & {f"{n.module}.{a.name}" for n in ast.walk(f)
+                                                   if isinstance(n, ast.ImportFrom) for a in n.names}] == ["__getattr__"]
 
 
 def test_docs_design_states_the_table():
