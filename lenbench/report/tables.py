@@ -194,7 +194,8 @@ def ranked_score(r: dict) -> float:
     ``ranked_by`` metric), oriented so that lower is better; +inf where it has none.
 
     It orders a table's entries within a shared rank (and the unranked ones): ties read best first,
-    by the number the ranks came from, not by name.
+    by the number the ranks came from, not by name. Baselines are never ranked; they are the floor,
+    which gates on the area past train (`lenbench.report.stats`), so they read by that area.
 
     Args:
         r: a `Leaderboard.per_task` record (the entries of `leaderboard`, before or after ordering).
@@ -202,6 +203,7 @@ def ranked_score(r: dict) -> float:
     declared = dict(stats.RANKING.values())  # statistic → its declared direction (None: the metric's)
     on = r.get("ranked_on")
     on = on if isinstance(on, str) and on in declared else stats.AREA  # rows a secondary board left out
+    on = stats.AREA if r.get("kind") == "baseline" else on  # a baseline is the floor: it gates on the level's area
     by = r.get("ranked_by") or r["metric"]
     value = float(r.get(SCORE_COLUMNS[by != r["metric"]][on], math.nan))
     up = bool(METRICS.get(by, r["higher_is_better"])) if declared[on] is None else declared[on]

@@ -46,7 +46,7 @@ def lm_board():
     rows = (lm_rows("alibi", 0.1, 0.04, (0.3, 0.0)) + lm_rows("rope", 0.3, 0.07, (0.0, 0.15))
             + lm_rows("nope", 0.0, 0.10, (-0.3, 0.0)) + lm_rows("kerple", 0.2, 0.01, (0.0, -0.15))
             + lm_rows("rope", 0.0, 0.12, (0.2, 0.1), "ntk") + lm_rows("rope", 0.6, 0.02, (-0.2, 0.1), "yarn")
-            + lm_rows("baseline:unigram", 6.0, 0.0, (0.0, 0.0)))
+            + lm_rows("baseline:unigram", 6.0, 0.0, (0.0, 0.0)) + lm_rows("baseline:chance", 8.0, 0.0, (0.0, 0.0)))
     return leaderboard(load_results(rows))
 
 
@@ -64,6 +64,14 @@ def test_a_shared_rank_on_an_lm_board_lists_by_degradation(lm_board):
     # the board is built so that neither the level nor the name gives that order
     assert shown != list(table.sort_values(stats.AREA)["encoding"])
     assert shown != sorted(shown, key=encoding_sort_key)
+
+
+def test_baselines_list_by_their_level_the_floor_they_set(lm_board):
+    """Both baselines degrade by 0 (context-free): they read by the area of their perplexity, the
+    floor's statistic, the best (lowest) first, not by name."""
+    pt = lm_board.per_task
+    shown = list(pt.loc[pt["kind"] == "baseline", "encoding"])
+    assert shown == ["baseline:unigram", "baseline:chance"] != sorted(shown)
 
 
 def test_the_markdown_shows_the_tie_in_that_order(lm_board):
@@ -112,3 +120,4 @@ def test_ranked_score_reads_the_statistic_and_direction_the_rank_used():
     assert ranked_score(lm) == 0.25  # lower is better: as is
     assert ranked_score({**lm, "degradation": math.nan}) == math.inf  # no score: after every scored entry
     assert ranked_score({**base, "ranked_on": math.nan}) == -0.4  # a row the secondary left out: the area
+    assert ranked_score({**lm, "kind": "baseline"}) == 12.0  # a baseline: the floor's statistic, the area
