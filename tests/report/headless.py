@@ -73,10 +73,47 @@ def measure(binary: str, page: Path, width: int = 1400, height: int = 1000) -> d
     return json.loads(html.unescape(found.group(1)))
 
 
-def screenshot(binary: str, page: Path, out: Path, fragment: str = "", width: int = 1400, height: int = 1000) -> Path:
-    """A PNG of `page` as a `width` × `height` window shows it (scrolled to `fragment`'s anchor,
-    when given), written to `out`."""
-    url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
-    done = run_chromium(binary, url, f"--screenshot={out.resolve()}", width=width, height=height)
+def screenshot(binary: str, page: Path, out: Path, script: str = "", width: int = 1400, height: int = 1000) -> Path:
+    """A PNG of `page` as a `width` × `height` window shows it, written to `out`; `script`
+    (JavaScript, e.g. scrolling to a section) runs after the page's own, in a copy of the page."""
+    text = page.read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="screenshot-") as tmp:
+        shown = Path(tmp) / "page.html"
+        shown.write_text(text.replace("</body>", f"<script>{script}</script></body>") if script else text,
+                         encoding="utf-8")
+        done = run_chromium(binary, shown.as_uri(), f"--screenshot={out.resolve()}", "--virtual-time-budget=10000",
+                            width=width, height=height)
     assert out.is_file(), f"chromium wrote no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
     return out
+
+
+def section_script(section: str) -> str:
+    """JavaScript showing only `section` (a board's anchor, e.g. "lm-64") of the page's main part,
+    under the page's header, its first table's box scrolled sideways to its end (the sticky name
+    column stays): the docs' picture of a page (docs/board.md). The other sections are hidden, not
+    scrolled past: a headless screenshot of a scrolled window comes out blank."""
+    return ("document.querySelectorAll('main > section').forEach(function(s){if(s.id!==" + json.dumps(section)
+            + "){s.style.display='none';}});var b=document.querySelector('#' + CSS.escape(" + json.dumps(section)
+            + ") + ' .scroll');if(b){b.scrollLeft=b.scrollWidth;}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python tests/report/headless.py PAGE OUT.png [--section lm-64]`: the screenshot of docs/board.md."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("page", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--section", default="", help="a board's anchor to show alone, its table scrolled sideways")
+    parser.add_argument("--width", type=int, default=1400)
+    parser.add_argument("--height", type=int, default=1000)
+    args = parser.parse_args(argv)
+    binary = browser()
+    if binary is None:
+        raise SystemExit(NO_BROWSER)
+    screenshot(binary, args.page, args.out, section_script(args.section) if args.section else "", args.width, args.height)
+    print(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,8 @@ Skipped where no Chromium is on PATH (`headless.NO_BROWSER`). Each check starts 
 
 import pandas as pd
 import pytest
-from headless import NO_BROWSER, browser, measure
+from headless import NO_BROWSER, browser, measure, screenshot, section_script
+from PIL import Image
 from test_published_catalog import CATALOG
 from test_results import row
 
@@ -65,6 +66,15 @@ def test_a_wide_board_scrolls_in_its_boxes_not_the_page(wide_page, width):
     assert wider, "the constructed board must be wider than the layout, or this test shows nothing"
     assert all(t["width"] > t["boxClientWidth"] for t in wider)  # the table keeps its width and scrolls
     assert all(t["sticky"] == 1 for t in layout["tables"]), "each row's name cell stays at the box's left edge"
+
+
+def test_a_screenshot_shows_the_board_at_the_window_size(wide_page, tmp_path):
+    """The page paints (a blank or failed render is one colour) at the window's size, with a board
+    shown alone and its table scrolled sideways, as docs/figures/catalog-page.png was taken."""
+    out = screenshot(browser(), wide_page, tmp_path / "wide.png", section_script("copy-10"))
+    with Image.open(out) as image:
+        assert image.size == (1400, 1000)
+        assert len(image.convert("RGB").getcolors(maxcolors=1 << 20) or ()) > 16, "the screenshot is blank"
 
 
 def test_the_probe_sees_a_page_that_scrolls_sideways(tmp_path):
