@@ -3,12 +3,15 @@ interval's half-width, an effective-length ratio, a rank with why an entry is un
 hard-wrapped prose, a GitHub markdown table and exact CSV text.
 
 The leaderboard's markdown (`lenbench.report.markdown`), the page, the findings and the claims
-format their numbers here, so one value reads the same everywhere.
+format their numbers here, so one value reads the same everywhere. No formatter prints a negative
+zero ("-0.000", "-0×", "-0 µs"): a value that rounds to zero at the printed precision reads as zero
+whatever its sign (`fixed`), and the CSVs write -0.0 as 0.0 (`to_csv_text`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import pandas as pd
@@ -19,12 +22,42 @@ from lenbench.report import stats
 
 
 def to_csv_text(df: pd.DataFrame) -> str:
-    """CSV text with floats written by repr (exact round trip), NaN as empty, inf as "inf"; string
-    cells a spreadsheet would run as formulas are quoted (`lenbench.escape.csv_text`)."""
-    return csv_text(df)
+    """CSV text with floats written by repr (exact round trip), NaN as empty, inf as "inf", -0.0 as
+    0.0 (equal as numbers; a sign no reader should see); string cells a spreadsheet would run as
+    formulas are quoted (`lenbench.escape.csv_text`).
+
+    Args:
+        df: the frame to write (not modified).
+    """
+    floats = [c for c in df.columns if df[c].dtype.kind == "f"]
+    return csv_text(df.assign(**{c: df[c] + 0.0 for c in floats}) if floats else df)  # IEEE: -0.0 + 0.0 == +0.0
+
+
+#: A formatted number's mantissa holds a nonzero digit (what an exponent, if any, scales).
+_NONZERO = re.compile(r"[1-9]")
+
+
+def fixed(value: float, spec: str) -> str:
+    """`value` formatted by the format `spec` (".3f", ".3g", …) without a negative zero: a negative
+    value that rounds to zero at that precision prints as zero ("-0.0004" at ".3f" → "0.000").
+
+    Args:
+        value: any float (NaN and inf print as Python formats them).
+        spec: a `format` spec for a float.
+    """
+    text = format(value, spec)
+    mantissa = re.split(r"[eE]", text, maxsplit=1)[0]
+    return text[1:] if text.startswith("-") and not _NONZERO.search(mantissa) else text
 
 
 def fmt_value(value: float, metric: str = "") -> str:
+    """A value at 3 decimals (at 4 significant digits from 1000 on for an unbounded metric);
+    "fail" for a failed (NaN) or worst-possible (infinite) score of a metric, "–" for a missing one.
+
+    Args:
+        value: the value.
+        metric: its metric's registered name, "" for a plain number ("retention" for a ratio).
+    """
     if math.isnan(value):
         return "fail" if metric and metric != "retention" else "–"
     facts = find_metric(metric)
@@ -32,9 +65,8 @@ def fmt_value(value: float, metric: str = "") -> str:
         worst = facts is not None and (value < 0) == facts.higher_is_better
         return "fail" if worst else f"{value}"
     if facts is not None and facts.bounds is None and abs(value) >= 1000:
-        return f"{value:.4g}"
-    text = f"{value:.3f}"
-    return "0.000" if text == "-0.000" else text
+        return fixed(value, ".4g")
+    return fixed(value, ".3f")
 
 
 def fmt_ci(mean: float, lo: float, hi: float, metric: str) -> str:
@@ -53,7 +85,7 @@ def fmt_ratio(mean: float, *, holds_nothing: bool = False) -> str:
     """An effective length: a ratio, never with an interval (it is discrete)."""
     if holds_nothing:
         return "n/a"
-    return "–" if math.isnan(mean) else f"{mean:g}×"
+    return "–" if math.isnan(mean) else f"{fixed(mean, 'g')}×"
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -61,13 +93,13 @@ def fmt_seconds(seconds: float) -> str:
     if math.isnan(seconds):
         return "–"
     if seconds >= 1:
-        return f"{seconds:.3g} s"
-    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
+        return f"{fixed(seconds, '.3g')} s"
+    return f"{fixed(seconds * 1e3, '.3g')} ms" if seconds >= 1e-3 else f"{fixed(seconds * 1e6, '.3g')} µs"
 
 
 def fmt_times(value: float) -> str:
     """A ratio as "1.23×"; "–" when not measured."""
-    return "–" if math.isnan(value) else f"{value:.2f}×"
+    return "–" if math.isnan(value) else f"{fixed(value, '.2f')}×"
 
 
 def wrap_prose(text: str, indent: str = "") -> str:

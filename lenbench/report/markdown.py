@@ -19,6 +19,7 @@ from lenbench.metrics import METRICS
 from lenbench.numerics import numeric_kind
 from lenbench.report import secondary, stats
 from lenbench.report.formatting import (
+    fixed,
     fmt_ci,
     fmt_rank,
     fmt_ratio,
@@ -31,7 +32,7 @@ from lenbench.report.ranks import ALPHA
 from lenbench.report.rows import (
     variant_sort_key,
 )
-from lenbench.report.tables import Leaderboard, ratio_label
+from lenbench.report.tables import Leaderboard, in_table_order, ratio_label
 
 #: What "effective length" means, where a table shows it (leaderboard.md and the page quote this one sentence).
 EFFECTIVE_LENGTH = (f"*effective length*: the longest length ratio up to which every score keeps at least "
@@ -120,16 +121,10 @@ def fmt_stat(r: dict, stat: str, metric: str) -> str:
 
 
 def variant_table(rows: pd.DataFrame, encoding: str) -> pd.DataFrame:
-    """One encoding's trained model and its inference-time variants of a board, by variant rank."""
+    """One encoding's trained model and its inference-time variants of a board, by variant rank, a
+    shared rank by score (`lenbench.report.tables.in_table_order`)."""
     table = rows[(rows["encoding"] == encoding) & (rows["kind"] != "baseline")]
-    sign = -1.0 if bool(table["higher_is_better"].iloc[0]) else 1.0
-
-    def key(i: int) -> tuple:
-        rank, past = table["variant_rank"].iloc[i], table[stats.AREA].iloc[i]
-        return (math.inf if math.isnan(rank) else rank, math.inf if math.isnan(past) else sign * past,
-                variant_sort_key(table["variant"].iloc[i]))
-
-    return table.iloc[sorted(range(len(table)), key=key)]
+    return in_table_order(table, "variant_rank", lambda r: variant_sort_key(r["variant"]))
 
 
 def floor_sentence(rows: pd.DataFrame) -> str | None:
@@ -334,7 +329,7 @@ OVERALL_NOTE = ("Mean rank over the boards where the encoding learned the task (
 def overall_lines(board: Leaderboard) -> list[list[str]]:
     ranks = list(board.overall["rank"])
     return [[fmt_rank(r.rank, ranks, r.n_tasks == 0), r.series,
-             "–" if math.isnan(r.mean_rank) else f"{r.mean_rank:.2f}", str(r.n_tasks), str(r.n_at_floor),
+             "–" if math.isnan(r.mean_rank) else fixed(r.mean_rank, ".2f"), str(r.n_tasks), str(r.n_at_floor),
              str(r.n_uncertain), str(r.n_not_learned)] for r in board.overall.itertuples(index=False)]
 
 

@@ -9,7 +9,9 @@ rows (`lenbench.report.rows`) → statistics (`lenbench.report.stats`) → table
 URIs, no network access and no external URL. Per task (and training length): the main table
 (scores ± 95 % half-widths, shared ranks "=2", not-learned marks), the scores by length ratio and
 one table per encoding with inference-time variants; every table sorts by a click on its header
-and filters by the text typed above it. Then the overall ranking, the figures (`Figure`), each with
+and filters by the text typed above it, and scrolls sideways in its own box with the entry's name
+held at its left edge: the page is as wide as the window however many columns a board has
+(tests/report/test_page_layout.py measures it in a headless browser). Then the overall ranking, the figures (`Figure`), each with
 its caption: the ``CAPTION`` of its plot module, kept there once so docs can quote it, and the
 panels it left out, the cost view (when the source is a benchmark JSON with kernel timings) and a
 provenance footer. The lede defines the tables' terms; "effective length" is
@@ -51,12 +53,16 @@ from lenbench.report.tables import Leaderboard
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d232a;background:#fafbfc}
-header,main,footer{max-width:1180px;margin:0 auto;padding:0 20px}
+header,main,footer{max-width:1180px;margin:0 auto;padding:0 20px;overflow-wrap:anywhere}
 header{padding-top:18px}h1{font-size:24px;margin:8px 0 4px}h2{margin-top:34px;border-bottom:1px solid #d8dee4;padding-bottom:4px}
 h3{font-size:15px;margin:22px 0 6px}.lede{color:#57606a;max-width:900px}
 nav a{margin-right:14px;color:#0b5cad;text-decoration:none}nav a:hover{text-decoration:underline}
-table{border-collapse:collapse;margin:6px 0 4px;background:#fff;font-variant-numeric:tabular-nums}
-th,td{border:1px solid #d8dee4;padding:3px 9px;white-space:nowrap}th{background:#eef1f4;cursor:pointer;user-select:none;text-align:left}
+.scroll{overflow-x:auto;max-width:100%;margin:6px 0 4px}
+table{border-collapse:separate;border-spacing:0;background:#fff;font-variant-numeric:tabular-nums;
+border-top:1px solid #d8dee4;border-left:1px solid #d8dee4}
+th,td{border-right:1px solid #d8dee4;border-bottom:1px solid #d8dee4;padding:3px 9px;white-space:nowrap;background:#fff}
+th{background:#eef1f4;cursor:pointer;user-select:none;text-align:left}
+th.key,td.key{position:sticky;left:0;z-index:1;box-shadow:1px 0 0 #d8dee4}
 th.sorted-asc::after{content:" \\25B2";font-size:10px}th.sorted-desc::after{content:" \\25BC";font-size:10px}
 td.r{text-align:right}tr.nl td{color:#8c959f;font-style:italic}tr.baseline td{color:#57606a;background:#f6f8fa}
 td.rank1{font-weight:700;color:#116329}.filter{margin:6px 0;padding:3px 6px;width:260px;border:1px solid #c7ced6;border-radius:4px}
@@ -101,20 +107,37 @@ def _sort_value(cell: str) -> str:
 
 
 def _html_table(header: list[str], rows: list[list[str]], align: list[str], group: str,
-                row_classes: list[str] | None = None) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+                row_classes: list[str] | None = None, key: int = 0) -> str:
+    """One table of the page in its own horizontally scrolling box (the page itself never scrolls
+    sideways, however many columns a board has), its column `key` (the entry's name) sticky at the
+    box's left edge while the other columns scroll under it.
+
+    Args:
+        header: the column names.
+        rows: the cells, already formatted (`lenbench.report.markdown.board_table_rows` …).
+        align: per column, "r" (numbers: right-aligned, sorted numerically) or "l".
+        group: the filter group (`_filter`) the table belongs to.
+        row_classes: per row, a CSS class ("nl", "baseline") or "".
+        key: the index of the column naming the row.
+    """
+    def classes(j: int, cell: str = "") -> str:
+        names = ["r" if align[j] == "r" else "", "rank1" if j == 0 and cell in ("1", "=1") else "",
+                 "key" if j == key else ""]
+        joined = " ".join(c for c in names if c)
+        return f' class="{joined}"' if joined else ""
+
+    head = "".join(f"<th{classes(j)}>{_esc(h)}</th>" for j, h in enumerate(header))
     lines = []
     for i, row in enumerate(rows):
         cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
         cells = []
         for j, cell in enumerate(row):
-            classes = " ".join(c for c in ("r" if align[j] == "r" else "", "rank1" if j == 0 and cell in ("1", "=1") else "") if c)
-            attr = f' class="{classes}"' if classes else ""
-            key = _sort_value(cell) if align[j] == "r" else ""
-            cells.append(f'<td{attr} data-v="{_esc(key)}">{_esc(cell)}</td>' if key else f"<td{attr}>{_esc(cell)}</td>")
+            sort_key = _sort_value(cell) if align[j] == "r" else ""
+            value = f' data-v="{_esc(sort_key)}"' if sort_key else ""
+            cells.append(f"<td{classes(j, cell)}{value}>{_esc(cell)}</td>")
         lines.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    return (f'<table class="lb" data-group="{_esc(group)}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(lines)}</tbody></table>")
+    return (f'<div class="scroll" tabindex="0"><table class="lb" data-group="{_esc(group)}"><thead><tr>{head}</tr>'
+            f"</thead><tbody>{''.join(lines)}</tbody></table></div>")
 
 
 def _filter(group: str, what: str) -> str:
@@ -146,7 +169,7 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
         parts.append(f'<p class="note">{_esc(floor)}</p>')
     main = rows[rows["kind"].isin(["model", "baseline"])]
     parts.append(_html_table(board_header(metric, hib, second, board_degrades(rows)), board_table_rows(main, "rank", metric),
-                             board_align(second, board_degrades(rows)), group, _row_classes(main)))
+                             board_align(second, board_degrades(rows)), group, _row_classes(main), key=1))
     wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
                       & (board.wide["kind"] != "variant")]
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
@@ -165,7 +188,7 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
         table = variant_table(rows, encoding)
         parts.append(f"<h3>{_esc(encoding)} and its inference-time variants (ranked among themselves)</h3>")
         parts.append(_html_table(board_header(metric, hib, second, board_degrades(rows)), board_table_rows(table, "variant_rank", metric),
-                                 board_align(second, board_degrades(rows)), group, _row_classes(table)))
+                                 board_align(second, board_degrades(rows)), group, _row_classes(table), key=1))
     parts.append("</section>")
     return parts
 
@@ -250,7 +273,7 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
             sections += _task_section(board, task, int(train_len), rows)
         sections += ['<section id="overall"><h2>Overall ranking</h2>',
                      f'<p class="note">{_esc(OVERALL_NOTE)}</p>',
-                     _html_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"], "overall"),
+                     _html_table(OVERALL_HEADER, overall_lines(board), ["r", "l", "r", "r", "r", "r", "r"], "overall", key=1),
                      "</section>"]
         nav.append(("overall", "overall"))
     if figures:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,8 @@ class Leaderboard:
             and ``<stat>_ci_low`` / ``<stat>_ci_high``, n_failed, not_learned, `ENTRY_FLAGS`, rank
             (main table: models only; NaN when unranked), variant_rank (the encoding's variant
             table), the secondary columns, then schema_version and `PROVENANCE`. Ordered by task,
-            train_len, kind (models, baselines, variants), rank, score, canonical series order.
+            train_len, kind (models, baselines, variants), rank, within a shared rank by the score
+            the rank came from (`ranked_score`, best first), then canonical series order.
         overall: one row per trained encoding: encoding, variant, series, mean_rank, n_tasks,
             n_at_floor, n_uncertain, n_not_learned, rank.
         wide: the primary metric (mean over seeds) per (task, train_len, encoding, variant) and
@@ -179,6 +181,52 @@ def _context_curves(rows: pd.DataFrame, task: str, train_len: int, n_boot: int) 
     return curves.assign(task=task, train_len=int(train_len))[CONTEXT_COLUMNS]
 
 
+#: Where an entry's point estimate of each ranking statistic (`lenbench.report.stats.RANKING`) is, by
+#: whether the board ranks by its primary metric or by its secondary (`lenbench.report.secondary`).
+#: The degradation is the primary's on either: it is nats of nll, and the nll metrics (perplexity,
+#: bits per byte) rank the same entries in the same order, one a rescaling of the other.
+SCORE_COLUMNS = {False: {stats.AREA: stats.AREA, "degradation": "degradation"},
+                 True: {stats.AREA: f"secondary_{stats.AREA}", "degradation": "degradation"}}
+
+
+def ranked_score(r: dict) -> float:
+    """The point estimate of the statistic entry `r` was ranked on (its ``ranked_on`` of its
+    ``ranked_by`` metric), oriented so that lower is better; +inf where it has none.
+
+    It orders a table's entries within a shared rank (and the unranked ones): ties read best first,
+    by the number the ranks came from, not by name. Baselines are never ranked; they are the floor,
+    which gates on the area past train (`lenbench.report.stats`), so they read by that area.
+
+    Args:
+        r: a `Leaderboard.per_task` record (the entries of `leaderboard`, before or after ordering).
+    """
+    declared = dict(stats.RANKING.values())  # statistic → its declared direction (None: the metric's)
+    on = r.get("ranked_on")
+    on = on if isinstance(on, str) and on in declared else stats.AREA  # rows a secondary board left out
+    on = stats.AREA if r.get("kind") == "baseline" else on  # a baseline is the floor: it gates on the level's area
+    by = r.get("ranked_by") or r["metric"]
+    value = float(r.get(SCORE_COLUMNS[by != r["metric"]][on], math.nan))
+    up = bool(METRICS.get(by, r["higher_is_better"])) if declared[on] is None else declared[on]
+    return math.inf if math.isnan(value) else (-value if up else value)
+
+
+def in_table_order(entries: pd.DataFrame, rank_col: str, tiebreak: Callable[[dict], Any]) -> pd.DataFrame:
+    """`entries` ordered as a table shows them: by rank (`rank_col`; unranked last), within a tie by
+    `ranked_score` (best first), then by `tiebreak` (the canonical order of names). A board's rows
+    (`rank_col` "rank") are grouped by kind first: models, baselines, variants (`KIND_ORDER`); one
+    encoding's variant table ("variant_rank") mixes its trained model with its variants.
+
+    Args:
+        entries: `Leaderboard.per_task` rows of one board or one variant table.
+        rank_col: "rank" (a board) or "variant_rank" (one encoding's variant table).
+        tiebreak: record → a sort key; the last resort between entries of equal score.
+    """
+    records = entries.to_dict("records")
+    keys = [(KIND_ORDER[r["kind"]] if rank_col == "rank" else 0, math.inf if math.isnan(r[rank_col]) else r[rank_col],
+             ranked_score(r), tiebreak(r)) for r in records]
+    return entries.iloc[sorted(range(len(records)), key=keys.__getitem__)]
+
+
 def _series_key(encoding: str, variant: str) -> tuple:
     return (int(stats.is_baseline(encoding)), series_sort_key(encoding, variant))
 
@@ -209,13 +257,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
             entries = entries.assign(task=task, train_len=int(train_len), metric=metric, higher_is_better=hib,
                                      series=[series_label(e, v) for e, v in zip(entries["encoding"], entries["variant"],
                                                                                 strict=True)], **prov)
-            sign = -1.0 if hib else 1.0  # ties (a shared rank, unranked entries) ordered by score, best first
-            entries["_order"] = [(KIND_ORDER[k], math.inf if math.isnan(r) else r,
-                                  math.inf if math.isnan(p) else sign * p, _series_key(e, v))
-                                 for k, r, p, e, v in zip(entries["kind"], entries["rank"], entries[stats.AREA],
-                                                          entries["encoding"], entries["variant"], strict=True)]
-            entries = entries.iloc[sorted(range(len(entries)), key=lambda i: entries["_order"].iloc[i])]
-            per_task_parts.append(entries.drop(columns="_order"))
+            per_task_parts.append(in_table_order(entries, "rank", lambda r: _series_key(r["encoding"], r["variant"])))
             for e in sorted(entries.to_dict("records"), key=lambda e: _series_key(e["encoding"], e["variant"])):
                 c = curves[(curves["encoding"] == e["encoding"]) & (curves["variant"] == e["variant"])]
                 sdf = board[(board["encoding"] == e["encoding"]) & (board["variant"] == e["variant"])]

@@ -15,6 +15,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from lenbench.metrics import find_metric
 from lenbench.report.figures import FigureSpec
+from lenbench.report.formatting import fixed
 from lenbench.report.plots._style import (
     PAPER_FONT_SIZE,
     board_label,
@@ -43,8 +44,8 @@ def _cell_text(value: float, metric: str) -> str:
         return ""
     facts = find_metric(metric)
     if facts is not None and facts.bounds is not None:
-        return f"{value:.2f}"
-    return f"{value:.1f}" if abs(value) < 100 else f"{value:.3g}"
+        return fixed(value, ".2f")
+    return fixed(value, ".1f") if abs(value) < 100 else fixed(value, ".3g")
 
 
 def _board_keys(board: Leaderboard) -> list[tuple[str, int]]:

@@ -12,6 +12,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from lenbench.report.figures import FigureSpec
+from lenbench.report.formatting import fixed
 from lenbench.report.plots._buckets import bucketed, has_bucket_rows
 from lenbench.report.plots._style import (
     ALL_ZERO,
@@ -142,7 +143,7 @@ def _annotated_heatmap(ax, values: np.ndarray, norm: Normalize, columns: list[st
         spine.set_visible(False)
     for (i, j), value in np.ndenumerate(values):
         if np.isfinite(value):
-            ax.text(j + 0.5, i + 0.5, f"{value:.2f}", ha="center", va="center", fontsize=4.5,
+            ax.text(j + 0.5, i + 0.5, fixed(value, ".2f"), ha="center", va="center", fontsize=4.5,
                     color=".15" if _luminance(cmap(norm(value))) > 0.408 else "w")
 
 
