@@ -1,7 +1,7 @@
 """The `lenbench` command line.
 
     lenbench list {encodings,tasks,suites} [--plugin MODULE_OR_PATH ...]
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--plugin MODULE_OR_PATH ...]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--no-report] [--plugin MODULE_OR_PATH ...]
     lenbench calibrate [TASK ...] [--suite calibration|PATH] [--out DIR] [--every-rung] [--from TABLE] [--executor ...] [--workers N]
     lenbench report RESULTS [--out DIR] [--plugin MODULE_OR_PATH ...]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--keep-stale", action="store_true",
                        help="keep finished cells whose code/environment fingerprint changed (default: recompute them)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
+    p_run.add_argument("--no-report", action="store_true",
+                       help="do not write the report (board, tables, figures, page) into the results directory; "
+                            "`lenbench report DIR` writes it later")
     p_run.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
                        help=PLUGIN_HELP + "; the suite's own `plugins:` are loaded too")
 
@@ -214,7 +217,7 @@ def _report(args: argparse.Namespace) -> int:
         claim_report_dir(out)
     else:
         check_writable(out, "report directory")
-    written = write_report(source, out, plots=not args.no_plots)
+    written = write_report(source, out, plots=not args.no_plots, notes=_note_line)
     print(f"wrote {len(written)} file(s) to {out}:")
     for path in written:
         print(f"  {path}")
@@ -224,6 +227,11 @@ def _report(args: argparse.Namespace) -> int:
 def _note(line: str | None) -> None:
     if line:
         print(line, file=sys.stderr)
+
+
+def _note_line(line: str) -> None:
+    """A report's note (a figure left out, and how to get it): one line on stderr."""
+    print(f"lenbench: note: {line}", file=sys.stderr)
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -281,8 +289,28 @@ def _run(args: argparse.Namespace) -> int:
     for r in run.computed:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
         if (r.executor or {}).get("retries"):
             print(f"  retried: {r.title}: {r.executor['retries']} time(s) after {'; '.join(r.executor['lost'])}")
-    print(summary_table(out, [cell.cell_id for cell in suite.cells()]))
+    cell_ids = [cell.cell_id for cell in suite.cells()]
+    print(summary_table(out, cell_ids))
+    if not args.no_report:
+        _run_report(out, cell_ids, suite.note)
+    if suite.note:
+        print(suite.note)
     return 0
+
+
+def _run_report(out: Path, cell_ids: list[str], note: str) -> None:
+    """The report of a run's own cells into its results directory, as `pytest bench` writes it at
+    the end of its session (no cost view: `lenbench run` times no kernels). Nothing to report (every
+    cell failed) is one line saying so."""
+    from lenbench.report.build import write_report
+    from lenbench.report.rows import load_results
+
+    if load_results(out, cell_ids=cell_ids).empty:
+        print(f"no report: {out} holds no rows of this suite")
+        return
+    written = write_report(out, out, cell_ids=cell_ids, notes=_note_line, note=note)
+    page = next((p for p in written if p.name == "index.html"), None)
+    print(f"report: {len(written)} file(s) in {out}" + (f"; open {page}" if page is not None else ""))
 
 
 def _calibrate(args: argparse.Namespace) -> int:
