@@ -51,21 +51,23 @@ def _list(what: str) -> int:
             print(f"{name:<10} [{cls.length_unit}] {cls.description}" + (f" ({origin})" if origin else ""))
     else:
         from lenbench.config import list_suites, load_suite
-        from lenbench.run.estimate import estimate_suite, format_seconds, wall_seconds
+        from lenbench.run.estimate import command_seconds, estimate_suite, format_seconds
         from lenbench.run.executors.base import plan_execution
 
-        print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
-              "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
-              "the cost model of lenbench/run/estimate.py")
+        print("time on a CPU like the reference 2-core one: the cells one after another, then on this machine's "
+              "default executor; then the whole `lenbench run` (cells and report) and the whole `pytest bench` "
+              "(cells, kernel benchmarks and report); 'measured' = mean seconds per finished cell in runs/<name> "
+              "x cells, 'model' = the cost model of lenbench/run/estimate.py")
         for name, path in list_suites().items():
             suite = load_suite(path)
             cells = len(suite.cells())
             est = estimate_suite(suite, Path("runs") / suite.name)
             plan = plan_execution("auto", None, "cpu", pending=cells)
-            wall = wall_seconds(est.seconds, cells, plan.workers if plan.executor == "process" else 1)
+            t = command_seconds(suite, est, plan.workers if plan.executor == "process" else 1)
             how = f"{plan.workers} processes" if plan.executor == "process" else "serial"
-            print(f"{name:<10} {cells:>4} cells  ~{format_seconds(est.seconds):<8} serial, ~{format_seconds(wall):<8} "
-                  f"on {how} ({est.kind})")
+            print(f"{name:<10} {cells:>4} cells  ~{format_seconds(t.cells_serial):<8} serial, "
+                  f"~{format_seconds(t.cells_wall):<8} on {how}; lenbench run ~{format_seconds(t.run)}, "
+                  f"pytest bench ~{format_seconds(t.main)} ({est.kind})")
             print(f"{'':<10} {suite.description}")
     return 0
 
