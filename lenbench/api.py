@@ -170,7 +170,8 @@ def load_board(source: str | Path | pd.DataFrame, *, n_boot: int | None = None) 
 
 
 def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path | None = None, *, plots: bool = True,
-                 log: Callable[[str], None] | None = None) -> list[Path]:
+                 log: Callable[[str], None] | None = None,
+                 notes: Callable[[str], None] | None = None) -> list[Path]:
     """Build the report of a results source (``lenbench report SOURCE --out OUT_DIR``).
 
     Writes results.csv, leaderboard.csv / .md, leaderboard_wide.csv, summary.md, findings.md,
@@ -185,6 +186,8 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path | None =
             results directory, or the directory holding the file), unchecked, as the command line.
         plots: draw the figures (False: tables and page only, faster).
         log: where a note about a killed ``lenbench publish`` recovered there goes (default stderr).
+        notes: told one line per figure the report left out and how to draw it (e.g. a plugin
+            encoding's, with the ``--plugin`` that draws it); default: not told.
 
     Returns:
         The paths written, in order.
@@ -210,7 +213,7 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path | None =
         claim_report_dir(out)
     else:
         check_writable(out, "report directory")
-    return build(source, out, plots=plots)
+    return build(source, out, plots=plots, notes=notes)
 
 
 def report_dir(source: str | Path | pd.DataFrame, out_dir: str | Path | None = None) -> Path:

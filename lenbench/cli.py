@@ -1,7 +1,7 @@
 """The `lenbench` command line.
 
     lenbench list {encodings,tasks,suites} [--plugin MODULE_OR_PATH ...]
-    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--plugin MODULE_OR_PATH ...]
+    lenbench run --suite NAME|PATH [--device auto|cpu|cuda|xpu|mps] [--executor auto|serial|process|ray] [--ray-address auto|HOST:PORT] [--workers N] [--threads N] [--out DIR] [--keep-stale] [--no-report] [--plugin MODULE_OR_PATH ...]
     lenbench calibrate [TASK ...] [--suite calibration|PATH] [--out DIR] [--every-rung] [--from TABLE] [--executor ...] [--workers N]
     lenbench report RESULTS [--out DIR] [--plugin MODULE_OR_PATH ...]
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
@@ -51,21 +51,23 @@ def _list(what: str) -> int:
             print(f"{name:<10} [{cls.length_unit}] {cls.description}" + (f" ({origin})" if origin else ""))
     else:
         from lenbench.config import list_suites, load_suite
-        from lenbench.run.estimate import estimate_suite, format_seconds, wall_seconds
+        from lenbench.run.estimate import command_seconds, estimate_suite, format_seconds
         from lenbench.run.executors.base import plan_execution
 
-        print("time on a CPU like the reference 2-core one, cells one after another, then with this machine's "
-              "default executor; 'measured' = mean seconds per finished cell in runs/<name> x cells, 'model' = "
-              "the cost model of lenbench/run/estimate.py")
+        print("time on a CPU like the reference 2-core one: the cells one after another, then on this machine's "
+              "default executor; then the whole `lenbench run` (cells and report) and the whole `pytest bench` "
+              "(cells, kernel benchmarks and report); 'measured' = mean seconds per finished cell in runs/<name> "
+              "x cells, 'model' = the cost model of lenbench/run/estimate.py")
         for name, path in list_suites().items():
             suite = load_suite(path)
             cells = len(suite.cells())
             est = estimate_suite(suite, Path("runs") / suite.name)
             plan = plan_execution("auto", None, "cpu", pending=cells)
-            wall = wall_seconds(est.seconds, cells, plan.workers if plan.executor == "process" else 1)
+            t = command_seconds(suite, est, plan.workers if plan.executor == "process" else 1)
             how = f"{plan.workers} processes" if plan.executor == "process" else "serial"
-            print(f"{name:<10} {cells:>4} cells  ~{format_seconds(est.seconds):<8} serial, ~{format_seconds(wall):<8} "
-                  f"on {how} ({est.kind})")
+            print(f"{name:<10} {cells:>4} cells  ~{format_seconds(t.cells_serial):<8} serial, "
+                  f"~{format_seconds(t.cells_wall):<8} on {how}; lenbench run ~{format_seconds(t.run)}, "
+                  f"pytest bench ~{format_seconds(t.main)} ({est.kind})")
             print(f"{'':<10} {suite.description}")
     return 0
 
@@ -126,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--keep-stale", action="store_true",
                        help="keep finished cells whose code/environment fingerprint changed (default: recompute them)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bars")
+    p_run.add_argument("--no-report", action="store_true",
+                       help="do not write the report (board, tables, figures, page) into the results directory; "
+                            "`lenbench report DIR` writes it later")
     p_run.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
                        help=PLUGIN_HELP + "; the suite's own `plugins:` are loaded too")
 
@@ -202,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _report(args: argparse.Namespace) -> int:
     from lenbench.api import report_dir, write_report
 
-    written = write_report(args.results, args.out, plots=not args.no_plots, log=_note)
+    written = write_report(args.results, args.out, plots=not args.no_plots, log=_note, notes=_note_line)
     print(f"wrote {len(written)} file(s) to {report_dir(args.results, args.out)}:")
     for path in written:
         print(f"  {path}")
@@ -212,6 +217,11 @@ def _report(args: argparse.Namespace) -> int:
 def _note(line: str | None) -> None:
     if line:
         print(line, file=sys.stderr)
+
+
+def _note_line(line: str) -> None:
+    """A report's note (a figure left out, and how to get it): one line on stderr."""
+    print(f"lenbench: note: {line}", file=sys.stderr)
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -269,8 +279,28 @@ def _run(args: argparse.Namespace) -> int:
     for r in run.computed:  # cells an executor had to resubmit (e.g. a Ray worker or node lost mid-cell)
         if (r.executor or {}).get("retries"):
             print(f"  retried: {r.title}: {r.executor['retries']} time(s) after {'; '.join(r.executor['lost'])}")
-    print(summary_table(out, [cell.cell_id for cell in suite.cells()]))
+    cell_ids = [cell.cell_id for cell in suite.cells()]
+    print(summary_table(out, cell_ids))
+    if not args.no_report:
+        _run_report(out, cell_ids, suite.note)
+    if suite.note:
+        print(suite.note)
     return 0
+
+
+def _run_report(out: Path, cell_ids: list[str], note: str) -> None:
+    """The report of a run's own cells into its results directory, as `pytest bench` writes it at
+    the end of its session (no cost view: `lenbench run` times no kernels). Nothing to report (every
+    cell failed) is one line saying so."""
+    from lenbench.report.build import write_report
+    from lenbench.report.rows import load_results
+
+    if load_results(out, cell_ids=cell_ids).empty:
+        print(f"no report: {out} holds no rows of this suite")
+        return
+    written = write_report(out, out, cell_ids=cell_ids, notes=_note_line, note=note)
+    page = next((p for p in written if p.name == "index.html"), None)
+    print(f"report: {len(written)} file(s) in {out}" + (f"; open {page}" if page is not None else ""))
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -120,3 +120,33 @@ def test_an_unknown_suite_is_one_usage_line_not_a_collection_error_per_module():
     lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.strip()]
     assert lines == ["ERROR: --suite: unknown suite 'nosuch' (presets: calibration, catalog, paper, quick, smoke, "
                      "standard; or give a path to a .yaml file)"]
+
+
+@pytest.mark.subprocess
+def test_the_sessions_report_has_the_cost_view_of_its_benchmark_json(tmp_path):
+    """`pytest bench --benchmark-json X` on cells and kernels: the report written at the end of the session
+    holds the cost view of X's timings (cost.md names the timed kernels, the figures and the page's section),
+    the same one `lenbench report X` builds, not only the board."""
+    suite = tmp_path / "tiny.yaml"
+    timed = {**TINY_SUITE, "variants": [], "encodings": ["nope", "alibi"],
+             "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1},
+             "kernels": {"lengths": [32], "dtypes": ["fp32"], "seconds": 0.01, "encodings": ["alibi"],
+                         "train_rounds": 1}}
+    suite.write_text(yaml.safe_dump(timed))
+    results, bench = tmp_path / "results", tmp_path / "elsewhere" / "bench.json"
+    bench.parent.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/test_extrapolation.py", "bench/test_kernels.py", "--suite", str(suite),
+         "--device", "cpu", "--results-dir", str(results), "--benchmark-json", str(bench), "-q",
+         "-p", "no:cacheprovider", "-k", "test_extrapolation or test_training_step or (test_kernel and alibi and (eager or cached))"],
+        cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    timed_kernels = {b["extra_info"].get("encoding") for b in json.loads(bench.read_text())["benchmarks"]
+                     if b["extra_info"].get("kind") == "bias"}
+    assert timed_kernels == {"alibi"}
+    cost = (results / "cost.md").read_text()
+    assert "| alibi " in cost  # the timed kernel
+    for name in ("cost.csv", "cost.png", "quality_cost.png", "leaderboard.md"):
+        assert (results / name).is_file(), name
+    assert "What it costs" in (results / "index.html").read_text()
+    assert "cost.md" in proc.stdout  # the session's line lists what it wrote

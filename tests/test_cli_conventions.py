@@ -28,15 +28,37 @@ def test_list_suites_shows_description_cells_and_estimate(capsys, tmp_path, monk
         suite = load_suite(path)
         line = next(i for i, x in enumerate(out) if x.startswith(f"{name} "))
         assert f" {len(suite.cells())} cells  ~" in out[line] and out[line].endswith("(model)")
-        assert " serial, ~" in out[line] and (" on serial " in out[line] or " processes " in out[line])
+        assert " serial, ~" in out[line] and (" on serial; " in out[line] or " processes; " in out[line])
+        assert "; lenbench run ~" in out[line] and ", pytest bench ~" in out[line]  # the whole commands too
         assert out[line + 1].strip() == suite.description
 
 
 def test_wall_estimate_shares_the_cells_out_over_the_workers():
-    assert estimate.wall_seconds(110.0, 10, 2) == pytest.approx(estimate.RUN_OVERHEAD_S + 50.0)
+    shared = (110.0 - estimate.RUN_OVERHEAD_S) / (2 * estimate.PARALLEL_EFFICIENCY)
+    assert estimate.wall_seconds(110.0, 10, 2) == pytest.approx(estimate.RUN_OVERHEAD_S + shared)
     assert estimate.wall_seconds(110.0, 10, 1) == 110.0
     assert estimate.wall_seconds(110.0, 1, 8) == 110.0  # one cell cannot be shared out
     assert estimate.wall_seconds(5.0, 3, 2) == 5.0  # never more than serial
+
+
+def test_command_estimates_add_the_report_and_the_kernels():
+    """`lenbench run` is the cells and the report; `pytest bench` adds the kernels of the suite's `kernels:`."""
+    smoke = load_suite("smoke")
+    t = estimate.command_seconds(smoke, estimate.estimate_suite(smoke), 2)
+    assert t.run == pytest.approx(t.cells_wall + estimate.REPORT_S)
+    assert t.main - t.run == pytest.approx(estimate.kernel_seconds(smoke)) and t.main > t.run
+    off = parse_suite({"tasks": [{"name": "copy", "train_len": 8}], "encodings": ["nope"], "kernels": {"enabled": False}})
+    assert estimate.kernel_seconds(off) == 0.0
+
+
+def test_the_main_command_estimate_is_within_30_percent_of_its_measurement():
+    """The README's measured main command (docs/measurements/main-command.json, the reference machine) and
+    `lenbench list suites`' model of it on that machine's two processes agree within 30 %."""
+    measured = json.loads((Path(__file__).resolve().parent.parent / "docs" / "measurements"
+                           / "main-command.json").read_text())["wall_seconds"]
+    quick = load_suite("quick")
+    model = estimate.command_seconds(quick, estimate.estimate_suite(quick), 2).main
+    assert abs(model - measured) <= 0.3 * measured, (model, measured)
 
 
 def test_estimate_is_measured_when_a_run_exists(tmp_path):

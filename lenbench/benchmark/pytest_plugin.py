@@ -92,9 +92,12 @@ _RAN_CELLS = pytest.StashKey[bool]()
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """After cells ran, write the leaderboard, wide CSV, markdown and plots into the results directory.
 
-    First, the benchmark JSON pytest-benchmark has just written (its own sessionfinish wraps this
-    one) is rewritten in lenbench's layout (`lenbench.benchmark.bench_json.rewrite`)."""
-    _rewrite_benchmark_json(session.config)
+    First, the benchmark JSON pytest-benchmark has just written (its own sessionfinish is a hook
+    wrapper that writes the file before it yields to this one) is rewritten in lenbench's layout
+    (`lenbench.benchmark.bench_json.rewrite`); the report then takes its kernel timings and training
+    steps from that file, so `pytest bench --benchmark-json X` writes the cost view (``cost.md``,
+    ``cost.png``, ``quality_cost.png``, the page's "What it costs") with the board."""
+    bench_json = _rewrite_benchmark_json(session.config)
     if not session.config.stash.get(_RAN_CELLS, False):
         return
     out = results_path(session.config)
@@ -107,18 +110,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from lenbench.config import load_suite
 
     # the suite's cells: those an earlier configuration of it (another budget) left in `out` are not its board
-    suite_cells = [cell.cell_id for cell in load_suite(session.config.getoption("--suite")).cells()]
-    written = write_report(out, out, cell_ids=suite_cells)
+    suite = load_suite(session.config.getoption("--suite"))
+    suite_cells = [cell.cell_id for cell in suite.cells()]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"lenbench: report of {out} written: {', '.join(p.name for p in written)}")
+
+    def say(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"lenbench: {line}")
+
+    written = write_report(out, out, cell_ids=suite_cells, benchmark_json=bench_json, notes=say, note=suite.note)
+    if suite.note:
+        say(suite.note)
+    say(f"report of {out} written: {', '.join(p.name for p in written)}")
 
 
-def _rewrite_benchmark_json(config: pytest.Config) -> None:
-    """The `--benchmark-json` file in lenbench's layout, when pytest-benchmark wrote one."""
+def _rewrite_benchmark_json(config: pytest.Config) -> Path | None:
+    """The `--benchmark-json` file in lenbench's layout, when pytest-benchmark wrote one; its path
+    (None without one)."""
     target = config.getoption("benchmark_json", None)
     if target is None:
-        return
+        return None
     if hasattr(target, "flush"):  # pytest-benchmark 4 opens it as a file (argparse.FileType)
         target.flush()
         target = target.name
@@ -127,6 +138,8 @@ def _rewrite_benchmark_json(config: pytest.Config) -> None:
         from lenbench.benchmark.bench_json import rewrite
 
         rewrite(path)
+        return path
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-benchmark hook: no error in a session without it

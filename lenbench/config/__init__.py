@@ -14,6 +14,7 @@ from lenbench.config.kernels import KernelSpec, parse_kernels
 from lenbench.config.parse import SUITES_DIR, list_suites, load_suite, parse_suite
 from lenbench.config.resources import ResourceSpec, parse_resources
 from lenbench.config.schema import (
+    PURPOSE_NOTES,
     Cell,
     EncodingSpec,
     EvalSpec,
@@ -26,6 +27,7 @@ from lenbench.config.schema import (
 )
 
 __all__ = [
+    "PURPOSE_NOTES",
     "SUITES_DIR",
     "Cell",
     "EncodingSpec",

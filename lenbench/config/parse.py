@@ -57,7 +57,16 @@ from lenbench.config.checks import (
 from lenbench.config.fields import SuiteError, SuiteWarning, check_keys, numeric_string, registered
 from lenbench.config.kernels import parse_kernels
 from lenbench.config.resources import parse_resources
-from lenbench.config.schema import EncodingSpec, EvalSpec, ModelSpec, Suite, TaskSpec, TrainSpec, VariantSpec
+from lenbench.config.schema import (
+    PURPOSE_NOTES,
+    EncodingSpec,
+    EvalSpec,
+    ModelSpec,
+    Suite,
+    TaskSpec,
+    TrainSpec,
+    VariantSpec,
+)
 from lenbench.config.sections import (
     VARIANT_EXTRA_KEYS,
     canonical_params,
@@ -318,12 +327,19 @@ def parse_suite(data: Any, *, source: str = "<suite>", default_name: str = "suit
     seeds = tuple(dedupe(list(seeds), key=lambda s: s, what=lambda s: f"seed {s}", source=source))
     return Suite(
         name=suite_name(data["name"], source) if "name" in data else default_name,
-        description=str(data.get("description", "")),
+        description=str(data.get("description", "")), purpose=_purpose(data.get("purpose", "benchmark"), source),
         tasks=tuple(tasks), encodings=tuple(encodings), seeds=seeds,
         model=model, train=train, eval=ev,
         variants=tuple(variants), kernels=parse_kernels(data.get("kernels"), source), source=source, resources=parse_resources(data.get("resources"), source),
         plugins=plugin_specs,
     )
+
+
+def _purpose(value: Any, source: str) -> str:
+    """The suite's `purpose:`, one of `PURPOSE_NOTES`."""
+    if value not in PURPOSE_NOTES:
+        raise SuiteError(f"{source}: purpose must be one of {', '.join(PURPOSE_NOTES)}, got {value!r}")
+    return value
 
 
 def _plugins(value: Any, source: str, base_dir: str | Path | None) -> tuple[str, ...]:

@@ -250,6 +250,16 @@ class VariantSpec:
         return f"finetune-{head}-x{self.finetune_ratio:g}" if self.finetune_steps else head
 
 
+#: What a suite is for (its `purpose:`), and the one-line note its report and `lenbench run` print for
+#: it: a fact the suite declares, so a reader is told what its board means before reading it (a smoke
+#: suite's tiny training learns nothing: every model marked not learned is expected).
+PURPOSE_NOTES = {
+    "benchmark": "",
+    "smoke": ("This is a smoke suite: it checks that the pipeline runs end to end, and its training is too short to "
+              "learn any task, so every model marked not learned is expected; the quick suite is the benchmark."),
+}
+
+
 @dataclass(frozen=True)
 class Suite:
     """A validated suite (`lenbench.config.parse.parse_suite`): the grid, shared settings and sections."""
@@ -258,6 +268,8 @@ class Suite:
     tasks: tuple[TaskSpec, ...]
     encodings: tuple[EncodingSpec, ...]
     description: str = ""
+    #: `PURPOSE_NOTES`' key: ``benchmark`` (default) or ``smoke``; not part of any cell id.
+    purpose: str = "benchmark"
     seeds: tuple[int, ...] = (0,)
     model: ModelSpec = ModelSpec()
     train: TrainSpec = TrainSpec()
@@ -270,6 +282,11 @@ class Suite:
     #: paths relative to the suite file. Not part of any cell id: a cell is named by its encoding
     #: and task, and its fingerprint holds the plugin's source.
     plugins: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        """The one-line note of the suite's `purpose` (`PURPOSE_NOTES`), "" for a benchmark."""
+        return PURPOSE_NOTES[self.purpose]
 
     def cells(self) -> list[Cell]:
         """Expand to cells in a stable order: task × train_len × encoding × seed; each cell gets its

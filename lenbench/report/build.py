@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -82,15 +82,23 @@ class ReportSource:
         return cost if len(cost) else None
 
 
-def load_source(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] | None = None) -> ReportSource:
+def load_source(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] | None = None,
+                benchmark_json: str | Path | None = None) -> ReportSource:
     """Read a results source once (module docstring); of a results directory, only the cells
     `cell_ids` when given (`load_results`).
 
+    Args:
+        source: a results directory, a tidy CSV, a benchmark JSON or rows.
+        cell_ids: of a results directory, only these cells.
+        benchmark_json: the kernel timings and training steps from this pytest-benchmark JSON
+            instead of the source's own (`benchmark_json_of`): `pytest bench --benchmark-json X`
+            reports its results directory's cells with the timings of X, wherever X lies.
+
     Raises:
-        ResultsError: an unreadable source (`load_results`).
+        ResultsError: an unreadable source (`load_results`) or `benchmark_json`.
     """
     rows = load_results(source, cell_ids=cell_ids)
-    bench = benchmark_json_of(source)
+    bench = Path(benchmark_json) if benchmark_json is not None else benchmark_json_of(source)
     kernels = load_kernel_timings(bench) if bench is not None else None
     steps = load_training_steps(bench) if bench is not None else None
     run_dir = None if isinstance(source, (pd.DataFrame, list)) else Path(source)
@@ -99,9 +107,11 @@ def load_source(source: str | Path | pd.DataFrame, *, cell_ids: Iterable[str] | 
 
 
 def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plots: bool = True,
-                 page: bool = True, cell_ids: Iterable[str] | None = None) -> list[Path]:
+                 page: bool = True, cell_ids: Iterable[str] | None = None,
+                 benchmark_json: str | Path | None = None, notes: Callable[[str], None] | None = None,
+                 note: str = "") -> list[Path]:
     """Write the report of a results source into `out_dir`, every file atomically: `build_report`
-    of `load_source(source, cell_ids=cell_ids)`.
+    of `load_source(source, cell_ids=cell_ids, benchmark_json=benchmark_json)`, its `notes` and `note` too.
 
     Returns:
         The paths written, in order (`build_report`).
@@ -109,11 +119,17 @@ def write_report(source: str | Path | pd.DataFrame, out_dir: str | Path, *, plot
     Raises:
         ResultsError: unreadable source, or a source without any rows or kernel timings.
     """
-    return build_report(load_source(source, cell_ids=cell_ids), out_dir, plots=plots, page=page)
+    return build_report(load_source(source, cell_ids=cell_ids, benchmark_json=benchmark_json), out_dir,
+                        plots=plots, page=page, notes=notes, note=note)
 
 
-def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, page: bool = True) -> list[Path]:
-    """Write the report of a loaded source into `out_dir`, every file atomically.
+def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, page: bool = True,
+                 notes: Callable[[str], None] | None = None, note: str = "") -> list[Path]:
+    """Write the report of a loaded source into `out_dir`, every file atomically; `notes` is told,
+    one line each, of a figure left out that the user can get (a plugin encoding's position pattern
+    without its plugin: `lenbench.report.geometry.unregistered_encodings`), and its caption says so;
+    `note` is the suite's note (`lenbench.config.Suite.note`: a smoke suite's says its models are not
+    expected to learn), first in ``summary.md`` and ``leaderboard.md``.
 
     Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
     `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
@@ -156,14 +172,14 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
             atomic_write_text(out / "results.csv", to_csv_text(df)),
             atomic_write_text(out / "leaderboard.csv", to_csv_text(long)),
             atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
-            atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df)),
-            atomic_write_text(out / "summary.md", summary_markdown(board)),
+            atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df, note=note)),
+            atomic_write_text(out / "summary.md", summary_markdown(board, note=note)),
             atomic_write_text(out / "findings.md", findings_markdown(long)),
             atomic_write_text(out / "learnability.csv", to_csv_text(board.seeds)),
             atomic_write_text(out / "claims.md", claims_markdown(board)),
         ]
     if plots and board is not None:
-        written += _result_figures(src, board, out, figures)
+        written += _result_figures(src, board, out, figures, notes or (lambda line: None))
     if cost is not None:
         written += [atomic_write_text(out / "cost.csv", to_csv_text(cost)),
                     atomic_write_text(out / "cost.md", cost_markdown(cost))]
@@ -189,18 +205,24 @@ def _draw_figures(source: str, inputs: FigureInputs, out: Path, figures: dict[st
     return written
 
 
-def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: dict[str, Figure]) -> list[Path]:
+def _result_figures(src: ReportSource, board: Leaderboard, out: Path, figures: dict[str, Figure],
+                    notes: Callable[[str], None]) -> list[Path]:
     """The figures of the extrapolation rows, each as PNG, SVG and PDF; adds them to `figures` (title →
     `Figure`: the PNGs and the caption, the plot module's ``CAPTION`` and what it left out).
     Position patterns are drawn only for encodings with something to show
-    (`lenbench.report.plots.geometry.pattern_left_out`): not a trainable one without its checkpoint."""
+    (`lenbench.report.plots.geometry.pattern_left_out`): not a trainable one without its checkpoint,
+    nor an encoding no loaded plugin registers (`lenbench.report.geometry.unregistered_encodings`:
+    one line to `notes` each, naming the ``--plugin`` that draws it)."""
     from lenbench.report import geometry
     from lenbench.report.plots import geometry as geometry_plot
     from lenbench.report.plots._style import left_out_note
 
     df = src.rows
     written = _draw_figures("rows", FigureInputs(df, board), out, figures)
-    drawn, skipped = [], {}
+    drawn: list[Path] = []
+    skipped = geometry.unregistered_encodings(df, src.run_dir)  # a plugin's, without it: said, never silent
+    for encoding, reason in skipped.items():
+        notes(f"figure encodings/{encoding}.{FORMATS[0]} not drawn: {reason}")
     for encoding, pattern in geometry.encoding_patterns(df, src.run_dir).items():
         if not is_safe_name(encoding):  # never a path outside encodings/ (rows are data anyone can write)
             skipped[encoding] = f"its name is not a safe file name ({RULE})"

@@ -207,6 +207,77 @@ def encoding_pattern(encoding: str, *, length: int = 256, d_model: int = 128, n_
     return EncodingPattern(encoding, frame, d_model, n_heads, note, at_initialisation)
 
 
+def _recorded_plugins(results_dir: str | Path | None) -> dict[str, list[dict]]:
+    """Encoding name → the plugins its finished cells record (`CellResult.plugins`: spec, kind,
+    module, path of each plugin the run had loaded), from ``results_dir/cells``; empty without one."""
+    import json
+
+    found: dict[str, list[dict]] = {}
+    cells = Path(results_dir) / "cells" if results_dir is not None else None
+    if cells is None or not cells.is_dir():
+        return found
+    for path in sorted(cells.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        enc = (data.get("config") or {}).get("encoding")
+        for plugin in data.get("plugins") or []:
+            if isinstance(enc, str) and isinstance(plugin, dict) and plugin not in found.setdefault(enc, []):
+                found[enc].append(plugin)
+    return found
+
+
+def _importable(module: object) -> bool:
+    """Whether `module` names a module this environment can import (an installed package), found
+    without importing it."""
+    import importlib.util
+
+    if not isinstance(module, str) or not module:
+        return False
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def unregistered_encodings(df: pd.DataFrame, results_dir: str | Path | None = None) -> dict[str, str]:
+    """Encodings of the rows that no plugin of this process registers, each with why its position
+    pattern cannot be drawn and how to get it; loads on the way the module plugins the run's cells
+    record (`_recorded_plugins`) that this environment can import, as entry points are loaded on
+    demand, so their encodings are drawn. A file plugin is never loaded from what a results directory
+    says (that would run code named by data): its figure needs ``--plugin`` (docs/DESIGN.md, Plugins).
+
+    Returns:
+        encoding name → one line: what is missing and the ``--plugin`` that draws it.
+    """
+    from lenbench.plugins import PluginError, load_plugins
+    from lenbench.report.stats import is_baseline
+
+    missing = [e for e in dict.fromkeys(df["encoding"]) if isinstance(e, str) and not is_baseline(e)
+               and e not in ENCODINGS]  # `in` loads an entry point of that name
+    if not missing:
+        return {}
+    recorded = _recorded_plugins(results_dir)
+    out = {}
+    for encoding in missing:
+        plugins = recorded.get(encoding, [])
+        for plugin in plugins:
+            if plugin.get("kind") == "module" and _importable(plugin.get("module")):
+                try:
+                    load_plugins([plugin["module"]])
+                except PluginError:
+                    continue
+        if encoding in ENCODINGS:
+            continue
+        specs = [str(p.get("path") or p.get("module") or p.get("spec")) for p in plugins]
+        where = (f"its run loaded the plugin(s) {', '.join(specs)}, not loaded here" if specs
+                 else "no plugin loaded here registers it")
+        again = " ".join(f"--plugin {s}" for s in specs) if specs else "--plugin MODULE_OR_PATH (the plugin that defines it)"
+        out[encoding] = f"encoding {encoding!r} is not registered ({where}); rerun the report with {again}"
+    return out
+
+
 def encoding_patterns(df: pd.DataFrame, results_dir: str | Path | None = None, *,
                       max_positions: int = 256) -> dict[str, EncodingPattern]:
     """`encoding_pattern` of every registered encoding of a results frame at the run's geometry

@@ -267,12 +267,12 @@ STATISTICS_NOTE = ("↑ higher is better, ↓ lower is better. Every value is th
                    "the nll minus the nll at 1×, in nats, on the same scored bytes; ")
 
 
-def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None) -> str:
+def leaderboard_markdown(board: Leaderboard, df: pd.DataFrame | None = None, note: str = "") -> str:
     """The leaderboard as markdown: per task (and training length) the main table (trained
     models and baselines), the scores by length ratio, the learnability table and one table per
     encoding with variants; then the overall ranking. Values are ``mean ± 95 % half-width``;
-    shared ranks show as "=3"."""
-    parts = ["# lenbench leaderboard", ""]
+    shared ranks show as "=3". `note`: the suite's note (`Suite.note`, e.g. a smoke suite's), first."""
+    parts = ["# lenbench leaderboard", "", *([wrap_prose(note), ""] if note else [])]
     if df is not None and len(df):
         suites = md_text(", ".join(sorted(set(df["suite"]) - {""})) or "?")
         seeds = sorted(set(df["seed"]))
@@ -333,18 +333,25 @@ def overall_lines(board: Leaderboard) -> list[list[str]]:
              str(r.n_uncertain), str(r.n_not_learned)] for r in board.overall.itertuples(index=False)]
 
 
-#: The ratios the summary shows where a board has them, with the board's longest ratio always added.
-SUMMARY_RATIOS = (1.0, 2.0, 4.0)
+#: The most ratio columns a board's summary shows: a board evaluated at this many ratios or fewer shows
+#: every one (quick's 1-16×: five), a denser one as many spread over its range.
+SUMMARY_MAX_RATIOS = 5
 
 
 def summary_ratios(wide: pd.DataFrame, ratios: Iterable[float] | None = None) -> list[str]:
-    """The ratio columns of a board's summary: `ratios` (default `SUMMARY_RATIOS` plus the board's
-    longest evaluated ratio, so a suite evaluated to 8× or 32× shows its own end) among those measured."""
-    measured = [c for c in wide.columns if re.fullmatch(r"[0-9.]+x", c) and wide[c].notna().any()]
-    if ratios is None:
-        longest = max((float(c[:-1]) for c in measured), default=None)
-        ratios = [*SUMMARY_RATIOS, *([longest] if longest is not None else [])]
-    return list(dict.fromkeys(c for c in (ratio_label(r) for r in ratios) if c in measured))
+    """The ratio columns of a board's summary: `ratios` among those measured, by default the board's
+    own: every measured ratio when there are at most `SUMMARY_MAX_RATIOS`, else that many spread
+    evenly over the sorted measured ratios, the shortest and the longest always in (a suite evaluated
+    to 8× or 32× shows its own end, one at 1.5× its own first step)."""
+    measured = sorted((c for c in wide.columns if re.fullmatch(r"[0-9.]+x", c) and wide[c].notna().any()),
+                      key=lambda c: float(c[:-1]))
+    if ratios is not None:
+        return list(dict.fromkeys(c for c in (ratio_label(r) for r in ratios) if c in measured))
+    if len(measured) <= SUMMARY_MAX_RATIOS:
+        return measured
+    last = len(measured) - 1
+    picks = (round(i * last / (SUMMARY_MAX_RATIOS - 1)) for i in range(SUMMARY_MAX_RATIOS))
+    return list(dict.fromkeys(measured[i] for i in picks))
 
 
 def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: list[str], metric: str) -> list[list[str]]:
@@ -361,14 +368,14 @@ def _summary_body(table: pd.DataFrame, rank_col: str, wide: pd.DataFrame, cols: 
     return lines
 
 
-def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None) -> str:
+def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None, note: str = "") -> str:
     """The short tables docs/board.md quotes: per task (and training length) the trained models and
-    baselines, primary metric at `ratios` (default: `summary_ratios`, 1×, 2×, 4× and the board's
-    longest; mean ± 95 % half-width), main-table rank
-    (`RANK_MARKS`); then the overall ranking. `write_report` writes it as ``summary.md``; a test
-    keeps docs/board.md's copy equal to the published one."""
+    baselines, primary metric at `ratios` (default: `summary_ratios`, the board's own ratios; mean ±
+    95 % half-width), main-table rank (`RANK_MARKS`); then the overall ranking. `note`: the suite's
+    note (`Suite.note`, e.g. a smoke suite's), first. `write_report` writes it as ``summary.md``; a
+    test keeps docs/board.md's copy equal to the published one."""
     arrow = {True: "↑", False: "↓"}
-    parts = []
+    parts = [wrap_prose(note), ""] if note else []
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
         metric = rows["metric"].iloc[0]
         hib = bool(rows["higher_is_better"].iloc[0])
