@@ -68,6 +68,8 @@ LAYERS: dict[str, Layer] = {
     # the one report module that builds encodings from checkpoints
     "lenbench.report.geometry": Layer((*FOUNDATION, *LEAVES, "lenbench.report", "lenbench.config",
                                        "lenbench.encodings", "lenbench.run"), torch=True),
+    # the exports: a results source read through the report's rows and tables, written in other tools' formats
+    "lenbench.export": Layer((*FOUNDATION, *LEAVES, "lenbench.report", "lenbench.run.store"), torch=False),
 }
 
 #: Modules a torch-free layer may import inside a function, behind which torch stays: the reach walk
