@@ -71,7 +71,8 @@ def _cells(path):
 
 def test_every_csv_quotes_formula_cells_and_keeps_numbers(report):
     csvs = sorted(report.glob("*.csv"))
-    assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "learnability.csv", "results.csv"]
+    assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "learnability.csv", "results.csv",
+                                         "samples.csv"]
     for path in csvs:
         table = _cells(path)
         header, body = table[0], table[1:]
