@@ -7,6 +7,7 @@
     lenbench publish RUN_DIR [--benchmark-json FILE] [--to results]
     lenbench slim-bench IN OUT [--cells DIR]
     lenbench export-bench BENCH_JSON --out DIR
+    lenbench export {lm-eval,hf,mlflow,wandb} SOURCE [--out PATH] [--experiment NAME] [--mode offline|online]
     lenbench compare BASE HEAD [--method auto|exact|paired|unpaired] [--tolerance X] [--speed-threshold 0.10]
                      [--allow-missing] [--allow-no-overlap] [--force-speed] [--top N | --all] [--margin [METRIC=]X ...]
     lenbench speed-gate BASE_TREE HEAD_TREE [--base-python PY] [--head-python PY] [--threshold 0.10] [--rounds 21]
@@ -21,6 +22,7 @@ import sys
 from pathlib import Path
 
 from lenbench.cli_bench import BENCH_COMMANDS, add_bench_parsers
+from lenbench.cli_export import EXPORT_COMMANDS, add_export_parser
 
 # Nothing heavy at module level (torch, pandas): `main` imports them inside its handling of
 # Ctrl-C, so an interrupt while they load ends in one line, not a traceback.
@@ -173,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_pub.add_argument("--no-plots", action="store_true", help="tables only")
 
     add_bench_parsers(sub, HelpFormatter)
+    add_export_parser(sub, HelpFormatter)
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)
     p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
@@ -402,6 +405,8 @@ def _main(argv: list[str] | None) -> int:
             return _compare(args)
         if args.command in BENCH_COMMANDS:
             return BENCH_COMMANDS[args.command](args)
+        if args.command in EXPORT_COMMANDS:
+            return EXPORT_COMMANDS[args.command](args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         print(f"lenbench: error: {err}", file=sys.stderr)
         return 2

@@ -72,6 +72,8 @@ LAYERS: dict[str, Layer] = {
     # layer imports it (none names it), the root only inside its PEP 562 `__getattr__`
     "lenbench.api": Layer((*FOUNDATION, *LEAVES, "lenbench.config", "lenbench.run", "lenbench.report",
                            "lenbench.compare", "lenbench.publication", "lenbench.report_target"), torch=True),
+    # the exports: a results source read through the report's rows and tables, written in other tools' formats
+    "lenbench.export": Layer((*FOUNDATION, *LEAVES, "lenbench.report", "lenbench.run.store"), torch=False),
 }
 
 #: Modules a torch-free layer may import inside a function, behind which torch stays: the reach walk

@@ -32,9 +32,10 @@ from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import is_benchmark_json, load_results
 from lenbench.report.tables import Leaderboard, leaderboard
 from lenbench.report.timings import load_kernel_timings, load_training_steps
+from lenbench.results.samples import sample_frame
 from lenbench.results.schema import EXPECTED_SOURCES, ResultsError
 
-REPORT_FILES = ("results.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md",
+REPORT_FILES = ("results.csv", "samples.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md",
                 "learnability.csv", "claims.md")
 COST_FILES = ("cost.csv", "cost.md")
 
@@ -132,7 +133,8 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     expected to learn), first in ``summary.md`` and ``leaderboard.md``.
 
     Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
-    `load_results`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
+    `load_results`), ``samples.csv`` (its per-sample scores, one row per sample:
+    `lenbench.results.samples.sample_frame`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
     metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the tables
     docs/board.md quotes, `summary_markdown`), ``findings.md`` (what each board shows, in sentences
     read off its numbers: `lenbench.report.findings`), ``learnability.csv`` (each seed's verdict at
@@ -170,6 +172,7 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
         long = board.long()
         written += [
             atomic_write_text(out / "results.csv", to_csv_text(df)),
+            atomic_write_text(out / "samples.csv", to_csv_text(sample_frame(df))),
             atomic_write_text(out / "leaderboard.csv", to_csv_text(long)),
             atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
             atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df, note=note)),

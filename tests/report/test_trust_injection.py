@@ -24,7 +24,8 @@ def row(encoding: str, ratio: float, value: float, task: str = "copy", metric: s
             "ratio": float(ratio), "bucket": "", "metric": metric, "value": value, "n_samples": 4, "seed": seed,
             "higher_is_better": metric != "nll", "status": "ok", "error": "", "lenbench_version": "0.1.0",
             "git_sha": "0123abcd", "torch_version": "2.13.0+cpu", "device": "cpu", "dtype": "float32",
-            "timestamp": "2026-01-01T00:00:00+00:00", "train_seconds": 1.0}
+            "timestamp": "2026-01-01T00:00:00+00:00", "train_seconds": 1.0,
+            "sample_scores": "1 1 1 1" if metric == "exact_match" else ""}  # samples.csv holds the labels too
 
 
 def rows() -> list[dict]:
@@ -71,7 +72,8 @@ def _cells(path):
 
 def test_every_csv_quotes_formula_cells_and_keeps_numbers(report):
     csvs = sorted(report.glob("*.csv"))
-    assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "learnability.csv", "results.csv"]
+    assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "learnability.csv", "results.csv",
+                                         "samples.csv"]
     for path in csvs:
         table = _cells(path)
         header, body = table[0], table[1:]
