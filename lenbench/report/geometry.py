@@ -228,6 +228,34 @@ def _recorded_plugins(results_dir: str | Path | None) -> dict[str, list[dict]]:
     return found
 
 
+def _labelled_entries(df: pd.DataFrame, results_dir: str | Path | None) -> dict[str, str]:
+    """Label → encoding name of the board's labelled entries (e.g. ``fire-relthresh`` → ``fire``): what
+    the finished cells' configs record, else what the rows' preset suites declare. A label is not an
+    encoding of its own, so no plugin is missing for it."""
+    import json
+
+    out: dict[str, str] = {}
+    cells = Path(results_dir) / "cells" if results_dir is not None else None
+    if cells is not None and cells.is_dir():
+        for path in sorted(cells.glob("*.json")):
+            try:
+                config = json.loads(path.read_text()).get("config") or {}
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(config.get("label"), str) and isinstance(config.get("encoding"), str):
+                out.setdefault(config["label"], config["encoding"])
+    try:
+        from lenbench.config import list_suites, load_suite
+
+        for name in sorted(set(df["suite"].dropna()) & set(list_suites())):
+            for spec in load_suite(name).encodings:
+                if spec.label:
+                    out.setdefault(spec.label, spec.name)
+    except Exception:  # noqa: BLE001 - a preset that no longer loads: the cells' labels only
+        pass
+    return out
+
+
 def _importable(module: object) -> bool:
     """Whether `module` names a module this environment can import (an installed package), found
     without importing it."""
@@ -254,8 +282,10 @@ def unregistered_encodings(df: pd.DataFrame, results_dir: str | Path | None = No
     from lenbench.plugins import PluginError, load_plugins
     from lenbench.report.stats import is_baseline
 
+    labelled = _labelled_entries(df, results_dir)
     missing = [e for e in dict.fromkeys(df["encoding"]) if isinstance(e, str) and not is_baseline(e)
-               and e not in ENCODINGS]  # `in` loads an entry point of that name
+               and e not in ENCODINGS  # `in` loads an entry point of that name
+               and not (e in labelled and labelled[e] in ENCODINGS)]  # a label of a registered encoding
     if not missing:
         return {}
     recorded = _recorded_plugins(results_dir)

@@ -64,3 +64,19 @@ def test_rows_without_cells_name_no_plugin_but_say_how(tmp_path):
         assert notes == ["figure encodings/alibi-steep.png not drawn: encoding 'alibi-steep' is not registered (no "
                          "plugin loaded here registers it); rerun the report with --plugin MODULE_OR_PATH (the plugin "
                          "that defines it)"]
+
+
+def test_a_labelled_builtin_is_no_missing_plugin(tmp_path):
+    """A label of a registered encoding (``alibi-wide``: alibi with other parameters) is not an encoding of
+    its own: no note claims a plugin is missing for it, from the cells or from rows without them."""
+    suite = {**TINY_RUN, "name": "labelled", "encodings": ["nope", {"name": "alibi", "label": "alibi-wide",
+                                                                     "params": {}}]}
+    run_suite(parse_suite(suite), tmp_path / "run", device="cpu", executor="serial", progress=False,
+              log=lambda _: None)
+    notes: list[str] = []
+    write_report(tmp_path / "run", tmp_path / "rep", notes=notes.append)
+    assert notes == []
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "rep" / "results.csv")
+    assert "alibi-wide" in set(rows["encoding"])
