@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lenbench.atomic import atomic_write_text
+from lenbench.atomic import atomic_write_bytes, atomic_write_text
 from lenbench.names import RULE, is_safe_name
 from lenbench.report.claims import claims_markdown
 from lenbench.report.cost import cost_markdown, cost_table, quality_cost_frame
@@ -32,10 +32,10 @@ from lenbench.report.page import Figure, render_page
 from lenbench.report.rows import is_benchmark_json, load_results
 from lenbench.report.tables import Leaderboard, leaderboard
 from lenbench.report.timings import load_kernel_timings, load_training_steps
-from lenbench.results.samples import sample_frame
+from lenbench.results.samples import gzipped, sample_frame
 from lenbench.results.schema import EXPECTED_SOURCES, ResultsError
 
-REPORT_FILES = ("results.csv", "samples.csv", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md",
+REPORT_FILES = ("results.csv", "samples.csv.gz", "leaderboard.csv", "leaderboard_wide.csv", "leaderboard.md", "summary.md", "findings.md",
                 "learnability.csv", "claims.md")
 COST_FILES = ("cost.csv", "cost.md")
 
@@ -133,7 +133,7 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     expected to learn), first in ``summary.md`` and ``leaderboard.md``.
 
     Files, from the extrapolation rows: ``results.csv`` (the tidy rows, re-loadable by
-    `load_results`), ``samples.csv`` (its per-sample scores, one row per sample:
+    `load_results`), ``samples.csv.gz`` (its per-sample scores, one row per sample, gzipped:
     `lenbench.results.samples.sample_frame`), ``leaderboard.csv`` (`Leaderboard.long`), ``leaderboard_wide.csv`` (primary
     metric, encoding × length ratio per task), ``leaderboard.md``, ``summary.md`` (the tables
     docs/board.md quotes, `summary_markdown`), ``findings.md`` (what each board shows, in sentences
@@ -172,7 +172,7 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
         long = board.long()
         written += [
             atomic_write_text(out / "results.csv", to_csv_text(df)),
-            atomic_write_text(out / "samples.csv", to_csv_text(sample_frame(df))),
+            atomic_write_bytes(out / "samples.csv.gz", gzipped(to_csv_text(sample_frame(df)))),
             atomic_write_text(out / "leaderboard.csv", to_csv_text(long)),
             atomic_write_text(out / "leaderboard_wide.csv", to_csv_text(board.wide)),
             atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board, df, note=note)),

@@ -3,6 +3,7 @@ report file escaped for its format: CSV cells a spreadsheet would run as formula
 ``'`` (numbers stay numbers), markdown gets ``\\|`` and HTML entities, the page stays escaped."""
 
 import csv
+import gzip
 import json
 import re
 
@@ -66,14 +67,15 @@ def report(tmp_path_factory):
 
 
 def _cells(path):
-    with open(path, newline="", encoding="utf-8") as f:  # keep a \r inside a quoted cell
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="", encoding="utf-8") as f:  # keep a \r inside a quoted cell
         return list(csv.reader(f))
 
 
 def test_every_csv_quotes_formula_cells_and_keeps_numbers(report):
-    csvs = sorted(report.glob("*.csv"))
+    csvs = sorted([*report.glob("*.csv"), *report.glob("*.csv.gz")])
     assert [p.name for p in csvs] == ["cost.csv", "leaderboard.csv", "leaderboard_wide.csv", "learnability.csv", "results.csv",
-                                         "samples.csv"]
+                                         "samples.csv.gz"]
     for path in csvs:
         table = _cells(path)
         header, body = table[0], table[1:]

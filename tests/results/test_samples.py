@@ -50,11 +50,16 @@ def test_the_published_rows_values_are_their_samples_sums():
 
 
 def test_the_report_writes_samples_csv_that_reads_back(tmp_path):
+    """samples.csv.gz reads back as the frame, and a second report writes the same bytes (no timestamp)."""
     rows = tiny_rows()
     written = write_report(rows, tmp_path, plots=False, page=False)
-    assert tmp_path / "samples.csv" in written
-    back = read_csv_strings(tmp_path / "samples.csv")
+    assert tmp_path / "samples.csv.gz" in written
+    back = read_csv_strings(tmp_path / "samples.csv.gz")
     assert list(back.columns) == list(SAMPLE_COLUMNS)
     expected = sample_frame(rows)
     pd.testing.assert_series_equal(back["numerator"].astype(float), expected["numerator"], check_names=False)
     assert (back["cell_id"] == expected["cell_id"]).all()
+
+    again = tmp_path / "again"
+    write_report(rows, again, plots=False, page=False)
+    assert (again / "samples.csv.gz").read_bytes() == (tmp_path / "samples.csv.gz").read_bytes()
