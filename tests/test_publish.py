@@ -80,7 +80,7 @@ def test_publish_copies_cells_and_json_and_rebuilds_the_report(main_command_run,
     fresh = tmp_path / "fresh"
     write_report(target / "bench.json", fresh, plots=False)
     for name in REPORT_FILES:
-        assert (fresh / name).read_text() == (target / name).read_text()
+        assert (fresh / name).read_bytes() == (target / name).read_bytes(), name
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging directory left behind
 
 

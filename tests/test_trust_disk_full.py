@@ -146,7 +146,7 @@ def test_report_on_a_full_disk_is_one_line_and_leaves_complete_files(run, tmp_pa
     line = one_error_line(capsys)
     assert line.startswith(f"lenbench: error: disk full: no space left in {str(out)!r} while writing summary.md (needs ")
     assert sorted(p.name for p in out.iterdir()) == [".lenbench-report", "leaderboard.csv", "leaderboard.md",
-                                                     "leaderboard_wide.csv", "results.csv"]  # the marker first
+                                                     "leaderboard_wide.csv", "results.csv", "samples.csv.gz"]  # the marker first
     monkeypatch.undo()
     assert main(["report", str(run), "--out", str(out), "--no-plots"]) == 0
     assert (out / "summary.md").stat().st_size > 0

@@ -84,7 +84,7 @@ def _catalog_spec() -> dict:
     return {"task": longest[0], "model": longest[1], "tokens": longest[1]["max_len"], "encodings": entries}
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.skipif(not LINUX, reason="measures the peak resident set through Linux's /proc/self/clear_refs")
 def test_the_estimate_is_at_least_the_measured_peak_for_every_encoding():
     spec = _catalog_spec()
