@@ -205,6 +205,15 @@ def int_param(encoding: str, param: str, value: Any, *, low: int = 1) -> int:
     return value
 
 
+def additive_bias_planes(n_heads: int, reads_qk: bool = False) -> tuple[float, float]:
+    """(shared, per-sequence) float32 (T, T) planes of attention with an additive bias over H heads:
+    2H + 3 shared (the (1, H, T, T) bias, the causal mask, their sum, the int64 distances) and 2H per
+    sequence (scores and softmax on SDPA's math path), 3H more per sequence when the bias reads q and k.
+    `PositionalEncoding.square_planes`' default, and the memory estimate's guess for an encoding it
+    cannot build."""
+    return 2.0 * n_heads + 3, 2.0 * n_heads + (3.0 * n_heads if reads_qk else 0.0)
+
+
 class PositionalEncoding(nn.Module):
     """Base class: every hook is the identity / no bias, so an encoding overrides only its own.
 
@@ -281,11 +290,10 @@ class PositionalEncoding(nn.Module):
         bias reads q and k; an encoding without a bias holds none (SDPA's fused causal kernel). An
         encoding whose attention holds more (an MLP over pairs, a replaced softmax) overrides this.
         """
-        h = self.dims.n_heads
         content = bool(self.content_dependent)
         if type(self).bias is PositionalEncoding.bias and not content:
             return 0.0, 0.0
-        return 2.0 * h + 3, 2.0 * h + (3.0 * h if content else 0.0)
+        return additive_bias_planes(self.dims.n_heads, reads_qk=content)
 
     # --- kernel declarations (read by `lenbench.kernels`; see the module docstring) ---
 

@@ -207,43 +207,39 @@ def encoding_pattern(encoding: str, *, length: int = 256, d_model: int = 128, n_
     return EncodingPattern(encoding, frame, d_model, n_heads, note, at_initialisation)
 
 
-def _recorded_plugins(results_dir: str | Path | None) -> dict[str, list[dict]]:
-    """Encoding name → the plugins its finished cells record (`CellResult.plugins`: spec, kind,
-    module, path of each plugin the run had loaded), from ``results_dir/cells``; empty without one."""
+def _read_cells(results_dir: str | Path | None) -> tuple[dict[str, list[dict]], dict[str, str]]:
+    """One pass over ``results_dir/cells`` (empty without one): encoding name → the plugins its
+    finished cells record (`CellResult.plugins`: spec, kind, module, path of each plugin the run had
+    loaded), and label → encoding name of the labelled entries the cells' configs record."""
     import json
 
-    found: dict[str, list[dict]] = {}
+    plugins: dict[str, list[dict]] = {}
+    labels: dict[str, str] = {}
     cells = Path(results_dir) / "cells" if results_dir is not None else None
     if cells is None or not cells.is_dir():
-        return found
+        return plugins, labels
     for path in sorted(cells.glob("*.json")):
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            config = data.get("config") or {}
+        except (OSError, ValueError, AttributeError):
             continue
-        enc = (data.get("config") or {}).get("encoding")
+        enc = config.get("encoding")
+        if not isinstance(enc, str):
+            continue
+        if isinstance(config.get("label"), str):
+            labels.setdefault(config["label"], enc)
         for plugin in data.get("plugins") or []:
-            if isinstance(enc, str) and isinstance(plugin, dict) and plugin not in found.setdefault(enc, []):
-                found[enc].append(plugin)
-    return found
+            if isinstance(plugin, dict) and plugin not in plugins.setdefault(enc, []):
+                plugins[enc].append(plugin)
+    return plugins, labels
 
 
-def _labelled_entries(df: pd.DataFrame, results_dir: str | Path | None) -> dict[str, str]:
+def _labelled_entries(df: pd.DataFrame, from_cells: dict[str, str]) -> dict[str, str]:
     """Label → encoding name of the board's labelled entries (e.g. ``fire-relthresh`` → ``fire``): what
-    the finished cells' configs record, else what the rows' preset suites declare. A label is not an
-    encoding of its own, so no plugin is missing for it."""
-    import json
-
-    out: dict[str, str] = {}
-    cells = Path(results_dir) / "cells" if results_dir is not None else None
-    if cells is not None and cells.is_dir():
-        for path in sorted(cells.glob("*.json")):
-            try:
-                config = json.loads(path.read_text()).get("config") or {}
-            except (OSError, ValueError, AttributeError):
-                continue
-            if isinstance(config.get("label"), str) and isinstance(config.get("encoding"), str):
-                out.setdefault(config["label"], config["encoding"])
+    the finished cells' configs record (`from_cells`), else what the rows' preset suites declare. A
+    label is not an encoding of its own, so no plugin is missing for it."""
+    out = dict(from_cells)
     try:
         from lenbench.config import list_suites, load_suite
 
@@ -272,7 +268,7 @@ def _importable(module: object) -> bool:
 def unregistered_encodings(df: pd.DataFrame, results_dir: str | Path | None = None) -> dict[str, str]:
     """Encodings of the rows that no plugin of this process registers, each with why its position
     pattern cannot be drawn and how to get it; loads on the way the module plugins the run's cells
-    record (`_recorded_plugins`) that this environment can import, as entry points are loaded on
+    record (`_read_cells`) that this environment can import, as entry points are loaded on
     demand, so their encodings are drawn. A file plugin is never loaded from what a results directory
     says (that would run code named by data): its figure needs ``--plugin`` (docs/DESIGN.md, Plugins).
 
@@ -282,13 +278,13 @@ def unregistered_encodings(df: pd.DataFrame, results_dir: str | Path | None = No
     from lenbench.plugins import PluginError, load_plugins
     from lenbench.report.stats import is_baseline
 
-    labelled = _labelled_entries(df, results_dir)
+    recorded, cell_labels = _read_cells(results_dir)
+    labelled = _labelled_entries(df, cell_labels)
     missing = [e for e in dict.fromkeys(df["encoding"]) if isinstance(e, str) and not is_baseline(e)
                and e not in ENCODINGS  # `in` loads an entry point of that name
                and not (e in labelled and labelled[e] in ENCODINGS)]  # a label of a registered encoding
     if not missing:
         return {}
-    recorded = _recorded_plugins(results_dir)
     out = {}
     for encoding in missing:
         plugins = recorded.get(encoding, [])

@@ -319,13 +319,14 @@ def _encoding_facts(name: str, params_json: str, d: int, heads: int, layers: int
     import torch
 
     from lenbench.encodings import EncodingDims, build_encoding
+    from lenbench.encodings.base import additive_bias_planes
 
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             enc = build_encoding(name, EncodingDims(d_model=d, n_heads=heads, max_len=max_len, causal=True,
                                                     train_len=train_len, n_layers=layers), **json.loads(params_json))
     except Exception:  # noqa: BLE001 - the cell reports its own error when it builds the encoding
-        return 0, 2.0 * heads + 3, 2.0 * heads
+        return 0, *additive_bias_planes(heads)
     shared, per_sequence = enc.square_planes()
     return sum(t.numel() for t in (*enc.parameters(), *enc.buffers())), shared, per_sequence
 
