@@ -135,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "`lenbench report DIR` writes it later")
     p_run.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_PATH",
                        help=PLUGIN_HELP + "; the suite's own `plugins:` are loaded too")
+    p_run.add_argument("--stage", default=None, metavar="DIR",
+                       help="a staging publication (new, or one to resume): its finished cells seed the run, and each "
+                            "cell the run finishes is copied into it, so a run that outlasts this machine resumes on "
+                            "another of the same numeric kind (docs/publishing.md)")
+    p_run.add_argument("--stage-commit", type=float, default=None, metavar="MINUTES",
+                       help="with --stage: git-commit the staging directory (only it) at most every MINUTES and at the end")
+
+    p_stage = sub.add_parser("stage", help="what a staging publication holds: cells done, stale and to compute, "
+                             "and whether it is complete (publishable)", formatter_class=HelpFormatter)
+    p_stage.add_argument("directory", metavar="DIR", help="a staging publication (`lenbench run --stage DIR`)")
+    p_stage.add_argument("--check", action="store_true", help="exit 1 when it is not complete")
 
     p_cal = sub.add_parser("calibrate", help="the smallest training budget at which each task is learned: climb "
                            "the tasks' ladders in a calibration suite (resumable)", formatter_class=HelpFormatter)
@@ -166,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_pub = sub.add_parser("publish", help="copy a run's cells and benchmark JSON into the published directory "
                            "and rebuild its report there (atomically)", formatter_class=HelpFormatter)
-    p_pub.add_argument("run_dir", metavar="RUN_DIR", help="results directory of a finished run, e.g. runs/quick")
+    p_pub.add_argument("run_dir", metavar="RUN_DIR", help="results directory of a finished run, e.g. runs/quick, or a "
+                       "complete staging publication (`lenbench stage DIR` says whether it is)")
     p_pub.add_argument("--benchmark-json", default=None,
                        help="the run's pytest-benchmark JSON (its kernel timings become the speed baseline; it names the "
                             "run's cells, so cells an earlier configuration of the suite left in RUN_DIR are not published)")
@@ -260,6 +272,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}")
     options = {}
+    if args.stage_commit is not None and (args.stage is None or args.stage_commit < 0):
+        raise ValueError("--stage-commit needs --stage DIR and a number of minutes at least 0, e.g. --stage-commit 10")
+    if args.stage is not None:
+        options["staging"] = _open_staging(args, suite)
     if args.ray_address is not None:
         if args.executor != "ray":
             raise ValueError("--ray-address needs --executor ray")
@@ -289,6 +305,27 @@ def _run(args: argparse.Namespace) -> int:
     if suite.note:
         print(suite.note)
     return 0
+
+
+def _open_staging(args: argparse.Namespace, suite):
+    from lenbench.device import resolve_device
+    from lenbench.numerics import numerics_tag
+    from lenbench.run.cell import default_threads
+    from lenbench.run.staging import open_staging
+
+    return open_staging(args.stage, args.suite, suite.name, [cell.cell_id for cell in suite.cells()],
+                        kind=numerics_tag(), device=resolve_device(args.device).type,
+                        threads=args.threads or default_threads(),
+                        commit_every=None if args.stage_commit is None else 60.0 * args.stage_commit)
+
+
+def _stage(args: argparse.Namespace) -> int:
+    from lenbench.run.driver import expected_fingerprint
+    from lenbench.run.staging import stage_status
+
+    status = stage_status(args.directory, expected_fingerprint)
+    print("\n".join(status.lines()))
+    return 1 if args.check and not status.complete else 0
 
 
 def _run_report(out: Path, cell_ids: list[str], note: str) -> None:
@@ -401,6 +438,8 @@ def _main(argv: list[str] | None) -> int:
             return _report(args)
         if args.command == "publish":
             return _publish(args)
+        if args.command == "stage":
+            return _stage(args)
         if args.command == "compare":
             return _compare(args)
         if args.command in BENCH_COMMANDS:

@@ -59,6 +59,11 @@ leftovers they can prove are their own (that name pattern, a writer pid that is 
 this machine, and a marker, the older-publication form above, or nothing at all inside), and say
 so in one line. Leftovers they cannot prove are left alone and named in that line.
 
+A staging publication (`lenbench.run.staging`: the committed cells of a run that outlasts one
+machine) is published like a run directory, but only when complete: every cell of its suite staged with
+the fingerprint this checkout computes, all of one numeric kind; otherwise one line says what is
+missing and the target is untouched. Only its suite's cells are published.
+
 A full disk is refused before staging when the free space beside the target is below what the
 publication needs (the run's cells and benchmark JSON plus the old report's size), and otherwise
 ends the staging with one line; either way the old publication is left as it was.
@@ -85,7 +90,9 @@ from lenbench.publication import (
     user_entries,
     write_marker,
 )
-from lenbench.run.store import CELLS, cell_files, cells_dir
+from lenbench.run.staging import check_complete
+from lenbench.run.staging import read_marker as read_staging_marker
+from lenbench.run.store import CELLS, cell_files, cell_path, cells_dir
 
 DEFAULT_TARGET = Path("results")
 
@@ -134,6 +141,10 @@ def publish(run_dir: str | Path, to: str | Path = DEFAULT_TARGET, *, benchmark_j
                          "(e.g. runs/quick after `pytest bench --benchmark-json runs/bench.json`)")
     to = check_target_path(shown, run_dir)
     files = cell_files(run_dir)  # finished cells only: no locks, checkpoints, *.corrupt
+    if read_staging_marker(run_dir) is not None:  # only complete, one code version, one kind; its suite's cells
+        from lenbench.run.driver import expected_fingerprint
+
+        files = [cell_path(run_dir, cid) for cid in check_complete(run_dir, expected_fingerprint)]
     if benchmark_json is not None:
         files, benchmark_json = _run_cells(run_dir, files, Path(benchmark_json), log)
     kind = check_one_kind(run_dir, files)

@@ -42,6 +42,7 @@ from lenbench.run.executors import base as executors
 from lenbench.run.executors.base import get_executor, plan_execution
 from lenbench.run.fingerprint import Fingerprint, cell_fingerprint, data_fingerprint, stale_reasons
 from lenbench.run.memory import available_bytes, memory_budget
+from lenbench.run.staging import Committer, Staging, seed, stage_cell
 from lenbench.run.store import (
     Log,
     cell_path,
@@ -270,7 +271,8 @@ def check_paths_free(out: Path, cells: list) -> None:
 def run_suite(
     suite: Suite, out: str | Path, *, device: str = "auto", executor: str = "serial", workers: int | None = None,
     threads: int | None = None, retry_failed: bool = False, keep_stale: bool = False, progress: bool = True,
-    log: Log = stderr_log, only: Collection[str] | None = None, **executor_options: Any,
+    log: Log = stderr_log, only: Collection[str] | None = None, staging: Staging | None = None,
+    **executor_options: Any,
 ) -> SuiteRun:
     """Run every unfinished or stale cell of `suite` into `out`; return what ran (`SuiteRun`).
 
@@ -294,6 +296,9 @@ def run_suite(
             selected.
         keep_stale: keep results whose fingerprint no longer matches (default: recompute them).
         log: where one-line notices go (default: stderr).
+        staging: a staging publication (`lenbench.run.staging.open_staging`) the run resumes from
+            (its cells seed `out`) and copies each finished cell into, committing it to git when
+            asked, so a run that outlasts this machine continues on another of the same kind.
         executor_options: passed to the executor (e.g. Ray's `address`).
     """
     device_type = resolve_device(device).type  # a one-line error now rather than one per cell
@@ -304,6 +309,8 @@ def run_suite(
     out = prepare_output(Path(out), log)
     threads = threads or default_threads()
     run = SuiteRun()
+    if staging is not None:
+        seed(staging, out, [cell.cell_id for cell in suite.cells()], log)
     todo = pending_cells(suite, out, retry_failed=retry_failed, keep_stale=keep_stale, device=device,
                          threads=threads, log=log, stale=run.stale, failed_before=run.failed_before)
     total = len(suite.cells())
@@ -323,6 +330,14 @@ def run_suite(
             + f", {threads} thread(s) each ({plan.why})")
     for reason, count in run.stale.items():
         log(f"lenbench: recomputing {count} stale cell(s): {reason}")
+    committer = Committer(staging, log) if staging is not None else None
+    if staging is not None:  # cells this directory had already finished, valid here, join the staging
+        pending = {cell.cell_id for cell in todo}
+        for cell in suite.cells():
+            if cell.cell_id not in pending and cell_path(out, cell).is_file():
+                result = read_cell(out, cell, log)
+                if result is not None and stage_cell(staging, out, cell.cell_id, outside=result.outside):
+                    committer.pending += 1
     held: dict[str, Path] = {}
 
     def jobs() -> Iterator[CellJob]:
@@ -346,6 +361,8 @@ def run_suite(
         with cls(workers=workers, suite=suite, **executor_options) as runner:
             for outcome in runner.run(jobs()):
                 run.computed.append(store_outcome(out, outcome))
+                if staging is not None and stage_cell(staging, out, outcome.cell_id, outside=outcome.result.outside):
+                    committer.maybe()
                 lock = held.pop(outcome.cell_id, None)
                 if lock is not None:
                     release_cell(lock)
@@ -357,6 +374,8 @@ def run_suite(
         for lock in held.values():
             release_cell(lock)
         bar.close()
+        if committer is not None:
+            committer.final()
     run.done = total - len(run.computed) - len(run.busy)
     for title, holder in run.busy:
         log(f"lenbench: skipped {title}: another run (pid {holder.get('pid')} on {holder.get('host')}) is computing it")
