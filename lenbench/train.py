@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from dataclasses import dataclass
 
 import torch
@@ -39,11 +40,30 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the cell is recorded as failed with this message."""
 
 
+#: Why training stopped (`TrainStats.stop_reason`): the budget (`steps`) ran out, or, with
+#: `patience`, the validation loss stopped improving.
+STOP_BUDGET, STOP_CONVERGED = "budget", "converged"
+
+
 @dataclass
 class TrainStats:
+    """What a training run did.
+
+    Attributes:
+        steps: optimisation steps taken (fewer than the budget when it converged).
+        final_loss: the training loss of the last step read.
+        seconds: wall seconds of the training loop, validations included.
+        stop_reason: `STOP_BUDGET` or `STOP_CONVERGED`.
+        best_step: the step whose weights were kept (the best validation; `steps` without one).
+        val_loss: the kept weights' validation loss (NaN without validation).
+    """
+
     steps: int
     final_loss: float
     seconds: float
+    stop_reason: str = STOP_BUDGET
+    best_step: int = 0
+    val_loss: float = math.nan
 
 
 def masked_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -126,6 +146,50 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
+@torch.no_grad()
+def validation_loss(model: Transformer, batch: Batch) -> float:
+    """Mean cross-entropy (nats) over `batch`'s scored positions, the model in eval mode; it is put
+    back in train mode after."""
+    model.eval()
+    try:
+        return float(masked_loss(model(batch.inputs), batch))
+    finally:
+        model.train()
+
+
+class EarlyStopping:
+    """Training until convergence: the best validation loss so far, its weights and step, and
+    whether `patience` validations in a row have failed to improve on it by more than `min_delta`.
+
+    Args:
+        model: the model being trained (its weights are copied at each improvement).
+        patience: validations without improvement before stopping (≥ 1).
+        min_delta: the improvement (nats) a validation must make to count.
+    """
+
+    def __init__(self, model: Transformer, patience: int, min_delta: float) -> None:
+        self.model, self.patience, self.min_delta = model, patience, min_delta
+        self.best, self.best_step, self.stale = math.inf, 0, 0
+        self.best_state: dict[str, torch.Tensor] | None = None
+
+    def update(self, loss: float, step: int) -> bool:
+        """Record the validation `loss` after `step` steps; return True when training should stop."""
+        if not math.isfinite(loss):
+            raise TrainingDiverged(f"validation loss became {loss} after {step} steps; lower train.lr or raise "
+                                   "train.warmup")
+        if loss < self.best - self.min_delta or self.best_state is None:
+            self.best, self.best_step, self.stale = loss, step, 0
+            self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            return False
+        self.stale += 1
+        return self.stale >= self.patience
+
+    def restore(self) -> None:
+        """Put the best validation's weights back into the model."""
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+
+
 def train_model(
     model: Transformer,
     task: Task,
@@ -150,6 +214,13 @@ def train_model(
     Randomness: batches come from a CPU generator seeded with `seed`; dropout uses the global
     RNG, which the caller seeds. Raises `TrainingDiverged` on a NaN or infinite loss.
 
+    With `spec.patience` > 0 (and no `steps` override: a fine-tune trains its stated steps) training
+    validates every `spec.validate_every` steps on `spec.val_samples` held-out samples at `train_len`
+    (the task's "val" split, drawn once from a generator of its own, ``crc32("val/<task>/<seed>")``,
+    apart from training's and evaluation's, `lenbench.tasks.eval_data.eval_generator`)
+    and stops when `EarlyStopping` says so; the best validation's weights are kept. The schedule
+    still spans `spec.steps`, the maximum budget, so a run that stops early stops mid-schedule.
+
     Args:
         model: the model, already on `device`.
         task: the task to sample from.
@@ -163,6 +234,7 @@ def train_model(
         fast: the fast step (default) or the eager reference (`TrainStep`); same losses within
             float rounding.
     """
+    validate = spec.patience > 0 and steps is None
     steps = spec.steps if steps is None else steps
     if spec.length_sampling == "uniform" and train_len < task.min_length:
         raise ValueError(f"task {task.name!r}: train_len {train_len} is below the task's minimum length "
@@ -175,6 +247,12 @@ def train_model(
     loss_value = float("nan")
     pending: list[torch.Tensor] = []  # losses (0-d, on the device) since the last read
     every = LOG_EVERY if fast else 1
+    stopper = val_batch = None
+    if validate:
+        val_gen = torch.Generator().manual_seed(zlib.crc32(f"val/{task.name}/{seed}".encode()))
+        val_batch = task.sample(spec.val_samples, train_len, val_gen, split="val").to(device)
+        stopper = EarlyStopping(model, spec.patience, spec.min_delta)
+    stop_reason, taken = STOP_BUDGET, steps
     bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
     for step in bar:
         length = train_len
@@ -193,6 +271,14 @@ def train_model(
             pending.clear()
             if progress:
                 bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
+        if stopper is not None and ((step + 1) % spec.validate_every == 0 or step == steps - 1):
+            if stopper.update(validation_loss(model, val_batch), step + 1):
+                stop_reason, taken = STOP_CONVERGED, step + 1
+                break
     bar.close()
+    if stopper is not None:
+        stopper.restore()
     model.eval()
-    return TrainStats(steps=steps, final_loss=loss_value, seconds=time.perf_counter() - start)
+    return TrainStats(steps=taken, final_loss=loss_value, seconds=time.perf_counter() - start, stop_reason=stop_reason,
+                      best_step=stopper.best_step if stopper is not None else taken,
+                      val_loss=stopper.best if stopper is not None else math.nan)

@@ -93,12 +93,24 @@ class ModelSpec:
         return {k: v for k, v in self.identity().items() if k in LATER_MODEL_FIELDS}
 
 
+#: TrainSpec fields added after the first published cells: while `patience` is 0 (train exactly
+#: `steps`) none of them is in a cell's id or settings line, so those cells keep their ids.
+LATER_TRAIN_FIELDS: dict[str, Any] = {"patience": 0, "validate_every": 100, "val_samples": 64, "min_delta": 1e-3}
+
+
 @dataclass(frozen=True)
 class TrainSpec:
     """Training settings: AdamW with linear warm-up then cosine decay, gradient clipping.
 
     `length_sampling` is "fixed" (every batch at train_len) or "uniform" (each batch at a length
     drawn uniformly from the task's `min_length` … train_len, see `lenbench.train.train_model`).
+
+    Training until convergence: with `patience` > 0, `steps` is the maximum budget (the schedule's
+    length); every `validate_every` steps the loss on `val_samples` held-out samples at the training
+    length (the task's "val" split) is measured, and training stops once it has not improved by more
+    than `min_delta` (nats per scored token) for `patience` validations in a row; the weights of the
+    best validation are kept. Rows record the steps trained and why training stopped
+    (`lenbench.train.TrainStats`).
     """
 
     steps: int = 1000
@@ -108,6 +120,19 @@ class TrainSpec:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     length_sampling: str = "fixed"
+    patience: int = 0
+    validate_every: int = 100
+    val_samples: int = 64
+    min_delta: float = 1e-3
+
+    def identity(self) -> dict:
+        """The fields that name a cell: every field, less `LATER_TRAIN_FIELDS` while `patience` is 0
+        (training then never validates, whatever the others say)."""
+        out = dataclasses.asdict(self)
+        if self.patience == 0:
+            for name in LATER_TRAIN_FIELDS:
+                del out[name]
+        return out
 
 
 @dataclass(frozen=True)
@@ -318,7 +343,7 @@ class Cell:
             "lenbench_version": lenbench.__version__,
             "task": self.task.name, "task_params": self.task.params, "train_len": self.train_len,
             "encoding": self.encoding.name, "encoding_params": self.encoding.params, "seed": self.seed,
-            "model": self.model.identity(), "train": dataclasses.asdict(self.train),
+            "model": self.model.identity(), "train": self.train.identity(),
             "max_ratio": max(self.eval.ratios),  # sizes position tables such as `learned`
         }
 
@@ -340,7 +365,7 @@ class Cell:
         the rows' own `ratio` column; `memory_budget_gb` changes no result and is left out. A model
         setting added later (`LATER_MODEL_FIELDS`) set away from its default ends the line, e.g.
         "; model: embedding_std=1"."""
-        train = " ".join(f"{k}={_setting(v)}" for k, v in dataclasses.asdict(self.train).items())
+        train = " ".join(f"{k}={_setting(v)}" for k, v in self.train.identity().items())
         ev = " ".join(f"{k}={_setting(getattr(self.eval, k))}" for k in ("samples", "tokens_per_batch"))
         later = " ".join(f"{k}={_setting(v)}" for k, v in self.model.later_settings().items())
         return f"train: {train}; eval: {ev}" + (f"; model: {later}" if later else "")

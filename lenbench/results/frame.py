@@ -12,6 +12,7 @@ ranked as, the token accuracy of generated answers.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -37,11 +38,27 @@ def empty_frame() -> pd.DataFrame:
     return normalize(pd.DataFrame({c: [] for c in COLUMNS}))
 
 
+_STEPS = re.compile(r"^train: steps=(\d+) ")
+
+
+def _budget(settings: str) -> int:
+    """The training budget a settings line names (``train: steps=N …``), if it trains no longer
+    than that for certain (no ``patience=``); else 0."""
+    found = _STEPS.match(settings)
+    return int(found.group(1)) if found and "patience=" not in settings else 0
+
+
 def _column(col: str, raw: list, present: bool, out: dict[str, list]) -> list:
     """The values of column `col` (its raw values, or Nones when absent) as the column's type;
     `out` holds the columns before it (defaults read them)."""
     if col == "schema_version":
         return [to_int(v, FIRST_SCHEMA_VERSION) for v in raw]
+    if col == "train_steps":  # rows from before early stopping trained exactly their settings' steps
+        return [to_int(v, 0) if not is_missing(v) and str(v) != "" else _budget(s)
+                for v, s in zip(raw, out["settings"], strict=True)]
+    if col == "stop_reason":
+        return [to_str(v) or ("budget" if n and "patience=" not in s else "")
+                for v, n, s in zip(raw, out["train_steps"], out["settings"], strict=True)]
     if col in INT_COLUMNS:
         return [to_int(v, None if col in REQUIRED else 0) for v in raw]
     if col == "ratio" and not present:

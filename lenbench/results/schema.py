@@ -83,6 +83,11 @@ SCHEMA: tuple[Column, ...] = (
     Column("numpy_version", "str"),
     Column("pandas_version", "str"),
     Column("settings", "str", doc="the cell's effective train / eval settings (lenbench.config.schema.Cell.settings)"),
+    Column("train_steps", "int", doc="optimisation steps the model trained: the budget, or fewer where training "
+           "converged (train.patience); when absent, the settings' steps= (rows from before training could stop "
+           "early trained exactly that), else 0"),
+    Column("stop_reason", "str", doc="why training stopped: 'budget' or 'converged' (lenbench.train); when absent, "
+           "'budget' where train_steps was read off the settings"),
     Column("sample_scores", "str", doc="per-sample scores, compact string (lenbench.metrics.encode_samples)"),
 )
 

@@ -48,7 +48,7 @@ from lenbench.run.checkpoint import CheckpointCache, finetune_checkpoint_name
 from lenbench.run.fingerprint import cell_fingerprint, data_fingerprint, python_version
 from lenbench.run.memory import MemoryBudgetExceeded, budget_source, fit_batch, memory_budget
 from lenbench.tasks import Task, build_task
-from lenbench.train import train_model
+from lenbench.train import STOP_BUDGET, train_model
 
 # --- a job and its outcome (what crosses to a worker and back) ----------------------------------
 
@@ -112,13 +112,17 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
 
 
 def _trained_model(cell: Cell, task: Task, cache: CheckpointCache, device: torch.device,
-                   progress: bool) -> tuple[Transformer, float]:
-    """Train the cell's model, or load it from the checkpoint cache; returns (model, train_seconds)."""
+                   progress: bool) -> tuple[Transformer, dict]:
+    """Train the cell's model, or load it from the checkpoint cache; returns (model, what every row
+    records of its training: train_seconds, train_steps, stop_reason)."""
     torch.manual_seed(cell.seed)
     model = Transformer(model_config(cell, task)).to(device)
     meta = cache.load_or_train(model, cell.train_id, lambda: train_model(
         model, task, cell.train_len, cell.train, seed=cell.seed, device=device, desc=cell.title, progress=progress))
-    return model.eval(), float(meta.get("train_seconds", math.nan))
+    return model.eval(), {  # a checkpoint written before training could stop early trained its whole budget
+        "train_seconds": float(meta.get("train_seconds", math.nan)),
+        "train_steps": int(meta.get("train_steps", cell.train.steps)),
+        "stop_reason": str(meta.get("stop_reason", STOP_BUDGET))}
 
 
 def _finetuned_model(cell, task, variant, base: Transformer, cache: CheckpointCache, device, progress) -> Transformer:
@@ -188,7 +192,7 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
     if plugins:
         result.plugins = [{"spec": p.spec, "kind": p.kind, "module": p.module, "path": p.path} for p in plugins]
     start = time.perf_counter()
-    train_seconds = float("nan")
+    trained = {"train_seconds": math.nan}
     try:
         try:  # the environment this cell runs in: a failure here is not the cell's
             ensure_plugins(plugins)  # before any name is looked up: the driver's plugins, here too
@@ -206,7 +210,7 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
         base.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
         task.check_train_len(cell.train_len)  # e.g. an lm corpus too short: one line, nothing trained
         metrics = task_metrics(task)
-        model, train_seconds = _trained_model(cell, task, cache, device, progress)
+        model, trained = _trained_model(cell, task, cache, device, progress)
         train_tokens = task.seq_len(cell.train_len)
         trained_scaling = getattr(model.pos_enc, "scaling", None)  # a scaling the model was trained with
         variants: list[tuple[str, VariantSpec | None]] = [(BASE_VARIANT, None)]
@@ -262,8 +266,8 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
                 pass  # stored as null: the reason is the cell's error
     timestamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     for row in rows:
-        row.update(timestamp=timestamp, train_seconds=train_seconds)
-    result.seconds, result.train_seconds, result.timestamp = time.perf_counter() - start, train_seconds, timestamp
+        row.update(timestamp=timestamp, **trained)
+    result.seconds, result.train_seconds, result.timestamp = time.perf_counter() - start, trained["train_seconds"], timestamp
     return result
 
 

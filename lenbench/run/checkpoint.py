@@ -123,6 +123,8 @@ class CheckpointCache:
                 model.load_state_dict(initial)  # a partial load must not change the retrained model
         stats: TrainStats = train()
         meta = {"checkpoint": name, "train_seconds": stats.seconds, "final_loss": stats.final_loss,
+                "train_steps": stats.steps, "stop_reason": stats.stop_reason, "best_step": stats.best_step,
+                "val_loss": stats.val_loss,
                 "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}
         self.made[name] = checkpoint_bytes(model.state_dict(), meta)
         return meta

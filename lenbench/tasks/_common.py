@@ -13,7 +13,8 @@ import torch
 from lenbench.tasks.base import Batch, Task
 from lenbench.tasks.params import Param
 
-SPLITS = ("train", "eval")
+#: "val": held-out samples at the training length that training validates on (`lenbench.train`).
+SPLITS = ("train", "val", "eval")
 
 
 def check_length(task: Task | str, length: int, minimum: int = 1, fix: str = "") -> int:

@@ -137,8 +137,9 @@ class Task:
             batch_size: number of examples B.
             length: size in `length_unit`.
             generator: the only source of randomness (determinism).
-            split: "train" or "eval". Synthetic tasks draw from the same distribution for both
-                (the engine seeds evaluation separately); `lm` reads held-out text for "eval" and
+            split: "train", "val" or "eval". Synthetic tasks draw from the same distribution for
+                all three (training, validation and evaluation are seeded apart); `lm` reads
+                held-out text for "val" (bytes no evaluation scores) and "eval", and for "eval"
                 scores only the last tokens of each window.
         """
         raise NotImplementedError

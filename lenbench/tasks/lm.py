@@ -139,7 +139,8 @@ class ByteLMTask(Task):
     ``length + 1`` bytes at a uniformly random offset gives ``inputs = w[:-1]`` and ``targets =
     w[1:]``, so ``seq_len(length) = length``. Split "train" draws windows from the first 90 % of the
     corpus and scores every target; split "eval" draws from the last 10 % and scores only the last
-    ``eval_tokens`` targets of each window (all of them when ``length <= eval_tokens``). ``kind =
+    ``eval_tokens`` targets of each window (all of them when ``length <= eval_tokens``); split "val"
+    draws held-out windows whose bytes no evaluation scores (`_val_ends`) and scores every target. ``kind =
     "lm"``: scored by NLL / perplexity, so ``chance`` is None.
 
     Args:
@@ -272,6 +273,34 @@ class ByteLMTask(Task):
         u = torch.rand(batch_size, 1, generator=generator, dtype=torch.float64)  # (B, 1) uniform in [0, 1)
         return hi - 1 - (u * span).long()  # (B, 1): index of the last target byte, in [hi − span, hi − 1]
 
+    def _val_ends(self, batch_size: int, n: int, lo: int, hi: int, generator: torch.Generator) -> torch.Tensor:
+        """Window ends (B, 1) for validation: held-out text whose bytes no evaluation scores.
+
+        On a single text (stdlib, path=) evaluation windows end in the last half of the held-out
+        split (`_eval_ends`) and score their last `eval_tokens` targets, so validation windows lie in
+        its first half, ending `eval_tokens` bytes before it. On the long-range
+        corpus evaluation scores the last `eval_tokens` bytes of windows ending at least `context`
+        bytes into a held-out document, so validation windows end at most ``context - eval_tokens``
+        bytes into one (documents longer than `context`, drawn uniformly, then the end).
+        """
+        if self.source != "long-range":
+            first, last = lo + n, hi - (hi - lo) // 2 - self.eval_tokens  # before every scored byte
+            if last < first:
+                raise ValueError(f"task {self.name!r}: validation at length {n} needs {n + 1} bytes in the first half "
+                                 f"of the held-out split, which has {max(0, last - lo + 1)} ({self._description}); "
+                                 "pass a shorter train_len or a larger path=")
+            return torch.randint(first, last + 1, (batch_size, 1), generator=generator)
+        room = self.context - self.eval_tokens - n + 1  # ends per document: s + n … s + context − eval_tokens
+        docs = [(st, e) for _, st, e in self.corpus.held_out if e - st > self.context]
+        if room < 1 or not docs:
+            raise ValueError(f"task {self.name!r}: validation at length {n} needs context - eval_tokens >= {n} "
+                             f"(context={self.context}, eval_tokens={self.eval_tokens}) and a held-out document longer "
+                             "than context; pass a larger context or a shorter train_len")
+        u = torch.rand(batch_size, 2, generator=generator, dtype=torch.float64)  # (B, 2)
+        starts = torch.tensor([st for st, _ in docs], dtype=torch.long)
+        doc = (u[:, 0] * len(docs)).long().clamp(max=len(docs) - 1)  # (B,)
+        return (starts[doc] + n + (u[:, 1] * room).long().clamp(max=room - 1))[:, None]  # (B, 1)
+
     def _check_context(self, n: int, what: str) -> None:
         """On the long-range corpus, a window of `n` bytes must fit inside one document (`context`)."""
         if n > self.context:
@@ -311,6 +340,8 @@ class ByteLMTask(Task):
             )
         if split == "train":
             start = torch.randint(lo, hi - n, (batch_size, 1), generator=generator)  # (B, 1), start ≤ hi-(n+1)
+        elif split == "val":
+            start = self._val_ends(batch_size, n, lo, hi, generator) - n  # (B, 1)
         elif self.source == "long-range":
             start = self._held_out_ends(batch_size, n, generator) - n  # (B, 1)
         else:
