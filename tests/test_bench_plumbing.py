@@ -35,9 +35,17 @@ def run_bench(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess,
     return proc, json.loads(out.read_text())
 
 
+@pytest.fixture(scope="module")
+def first_session(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, dict]:
+    """One `pytest bench` session on TINY in a fresh directory, which three tests read (a session
+    costs about 20 s): (its directory, the process, its benchmark JSON)."""
+    directory = tmp_path_factory.mktemp("bench")
+    return (directory, *run_bench(directory))
+
+
 @pytest.mark.subprocess
-def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
-    _, data = run_bench(tmp_path)
+def test_bench_json_holds_every_cell_and_its_rows(first_session):
+    _, _, data = first_session
     cells = parse_suite(TINY).cells()
     benches = data["benchmarks"]
     assert sorted(b["param"] for b in benches) == sorted(c.title for c in cells)
@@ -54,8 +62,8 @@ def test_bench_json_holds_every_cell_and_its_rows(tmp_path):
 
 
 @pytest.mark.subprocess
-def test_params_are_readable_and_one_progress_line_per_cell(tmp_path):
-    proc, data = run_bench(tmp_path)
+def test_params_are_readable_and_one_progress_line_per_cell(first_session):
+    _, proc, data = first_session
     cells = {c.title: c for c in parse_suite(TINY).cells()}
     for b in data["benchmarks"]:  # strings, not UNSERIALIZABLE[Cell(...)]
         assert b["params"] == {"cell_title": b["param"], "cell_id": cells[b["param"]].cell_id}
@@ -67,9 +75,9 @@ def test_params_are_readable_and_one_progress_line_per_cell(tmp_path):
 
 
 @pytest.mark.subprocess
-def test_second_session_reuses_finished_cells(tmp_path):
-    _, first = run_bench(tmp_path)
-    _, second = run_bench(tmp_path)
+def test_second_session_reuses_finished_cells(first_session):
+    directory, _, first = first_session
+    _, second = run_bench(directory)  # a second session in the first one's directory
     assert all(b["extra_info"]["lenbench_cell"]["reused"] for b in second["benchmarks"])
     rows = lambda d: sorted(json.dumps(r, sort_keys=True) for b in d["benchmarks"] for r in cell_rows(b["extra_info"]))  # noqa: E731
     assert rows(first) == rows(second)

@@ -12,6 +12,7 @@ merges into the one run of that id.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +40,15 @@ def log_runs(runs: list[TrackerRun], project: str, directory: str | Path | None,
     wandb = require("wandb", "tracking", "the wandb export")
     if directory is not None:
         Path(directory).mkdir(parents=True, exist_ok=True)
+    hooks = sys.exit, sys.excepthook  # wandb.init replaces them (sys.exit() then exits 0); a replay leaves them be
+    try:
+        _log(wandb, runs, project, directory, mode)
+    finally:
+        sys.exit, sys.excepthook = hooks
+    return len(runs)
+
+
+def _log(wandb, runs: list[TrackerRun], project: str, directory: str | Path | None, mode: str) -> None:
     for run in runs:
         handle = wandb.init(project=project, id=run.key, name=run.name, config=run.params, tags=[run.params["task"]],
                             dir=str(directory) if directory is not None else None, mode=mode, resume="allow",
@@ -48,7 +58,6 @@ def log_runs(runs: list[TrackerRun], project: str, directory: str | Path | None,
         for key, value in run.tags.items():
             handle.summary[key] = value
         handle.finish()
-    return len(runs)
 
 
 def export_wandb(df: pd.DataFrame, out: str | None, *, experiment: str, mode: str = "offline") -> list[str]:

@@ -6,6 +6,7 @@ with `MlflowClient`. W&B: ``mode="offline"`` into tmp_path, read back from the r
 
 import json
 import struct
+import sys
 
 import pytest
 from export_rows import tiny_rows
@@ -87,7 +88,9 @@ def test_wandb_offline_runs_hold_the_config_and_the_curves(tmp_path):
     from lenbench.export.wandb_runs import log_runs
 
     runs = tracker_runs(tiny_rows())[:2]
+    hooks = sys.exit, sys.excepthook
     assert log_runs(runs, "tiny", tmp_path, "offline") == 2
+    assert (sys.exit, sys.excepthook) == hooks  # wandb's exit hooks do not outlive the replay (sys.exit() exits 0)
     wandb.teardown()  # W&B's service writes the last run's log after finish() returns; teardown waits for it
     for run in runs:
         (log,) = (tmp_path / "wandb").glob(f"offline-run-*-{run.key}/run-{run.key}.wandb")
