@@ -8,7 +8,8 @@ each seed, the board's learnability verdict (the 95 % interval of the 1x score a
 statistic the board ranks by (the area past train; for lm the degradation) with its 95 % half-width, the
 effective length (RULER's: the longest ratio up to which the seed mean keeps 90 % of its own 1x score and
 stays above the best trivial baseline there), the rank (only learned entries above the floor are
-ranked) and the mean training seconds per cell. Then the best trivial baseline at 1x and past training, and how
+ranked), the mean training seconds per cell and the steps each seed trained (``*``: it stopped on
+convergence, `train.patience`, before its budget). Then the best trivial baseline at 1x and past training, and how
 many learned. `--metric` reads a board's other metric (its token accuracy) with the same statistics.
 """
 
@@ -46,8 +47,9 @@ def board_tables(rows: pd.DataFrame) -> str:
         seeds = board.seeds[board.seeds["train_len"] == train_len]
         by = pt["ranked_by"].iloc[0]
         out += [f"**{task}** (train length {train_len}, {use}; ranks: {name} of {by})", "",
-                f"| encoding | {use} at 1x: mean (seeds) | learned | {name} | effective length | rank | train s / cell |",
-                "|---|---|---|---|---|---|---|"]
+                f"| encoding | {use} at 1x: mean (seeds) | learned | {name} | effective length | rank | train s / cell "
+                "| steps (seeds) |",
+                "|---|---|---|---|---|---|---|---|"]
         learned = 0
         for enc in CORE:
             e = pt[(pt["encoding"] == enc) & (pt["variant"] == "none")]
@@ -59,10 +61,12 @@ def board_tables(rows: pd.DataFrame) -> str:
             learned += e["learnability"] == "learned"
             cells = df[(df["encoding"] == enc) & (df["variant"] == "none")]
             seconds = statistics.mean(cells.groupby("cell_id")["train_seconds"].first())
+            trained = cells.groupby("seed")[["train_steps", "stop_reason"]].first()
+            steps = " / ".join(f"{n}{'*' if why == 'converged' else ''}" for n, why in trained.itertuples(index=False))
             eff = "–" if math.isnan(e["effective_length"]) else f"{e['effective_length']:g}x"
             rank = "–" if math.isnan(e["rank"]) else f"{e['rank']:g}"
             out.append(f"| {enc} | {e['in_dist']:.3f} ({per_seed}) | {e['learnability']} | "
-                       f"{_ci(e[stat], e[f'{stat}_ci_low'], e[f'{stat}_ci_high'])} | {eff} | {rank} | {seconds:.0f} |")
+                       f"{_ci(e[stat], e[f'{stat}_ci_low'], e[f'{stat}_ci_high'])} | {eff} | {rank} | {seconds:.0f} | {steps} |")
         base = pt[pt["kind"] == "baseline"]
         if len(base):
             best = base.loc[base[AREA].idxmax() if pt["higher_is_better"].iloc[0] else base[AREA].idxmin()]
