@@ -43,6 +43,9 @@ class TrainingDiverged(RuntimeError):
 #: Why training stopped (`TrainStats.stop_reason`): the budget (`steps`) ran out, or, with
 #: `patience`, the validation loss stopped improving.
 STOP_BUDGET, STOP_CONVERGED = "budget", "converged"
+#: The plateau schedule (`train.schedule: plateau`): the rate is multiplied by this at each stall of the
+#: validation loss, and training stops at the stall after `PLATEAU_ANNEALS` of them.
+PLATEAU_FACTOR, PLATEAU_ANNEALS = 0.1, 2
 
 
 @dataclass
@@ -121,12 +124,23 @@ class TrainStep:
     caller's choice (a host sync on accelerators).
     """
 
-    def __init__(self, model: Transformer, spec: TrainSpec, lr: float, steps: int, *, fast: bool = True) -> None:
+    def __init__(self, model: Transformer, spec: TrainSpec, lr: float, steps: int, *, fast: bool = True,
+                 plateau: bool = False) -> None:
         self.model, self.spec, self.fast = model, spec, fast
         warmup = min(spec.warmup, max(1, steps // 10))
         self.opt = optimizer_for(model, spec, lr, fast=fast)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, warmup, steps))
+        #: The plateau schedule's factor: 1 after warm-up, times `PLATEAU_FACTOR` at each stall (`anneal`).
+        self.scale = 1.0
+        shape = ((lambda s: min(1.0, (s + 1) / warmup) * self.scale) if plateau else
+                 (lambda s: lr_factor(s, warmup, steps)))
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, shape)
         self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def anneal(self) -> None:
+        """The plateau schedule: divide the learning rate by 1 / `PLATEAU_FACTOR` from the next step on."""
+        self.scale *= PLATEAU_FACTOR
+        for group in self.opt.param_groups:  # the scheduler set this step's rate already
+            group["lr"] *= PLATEAU_FACTOR
 
     def __call__(self, batch: Batch) -> torch.Tensor:
         loss = (token_loss if self.fast else masked_loss)(self.model(batch.inputs), batch)  # scalar
@@ -219,7 +233,10 @@ def train_model(
     (the task's "val" split, drawn once from a generator of its own, ``crc32("val/<task>/<seed>")``,
     apart from training's and evaluation's, `lenbench.tasks.eval_data.eval_generator`)
     and stops when `EarlyStopping` says so; the best validation's weights are kept. The schedule
-    still spans `spec.steps`, the maximum budget, so a run that stops early stops mid-schedule.
+    still spans `spec.steps`, the maximum budget, so a run that stops early stops mid-schedule; with
+    `spec.schedule == "plateau"` the rate stays at its peak after warm-up and is multiplied by
+    `PLATEAU_FACTOR` at each stall, training stopping at the stall after `PLATEAU_ANNEALS` anneals
+    (ReduceLROnPlateau's rule, so a run that stops has annealed).
 
     Args:
         model: the model, already on `device`.
@@ -240,7 +257,9 @@ def train_model(
         raise ValueError(f"task {task.name!r}: train_len {train_len} is below the task's minimum length "
                          f"{task.min_length} {task.length_unit}; raise train_len to at least {task.min_length}")
     lr = spec.lr if lr is None else lr
-    train_step = TrainStep(model, spec, lr, steps, fast=fast)
+    plateau = validate and spec.schedule == "plateau"
+    train_step = TrainStep(model, spec, lr, steps, fast=fast, plateau=plateau)
+    anneals = 0
     gen = torch.Generator().manual_seed(seed)
     model.train()
     start = time.perf_counter()
@@ -273,6 +292,11 @@ def train_model(
                 bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
         if stopper is not None and ((step + 1) % spec.validate_every == 0 or step == steps - 1):
             if stopper.update(validation_loss(model, val_batch), step + 1):
+                if plateau and anneals < PLATEAU_ANNEALS:  # anneal and go on from these weights
+                    train_step.anneal()
+                    anneals += 1
+                    stopper.stale = 0
+                    continue
                 stop_reason, taken = STOP_CONVERGED, step + 1
                 break
     bar.close()

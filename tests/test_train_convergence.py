@@ -138,3 +138,36 @@ def test_lm_validation_bytes_are_held_out_and_never_scored_by_an_evaluation(sour
     assert val and evaluated and not val & evaluated
     batch = task.sample(8, n, torch.Generator().manual_seed(1), split="val")
     assert batch.inputs.shape == (8, n) and bool(batch.loss_mask.all())
+
+
+def test_the_plateau_schedule_anneals_twice_then_stops():
+    """No improvement ever (a rate too small to move the loss by min_delta): best at the first
+    validation, then three stalls of `patience` validations each: two anneals, then the stop."""
+    task = build_task("copy")
+    spec = TrainSpec(steps=1000, batch_size=4, lr=1e-12, warmup=1, patience=2, validate_every=10, val_samples=8,
+                     min_delta=0.1, schedule="plateau")
+    stats = train_model(tiny_model(task.vocab_size), task, 4, spec, seed=0, device=torch.device("cpu"), progress=False)
+    assert (stats.steps, stats.stop_reason, stats.best_step) == (10 * (1 + 3 * 2), STOP_CONVERGED, 10)
+
+
+def test_the_plateau_rate_holds_its_peak_after_warm_up_and_anneals_by_ten():
+    from lenbench.train import TrainStep
+
+    task = build_task("copy")
+    step = TrainStep(tiny_model(task.vocab_size), TrainSpec(warmup=4), 1e-3, 1000, plateau=True)
+    rates = []
+    batch = task.sample(2, 4, torch.Generator().manual_seed(0))
+    for i in range(8):
+        rates.append(step.opt.param_groups[0]["lr"])
+        step(batch)
+        if i == 5:
+            step.anneal()
+    assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3, 1e-4, 1e-4])
+
+
+def test_a_plateau_schedule_without_patience_is_one_line(tmp_path):
+    from lenbench_testing import suite_load_error, write_suite
+
+    path = write_suite(tmp_path, {**TINY_SUITE, "train": {**TINY_SUITE["train"], "schedule": "plateau"}})
+    assert suite_load_error(path).endswith("train.schedule 'plateau' anneals when the validation loss stalls: give "
+                                           "train.patience > 0 too")

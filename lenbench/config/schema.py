@@ -95,7 +95,8 @@ class ModelSpec:
 
 #: TrainSpec fields added after the first published cells: while `patience` is 0 (train exactly
 #: `steps`) none of them is in a cell's id or settings line, so those cells keep their ids.
-LATER_TRAIN_FIELDS: dict[str, Any] = {"patience": 0, "validate_every": 100, "val_samples": 64, "min_delta": 1e-3}
+LATER_TRAIN_FIELDS: dict[str, Any] = {"patience": 0, "validate_every": 100, "val_samples": 64, "min_delta": 1e-3,
+                                       "schedule": "cosine"}
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,9 @@ class TrainSpec:
     length); every `validate_every` steps the loss on `val_samples` held-out samples at the training
     length (the task's "val" split) is measured, and training stops once it has not improved by more
     than `min_delta` (nats per scored token) for `patience` validations in a row; the weights of the
-    best validation are kept. Rows record the steps trained and why training stopped
+    best validation are kept. `schedule` "cosine" decays over `steps` whenever training stops;
+    "plateau" holds the peak rate after warm-up and divides it by 10 at each stall, stopping at the
+    third (`lenbench.train`). Rows record the steps trained and why training stopped
     (`lenbench.train.TrainStats`).
     """
 
@@ -124,13 +127,14 @@ class TrainSpec:
     validate_every: int = 100
     val_samples: int = 64
     min_delta: float = 1e-3
+    schedule: str = "cosine"
 
     def identity(self) -> dict:
         """The fields that name a cell: every field, less `LATER_TRAIN_FIELDS` while `patience` is 0
-        (training then never validates, whatever the others say)."""
+        (training then never validates, whatever the others say), and less `schedule` at its default."""
         out = dataclasses.asdict(self)
-        if self.patience == 0:
-            for name in LATER_TRAIN_FIELDS:
+        for name, default in LATER_TRAIN_FIELDS.items():
+            if self.patience == 0 or (name == "schedule" and out[name] == default):
                 del out[name]
         return out
 

@@ -194,6 +194,11 @@ def train_section(data: Any, where: str, source: str) -> TrainSpec:
     check_ranges(train, "train", source, where)
     if train.length_sampling not in ("fixed", "uniform"):
         raise SuiteError(f"{source}: {where}.length_sampling must be 'fixed' or 'uniform', got {train.length_sampling!r}")
+    if train.schedule not in ("cosine", "plateau"):
+        raise SuiteError(f"{source}: {where}.schedule must be 'cosine' or 'plateau', got {train.schedule!r}")
+    if train.schedule == "plateau" and not train.patience:
+        raise SuiteError(f"{source}: {where}.schedule 'plateau' anneals when the validation loss stalls: give "
+                         f"{where}.patience > 0 too")
     return train
 
 

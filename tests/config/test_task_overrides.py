@@ -150,7 +150,8 @@ def test_a_dense_axis_adds_every_length_to_its_ratio_and_leaves_other_entries_id
 
 @pytest.mark.parametrize(("entry", "message"), [
     ({"train": {"stepz": 3}}, "unknown key tasks[0].train.stepz; did you mean 'steps'? (valid: steps, batch_size, lr, "
-                              "warmup, weight_decay, grad_clip, length_sampling, patience, validate_every, val_samples, min_delta)"),
+                              "warmup, weight_decay, grad_clip, length_sampling, patience, validate_every, val_samples, min_delta, "
+                              "schedule)"),
     ({"eval": {"sample": 3}}, "unknown key tasks[0].eval.sample; did you mean 'samples'? (valid: ratios, samples, "
                               "tokens_per_batch, memory_budget_gb, dense_until)"),
     ({"eval": {"dense_until": 0.5}}, "tasks[0].eval.dense_until = 0.5 is out of range (valid: 0 (off) or a ratio >= 1)"),
