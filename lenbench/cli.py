@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lenbench.cli_bench import BENCH_COMMANDS, add_bench_parsers
 from lenbench.cli_export import EXPORT_COMMANDS, add_export_parser
+from lenbench.cli_stage import STAGE_COMMANDS, add_stage_parser, open_run_staging
 
 # Nothing heavy at module level (torch, pandas): `main` imports them inside its handling of
 # Ctrl-C, so an interrupt while they load ends in one line, not a traceback.
@@ -142,11 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--stage-commit", type=float, default=None, metavar="MINUTES",
                        help="with --stage: git-commit the staging directory (only it) at most every MINUTES and at the end")
 
-    p_stage = sub.add_parser("stage", help="what a staging publication holds: cells done, stale and to compute, "
-                             "and whether it is complete (publishable)", formatter_class=HelpFormatter)
-    p_stage.add_argument("directory", metavar="DIR", help="a staging publication (`lenbench run --stage DIR`)")
-    p_stage.add_argument("--check", action="store_true", help="exit 1 when it is not complete")
-
     p_cal = sub.add_parser("calibrate", help="the smallest training budget at which each task is learned: climb "
                            "the tasks' ladders in a calibration suite (resumable)", formatter_class=HelpFormatter)
     p_cal.add_argument("tasks", nargs="*", metavar="TASK", help="task names to calibrate (default: every ladder of the suite)")
@@ -188,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parsers(sub, HelpFormatter)
     add_export_parser(sub, HelpFormatter)
+    add_stage_parser(sub, HelpFormatter)
 
     p_cmp = sub.add_parser("compare", help="quality and speed regressions of HEAD against BASE (exit 1 on a regression)", formatter_class=HelpFormatter)
     p_cmp.add_argument("base", help="results directory, results / leaderboard CSV or benchmark JSON")
@@ -275,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.stage_commit is not None and (args.stage is None or args.stage_commit < 0):
         raise ValueError("--stage-commit needs --stage DIR and a number of minutes at least 0, e.g. --stage-commit 10")
     if args.stage is not None:
-        options["staging"] = _open_staging(args, suite)
+        options["staging"] = open_run_staging(args, suite)
     if args.ray_address is not None:
         if args.executor != "ray":
             raise ValueError("--ray-address needs --executor ray")
@@ -305,27 +302,6 @@ def _run(args: argparse.Namespace) -> int:
     if suite.note:
         print(suite.note)
     return 0
-
-
-def _open_staging(args: argparse.Namespace, suite):
-    from lenbench.device import resolve_device
-    from lenbench.numerics import numerics_tag
-    from lenbench.run.cell import default_threads
-    from lenbench.run.staging import open_staging
-
-    return open_staging(args.stage, args.suite, suite.name, [cell.cell_id for cell in suite.cells()],
-                        kind=numerics_tag(), device=resolve_device(args.device).type,
-                        threads=args.threads or default_threads(),
-                        commit_every=None if args.stage_commit is None else 60.0 * args.stage_commit)
-
-
-def _stage(args: argparse.Namespace) -> int:
-    from lenbench.run.driver import expected_fingerprint
-    from lenbench.run.staging import stage_status
-
-    status = stage_status(args.directory, expected_fingerprint)
-    print("\n".join(status.lines()))
-    return 1 if args.check and not status.complete else 0
 
 
 def _run_report(out: Path, cell_ids: list[str], note: str) -> None:
@@ -438,8 +414,8 @@ def _main(argv: list[str] | None) -> int:
             return _report(args)
         if args.command == "publish":
             return _publish(args)
-        if args.command == "stage":
-            return _stage(args)
+        if args.command in STAGE_COMMANDS:
+            return STAGE_COMMANDS[args.command](args)
         if args.command == "compare":
             return _compare(args)
         if args.command in BENCH_COMMANDS:

@@ -1,5 +1,6 @@
 """Shared fixtures for the unit tests."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,13 @@ from lenbench.run.driver import run_suite
 
 # Tests import the benchmark scripts of bench/ (gpu_check) by name; the plans are `lenbench.benchmark.plans`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+# The README's test command runs on two pytest-xdist workers, whose environment names them
+# (PYTEST_XDIST_WORKER, …). A `pytest bench` session a test starts as a subprocess inherits the
+# environment, and pytest-benchmark then disables timing "in a parallelized environment": that session
+# is not a worker, so the names are dropped here, before any test starts one.
+for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(autouse=True)

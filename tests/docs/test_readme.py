@@ -23,7 +23,7 @@ pytestmark = pytest.mark.docs
 RESULTS = ROOT / "results"
 MEASUREMENTS = DOCS / "measurements"
 MAIN_COMMAND = "pytest bench --benchmark-json runs/bench.json"
-TEST_COMMAND = "python -m pytest tests"
+TEST_COMMAND = "python -m pytest tests -n 2"
 
 
 def readme() -> str:
@@ -52,7 +52,7 @@ def test_ci_runs_the_test_command_in_the_readmes_virtual_environment():
     install = [line.strip() for line in block_of(readme(), "## Install").split("\n")]
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().split("\n")]
     assert "python -m venv .venv && . .venv/bin/activate" in install and 'pip install -e ".[dev]"' in install
-    steps = ["python -m venv .venv", ". .venv/bin/activate", "python -m pytest tests"]
+    steps = ["python -m venv .venv", ". .venv/bin/activate", TEST_COMMAND]
     at = [ci.index(step) for step in steps]
     assert at == sorted(at), f".ci/run must make and activate .venv before the test command: {steps}"
     editable = [i for i, line in enumerate(ci) if re.fullmatch(r'python -m pip install --quiet -e "\.\[dev[^"]*\]"', line)]

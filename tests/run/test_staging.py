@@ -151,18 +151,22 @@ def test_a_stage_that_is_not_ours_is_refused_in_one_line(tmp_path, what):
 
 @pytest.mark.subprocess
 def test_publish_takes_a_staging_publication_only_when_complete(tmp_path):
-    suite_file = write_suite(tmp_path, TINY_SUITE)
-    suite = parse_suite(TINY_SUITE)
-    stage = tmp_path / "stage"
-    only = [suite.cells()[0].cell_id]
-    run_suite(suite, tmp_path / "a", device="cpu", progress=False, only=only, staging=staging_for(stage, suite_file, suite))
-    refused = cli("publish", str(stage), "--to", str(tmp_path / "board"), "--no-plots", cwd=tmp_path, check=False)
+    """Every cell computed by the command line, so the cells and the publish check share one process
+    state (numeric mode, threads) whatever the test process did before."""
+    def run(out: str) -> None:
+        cli("run", "--suite", "tiny.yaml", "--out", out, "--device", "cpu", "--executor", "serial", "--quiet",
+            "--no-report", "--stage", "stage", cwd=tmp_path)
+
+    write_suite(tmp_path, {**TINY_SUITE, "encodings": ["nope"]})
+    run("a")  # the staging publication holds nope's cell; the suite then grows by rope's
+    write_suite(tmp_path, TINY_SUITE)
+    refused = cli("publish", "stage", "--to", "board", "--no-plots", cwd=tmp_path, check=False)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "is not complete (1 cell(s) to compute)" in refused.stderr and "lenbench run --suite" in refused.stderr
     assert not (tmp_path / "board").exists()
 
-    run_suite(suite, tmp_path / "a", device="cpu", progress=False, staging=staging_for(stage, suite_file, suite))
-    cli("publish", str(stage), "--to", str(tmp_path / "board"), "--no-plots", cwd=tmp_path)
+    run("a")
+    cli("publish", "stage", "--to", "board", "--no-plots", cwd=tmp_path)
     published = sorted(p.name for p in (tmp_path / "board" / "cells").glob("*.json"))
-    assert published == sorted(f"{c.cell_id}.json" for c in suite.cells())
+    assert published == sorted(f"{c.cell_id}.json" for c in parse_suite(TINY_SUITE).cells())
     assert metric_rows(tmp_path / "board") == metric_rows(tmp_path / "a")
