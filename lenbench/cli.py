@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--stage", default=None, metavar="DIR",
                        help="a staging publication (new, or one to resume): its finished cells seed the run, and each "
                             "cell the run finishes is copied into it, so a run that outlasts this machine resumes on "
-                            "another of the same numeric kind (docs/publishing.md)")
+                            "another of the same numeric kind (docs/regression.md, staging publications)")
     p_run.add_argument("--stage-commit", type=float, default=None, metavar="MINUTES",
                        help="with --stage: git-commit the staging directory (only it) at most every MINUTES and at the end")
 

@@ -313,6 +313,7 @@ def run_suite(
         seed(staging, out, [cell.cell_id for cell in suite.cells()], log)
     todo = pending_cells(suite, out, retry_failed=retry_failed, keep_stale=keep_stale, device=device,
                          threads=threads, log=log, stale=run.stale, failed_before=run.failed_before)
+    pending = {cell.cell_id for cell in todo}  # of the whole suite: what `only` leaves out is not thereby valid
     total = len(suite.cells())
     if only is not None:
         only = set(only)
@@ -331,13 +332,11 @@ def run_suite(
     for reason, count in run.stale.items():
         log(f"lenbench: recomputing {count} stale cell(s): {reason}")
     committer = Committer(staging, log) if staging is not None else None
-    if staging is not None:  # cells this directory had already finished, valid here, join the staging
-        pending = {cell.cell_id for cell in todo}
+    if staging is not None:  # cells this directory had already finished, valid here (`cell_state`), join it
         for cell in suite.cells():
-            if cell.cell_id not in pending and cell_path(out, cell).is_file():
-                result = read_cell(out, cell, log)
-                if result is not None and stage_cell(staging, out, cell.cell_id, outside=result.outside):
-                    committer.pending += 1
+            if (cell.cell_id not in pending and cell_path(out, cell).is_file()
+                    and stage_cell(staging, out, cell.cell_id, outside=None)):  # failed outside a cell: never valid
+                committer.pending += 1
     held: dict[str, Path] = {}
 
     def jobs() -> Iterator[CellJob]:

@@ -80,10 +80,6 @@ class Staging:
     threads: int
     commit_every: float | None = None
 
-    @property
-    def cells(self) -> Path:
-        return self.path / CELLS
-
 
 def read_marker(path: str | Path) -> dict | None:
     """The marker of the staging publication at `path`, or None when `path` holds none."""
@@ -150,14 +146,15 @@ def seed(staging: Staging, out: Path, cell_ids: list[str], log: Log) -> int:
 
 def stage_cell(staging: Staging, out: Path, cell_id: str, *, outside: str | None) -> bool:
     """Copy the finished cell file ``out/cells/<cell_id>.json`` into the staging publication
-    (atomically); a cell that failed for a reason outside it is not staged. Returns whether it was."""
+    (atomically); a cell that failed for a reason outside it is not staged. Returns whether the
+    staging publication changed (so there is something to commit)."""
     if outside:
         return False
-    source = cell_path(out, cell_id)
-    data = source.read_bytes()
+    data = cell_path(out, cell_id).read_bytes()
     target = cell_path(staging.path, cell_id)
-    if not target.is_file() or target.read_bytes() != data:
-        atomic_write_bytes(target, data)
+    if target.is_file() and target.read_bytes() == data:
+        return False
+    atomic_write_bytes(target, data)
     return True
 
 
@@ -231,7 +228,7 @@ class StageStatus:
         out += [f"  stale ({n}): {why}" for why, n in reasons.items()]
         if len(self.kinds) > 1:
             out.append("  cells of several numeric kinds: " + ", ".join(f"{k or '(none)'} ({n})" for k, n in self.kinds.items()))
-        out.append("complete: publish it with `lenbench publish` (docs/publishing.md)" if self.complete else
+        out.append("complete: publish it with `lenbench publish` (docs/regression.md, staging publications)" if self.complete else
                    "not complete: `lenbench run --suite SUITE --stage DIR` on a machine of its kind computes the rest")
         return out
 

@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from lenbench_testing import TINY_SUITE, write_suite
+from lenbench_testing import TINY_SUITE, metric_rows, write_suite
 
 from lenbench.config import parse_suite
 from lenbench.run.driver import expected_fingerprint, run_suite
 from lenbench.run.staging import MARKER, StagingError, open_staging, stage_cell, stage_status
-from lenbench.run.store import load_cell_results
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = {**TINY_SUITE, "train": {**TINY_SUITE["train"], "steps": 150}, "encodings": ["nope", "rope", "alibi", "t5"]}
@@ -30,11 +29,6 @@ def cli(*args: str, cwd: Path = ROOT, check: bool = True) -> subprocess.Complete
                           timeout=600)
     assert not check or done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done
-
-
-def metric_rows(out: Path) -> list[tuple]:
-    return sorted((r["cell_id"], r["encoding"], r["variant"], r["ratio"], r["metric"], r["value"])
-                  for res in load_cell_results(out) for r in res.rows)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -170,3 +164,19 @@ def test_publish_takes_a_staging_publication_only_when_complete(tmp_path):
     published = sorted(p.name for p in (tmp_path / "board" / "cells").glob("*.json"))
     assert published == sorted(f"{c.cell_id}.json" for c in parse_suite(TINY_SUITE).cells())
     assert metric_rows(tmp_path / "board") == metric_rows(tmp_path / "a")
+
+
+def test_a_stale_cell_left_out_by_only_is_not_staged(tmp_path):
+    """`only` (a `pytest -k` selection) leaves a cell out of this run; that does not make its stale
+    file valid, so it is not copied into the staging publication."""
+    suite_file = write_suite(tmp_path, TINY_SUITE)
+    suite = parse_suite(TINY_SUITE)
+    first, second = (c.cell_id for c in suite.cells())
+    run_suite(suite, tmp_path / "out", device="cpu", progress=False)
+    path = tmp_path / "out" / "cells" / f"{second}.json"
+    data = json.loads(path.read_text())
+    data["fingerprint"]["sources"]["model.py"] = "0" * 64
+    path.write_text(json.dumps(data))
+    run_suite(suite, tmp_path / "out", device="cpu", progress=False, only=[first],
+              staging=staging_for(tmp_path / "stage", suite_file, suite))
+    assert sorted(p.stem for p in (tmp_path / "stage" / "cells").glob("*.json")) == [first]
