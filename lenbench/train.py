@@ -198,6 +198,10 @@ class EarlyStopping:
         self.stale += 1
         return self.stale >= self.patience
 
+    def renew(self) -> None:
+        """Start a new patience window (the plateau schedule after an anneal); the best so far stays."""
+        self.stale = 0
+
     def restore(self) -> None:
         """Put the best validation's weights back into the model."""
         if self.best_state is not None:
@@ -295,7 +299,7 @@ def train_model(
                 if plateau and anneals < PLATEAU_ANNEALS:  # anneal and go on from these weights
                     train_step.anneal()
                     anneals += 1
-                    stopper.stale = 0
+                    stopper.renew()
                     continue
                 stop_reason, taken = STOP_CONVERGED, step + 1
                 break

@@ -66,6 +66,18 @@ def write_suite(tmp_path: Path, data: dict, name: str = "tiny.yaml") -> Path:
     return path
 
 
+#: The fields of a measurement that two runs of the same cells must agree on (`metric_rows`).
+METRIC_KEYS = ("cell_id", "task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "value",
+               "n_samples", "seed", "status")
+
+
+def metric_rows(out: Path) -> list[tuple]:
+    """The measurements of the cell files in ``out/cells``, sorted, as strings of `METRIC_KEYS`."""
+    from lenbench.run.store import load_rows
+
+    return sorted(tuple(str(r[k]) for k in METRIC_KEYS) for r in load_rows(out))
+
+
 def write_cells(directory: Path, rows: list[dict]) -> Path:
     """Write `rows` as a results directory: one `cells/<cell_id>.json` per cell, as the engine does."""
     by_cell: dict[str, list[dict]] = {}

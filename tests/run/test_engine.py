@@ -8,21 +8,13 @@ import sys
 import time
 
 import pytest
-from lenbench_testing import TINY_SUITE, write_suite
+from lenbench_testing import TINY_SUITE, metric_rows, write_suite
 
 from lenbench.config import SuiteError, load_suite, parse_suite
 from lenbench.run.driver import run_cell, run_suite
-from lenbench.run.store import load_cell_results, load_rows
+from lenbench.run.store import load_cell_results
 
 TINY = TINY_SUITE
-
-METRIC_KEYS = ("cell_id", "task", "encoding", "variant", "train_len", "eval_len", "ratio", "metric", "value",
-               "n_samples", "seed", "status")
-
-
-def metric_rows(out) -> list[tuple]:
-    return sorted(tuple(str(r[k]) for k in METRIC_KEYS) for r in load_rows(out))
-
 
 def test_presets_load_and_expand():
     for name in ("smoke", "quick", "standard", "paper"):
