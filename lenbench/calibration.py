@@ -11,7 +11,12 @@ the suite's budget with its own label, e.g.::
 A *rung* passes when at least half of the suite's encodings are learned at 1× — the board's own
 definition (`lenbench.report.tables.leaderboard`: the mean in-distribution score over the seeds
 reaches the metric's learned threshold, e.g. exact match ≥ 0.9; perplexity better than the
-unigram baseline). `calibrate` runs the first rung of every task named, then the next rung of the
+unigram baseline). A rung that trains until convergence (`train.patience` > 0: its `steps` are a
+maximum) passes only if, besides, every run of it converged (`stop_reason` "converged"): its
+budget is then a maximum no core run reaches, not the quorum's edge, and a ladder of maxima climbs
+until the runs stop by themselves. The seeds should be disjoint from the published boards' (the
+preset `calibration` uses 3, 4 and 5; quick and the catalog 0, 1 and 2), so that a budget is not
+chosen on the noise of the very cells it publishes; `calibrate` says so when they overlap. `calibrate` runs the first rung of every task named, then the next rung of the
 tasks still unlearned, and so on (each round one `run_suite` call: cells are cached and resumable
 like any run's), and stops a task at its first passing rung (all rungs with `every_rung`). A task
 no rung passes is reported as such: it is not to be ranked at any budget tried. A rung with failed
@@ -39,7 +44,16 @@ from lenbench.registry import did_you_mean
 
 #: Columns of calibration.csv, in order.
 COLUMNS = ("task", "rung", "label", "train_len", "settings", "params", "metric", "threshold", "n_learned",
-           "n_encodings", "passes", "learned", "scores", "seconds_per_cell", "n_cells", "n_failed", "verdict")
+           "n_encodings", "passes", "learned", "scores", "seconds_per_cell", "n_cells", "n_failed", "verdict",
+           "n_converged", "max_train_steps")
+
+#: The columns tables written before convergence training lack (`read_table` fills them empty: those
+#: rungs trained exactly their steps).
+CONVERGENCE_COLUMNS = ("n_converged", "max_train_steps")
+
+#: The seeds of the published presets (quick, catalog, standard, paper); a calibration on them
+#: chooses its budgets partly on the noise of the cells it then publishes.
+PUBLISHED_PRESETS = ("quick", "catalog", "standard", "paper")
 
 #: The fraction of a suite's encodings that must be learned for a rung to pass.
 QUORUM = 0.5
@@ -86,6 +100,7 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
         cells: one row per cell of the run: task, train_len, encoding, train_seconds, status.
     """
     from lenbench.metrics import learned_min
+    from lenbench.train import STOP_CONVERGED
 
     train_len = spec.train_len[0]
     rows = board[(board["task"] == spec.key) & (board["train_len"] == train_len) & (board["kind"] == "model")]
@@ -109,6 +124,10 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
     threshold = learned_min(metric) if metric else None
     n = len(keys)
     passes = bool(len(rows)) and len(learned) >= math.ceil(QUORUM * n)
+    until_converged = spec.train_spec(suite.train).patience > 0
+    converged = int((mine["stop_reason"] == STOP_CONVERGED).sum())
+    if until_converged:  # a maximum some run reached is the quorum's edge again: raise it
+        passes = passes and converged == len(mine)
     return {
         "task": spec.name, "rung": rung, "label": spec.key, "train_len": train_len,
         "settings": _settings(spec, suite), "params": _params(spec),
@@ -116,19 +135,29 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
         "n_learned": len(learned), "n_encodings": n, "passes": passes, "learned": " ".join(learned),
         "scores": "; ".join(scores), "seconds_per_cell": float(mine["train_seconds"].mean()) if len(mine) else math.nan,
         "n_cells": len(mine), "n_failed": len(failed), "verdict": "",
+        "n_converged": converged if until_converged else "",
+        "max_train_steps": int(mine["train_steps"].max()) if until_converged and len(mine) else "",
     }
+
+
+#: The columns of `_cells`' frame, the per-cell facts `rung_result` reads.
+CELL_COLUMNS = ("task", "train_len", "encoding", "train_seconds", "status", "train_steps", "stop_reason")
 
 
 def _cells(out: Path, cell_ids: set[str]) -> pd.DataFrame:
     """One row per finished or failed cell `cell_ids` of a run directory: task, train_len, encoding,
-    train_seconds, status."""
+    train_seconds, status, train_steps and stop_reason (from its rows; a cell without rows, or rows
+    from before convergence training, stopped at its budget)."""
     from lenbench.run.store import load_cell_results
+    from lenbench.train import STOP_BUDGET
 
     records = [{"task": c.config.get("task_label") or c.config["task"],
                 "train_len": int(c.config["train_len"]), "encoding": c.config["label"],
-                "train_seconds": float(c.train_seconds), "status": c.status}
+                "train_seconds": float(c.train_seconds), "status": c.status,
+                "train_steps": (c.rows[0].get("train_steps") if c.rows else None),
+                "stop_reason": (c.rows[0].get("stop_reason", STOP_BUDGET) if c.rows else STOP_BUDGET)}
                for c in load_cell_results(out) if c.cell_id in cell_ids]
-    return pd.DataFrame(records, columns=["task", "train_len", "encoding", "train_seconds", "status"])
+    return pd.DataFrame(records, columns=list(CELL_COLUMNS))
 
 
 def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
@@ -153,10 +182,19 @@ def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
         row = known.get(spec.key)
         if row is None or row["n_failed"] or row["n_cells"] != len(keys) * len(suite.seeds):
             continue  # failed cells, or other seeds than the suite's: measure it again
-        if (row["task"], row["train_len"], row["settings"], row["params"]) == (
-                spec.name, spec.train_len[0], _settings(spec, suite), _params(spec)):
+        until_converged = spec.train_spec(suite.train).patience > 0
+        if (row["task"], row["train_len"], row["settings"], row["params"], row["n_converged"] != "") == (
+                spec.name, spec.train_len[0], _settings(spec, suite), _params(spec), until_converged):
             reusable[spec.key] = {**row, "verdict": ""}
     return reusable
+
+
+def published_seed_overlap(suite: Suite) -> list[int]:
+    """The seeds of `suite` that a published preset (`PUBLISHED_PRESETS`) also trains on, sorted."""
+    from lenbench.config import load_suite
+
+    published = {seed for name in PUBLISHED_PRESETS for seed in load_suite(name).seeds}
+    return sorted(set(suite.seeds) & published)
 
 
 def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = None, every_rung: bool = False,
@@ -185,6 +223,10 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
         from lenbench.run.driver import run_suite as run
     out = Path(out)
     ladder = ladders(suite, tasks)
+    if overlap := published_seed_overlap(suite):
+        log(f"calibrate: seed(s) {', '.join(map(str, overlap))} of suite {suite.name!r} are also seeds of the published "
+            "presets: a budget chosen on them is chosen partly on the noise of the cells it publishes; calibrate on "
+            "other seeds (the preset `calibration` uses 3, 4 and 5)")
     todo = {name: list(rungs) for name, rungs in ladder.items()}
     results: dict[str, list[dict]] = {name: [] for name in todo}
     reuse = known_rungs(known, suite) if known is not None else {}
@@ -232,7 +274,13 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
         if rows[-1]["n_failed"] and not rows[-1]["passes"]:
             rows[-1]["verdict"] = f"undecided: {rows[-1]['n_failed']} cell(s) failed; rerun with --retry-failed"
         elif passing:
-            passing[0]["verdict"] = "calibrated: the smallest budget tried that passes"
+            passing[0]["verdict"] = ("calibrated: the smallest maximum tried at which every run converged"
+                                     if passing[0]["n_converged"] != "" else
+                                     "calibrated: the smallest budget tried that passes")
+        elif rows[-1]["n_converged"] != "" and rows[-1]["n_learned"] >= math.ceil(QUORUM * rows[-1]["n_encodings"]):
+            last = rows[-1]
+            rows[-1]["verdict"] = (f"learned, but {last['n_cells'] - last['n_converged']} of {last['n_cells']} runs "
+                                   "stopped at the maximum: raise it (findings resting on them depend on the budget)")
         else:
             rows[-1]["verdict"] = "not learned at any budget tried: shown, not ranked"
     table = pd.DataFrame([r for rows in results.values() for r in rows], columns=list(COLUMNS))
@@ -259,11 +307,20 @@ def markdown(table: pd.DataFrame, suite: Suite) -> str:
              r.metric, f"{r.n_learned}/{r.n_encodings}" + (f" ({r.n_failed} failed)" if r.n_failed else ""),
              "–" if math.isnan(r.seconds_per_cell) else f"{r.seconds_per_cell:.1f}",
              r.verdict or ("passes" if r.passes else "")] for r in table.itertuples()]
+    align = ["l", "l", "r", "l", "l", "r", "r", "l"]
+    if (table["n_converged"] != "").any():  # rungs trained until convergence: how many runs stopped by themselves
+        header.insert(6, "converged (most steps)")
+        align.insert(6, "r")
+        for row, r in zip(rows, table.itertuples(), strict=True):
+            row.insert(6, "–" if r.n_converged == "" else f"{r.n_converged}/{r.n_cells} ({r.max_train_steps})")
+        head[2] += (" *Converged*: the runs that stopped because their validation loss stopped improving, of the "
+                    "rung's finished runs, with the most steps any of them trained; a rung trained until convergence "
+                    "passes only if every run converged.")
     scores = ["", "## Scores per rung", ""]
     for _, r in table.iterrows():
         scores.append(wrap_prose(f"- **{md_text(r['label'])}**: {md_text(r['scores'])}", indent="  "))
     head[2] = wrap_prose(head[2])
-    return "\n".join([*head, markdown_table(header, rows, ["l", "l", "r", "l", "l", "r", "r", "l"]), *scores, ""])
+    return "\n".join([*head, markdown_table(header, rows, align), *scores, ""])
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -281,6 +338,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
                          "written by `lenbench calibrate`") from None
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: {what}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    if list(table.columns) == [c for c in COLUMNS if c not in CONVERGENCE_COLUMNS]:
+        table = table.assign(**{c: "" for c in CONVERGENCE_COLUMNS})  # rungs that trained exactly their steps
     if list(table.columns) != list(COLUMNS):
         raise ValueError(f"{path}: {what}")
     if not isinstance(table.index, pd.RangeIndex):  # pandas makes the extra leading fields an index
@@ -289,9 +348,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise ValueError(f"{path}: a calibration table with no rows, so no rung to reuse; pass the calibration.csv "
                          "of a run that measured some, or leave out --from")
     try:
-        return table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
-                             "n_failed": int,
-                             "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
+        table = table.astype({"rung": int, "train_len": int, "n_learned": int, "n_encodings": int, "n_cells": int,
+                              "n_failed": int,
+                              "seconds_per_cell": float}).assign(passes=table["passes"] == "True")
+        for col in CONVERGENCE_COLUMNS:  # an int where the rung trained until convergence, "" where not
+            table[col] = [int(v) if v != "" else "" for v in table[col]]
+        return table
     except (ValueError, OverflowError) as err:
         raise ValueError(f"{path}: {what}: {str(err).splitlines()[0]}") from None
 

@@ -17,6 +17,7 @@ from lenbench.config import parse_suite
 from lenbench.report.rows import load_results
 from lenbench.report.tables import leaderboard
 from lenbench.run.driver import run_suite
+from lenbench.run.store import load_cell_results
 
 #: copy: a rung no encoding learns (40 steps), then one rope learns (400 steps); lm: one rung only.
 LADDERS = {
@@ -123,12 +124,98 @@ def test_a_rung_passes_with_half_of_the_encodings_learned(learned, passes):
     encodings = [{"name": "nope", "label": f"e{i}"} for i in range(len(learned))]
     suite = parse_suite({"name": "q", "tasks": [{"name": "copy", "train_len": 8, "label": "t"}], "encodings": encodings})
     cells = pd.DataFrame({"task": "t", "train_len": 8, "encoding": ["e0", "e1"], "train_seconds": [1.5, 9.0],
-                          "status": ["ok", "failed"]})
+                          "status": ["ok", "failed"], "train_steps": [1000, None], "stop_reason": ["budget", "budget"]})
     row = rung_result(board_of(learned), cells, suite.tasks[0], suite, 1)
+    assert (row["n_converged"], row["max_train_steps"]) == ("", "")  # trained exactly its steps: not asked
     assert row["passes"] is passes and row["n_learned"] == sum(learned) and row["n_encodings"] == len(learned)
     assert row["learned"] == " ".join(f"e{i}" for i, x in enumerate(learned) if x)
     assert row["scores"].startswith("e0 0.500±0.100") and row["threshold"] == 0.9
     assert (row["seconds_per_cell"], row["n_cells"], row["n_failed"]) == (1.5, 1, 1)  # a failed cell's time is not a cost
+
+
+@pytest.mark.parametrize(("stops", "passes"), [(["converged"] * 4, True), (["converged"] * 3 + ["budget"], False)])
+def test_a_rung_trained_until_convergence_passes_only_if_every_run_converged(stops, passes):
+    """Half learned is not enough under `patience`: a run that reached the maximum says the maximum is
+    the quorum's edge again."""
+    encodings = [{"name": "nope", "label": f"e{i}"} for i in range(4)]
+    suite = parse_suite({"name": "q", "train": {"steps": 6000, "patience": 5, "schedule": "plateau"},
+                         "tasks": [{"name": "copy", "train_len": 8, "label": "t"}], "encodings": encodings})
+    cells = pd.DataFrame({"task": "t", "train_len": 8, "encoding": [f"e{i}" for i in range(4)],
+                          "train_seconds": 1.0, "status": "ok", "train_steps": [3100, 4500, 2000, 6000],
+                          "stop_reason": stops})
+    row = rung_result(board_of([True, True, True, False]), cells, suite.tasks[0], suite, 1)
+    assert row["n_learned"] == 3 and row["passes"] is passes
+    assert (row["n_converged"], row["max_train_steps"]) == (stops.count("converged"), 6000)
+
+
+def test_a_ladder_of_maxima_and_its_verdicts(tmp_path):
+    """A real climb under the plateau schedule: the table names each rung's converged runs and the most
+    steps trained; the markdown grows its converged column only then; the csv reads back."""
+    from lenbench.calibration import markdown, read_table
+
+    spec = {**LADDERS, "name": "calplateau", "train": {**LADDERS["train"], "patience": 2, "validate_every": 10,
+                                                       "val_samples": 16, "schedule": "plateau"},
+            "tasks": [{"name": "copy", "train_len": 4, "label": "copy_max20", "train": {"steps": 20}},
+                      {"name": "copy", "train_len": 4, "label": "copy_max2k", "train": {"steps": 2000}}]}
+    suite = parse_suite(spec)
+    table = calibrate(suite, tmp_path / "run", every_rung=True, log=lambda _: None,
+                      run=lambda s, out, **o: run_suite(s, out, executor="serial", progress=False, log=lambda _: None))
+    steps: dict[str, list] = {}
+    for c in load_cell_results(tmp_path / "run"):
+        steps.setdefault(c.config["task_label"], []).append((c.rows[0]["train_steps"], c.rows[0]["stop_reason"]))
+    for r in table.itertuples():  # the columns are the cells' own records
+        assert r.n_converged == sum(reason == "converged" for _, reason in steps[r.label])
+        assert r.max_train_steps == max(n for n, _ in steps[r.label])
+    first = table.iloc[0]
+    assert first["n_converged"] == 0 and not first["passes"]  # 20 steps: no run can have stalled three times
+    assert first["verdict"] in ("", "not learned at any budget tried: shown, not ranked") or \
+        first["verdict"].startswith("learned, but")
+    md = markdown(table, suite)
+    assert "| converged (most steps) |" in md and "0/2 (20)" in md
+    again = read_table(tmp_path / "run" / "calibration.csv")
+    assert list(again["n_converged"]) == list(table["n_converged"])
+    assert list(again["max_train_steps"]) == list(table["max_train_steps"])
+
+
+def test_a_table_from_before_convergence_training_still_reads(tmp_path):
+    from lenbench.calibration import CONVERGENCE_COLUMNS, markdown, read_table
+
+    suite = parse_suite(LADDERS)
+    row = {c: "" for c in COLUMNS if c not in CONVERGENCE_COLUMNS}
+    row.update(task="copy", rung=1, label="copy_a", train_len=4, settings="steps=40", metric="exact_match",
+               threshold=0.9, n_learned=1, n_encodings=2, passes=True, learned="rope", scores="nope 0.1±0.1; rope 0.9±0.1",
+               seconds_per_cell=1.0, n_cells=2, n_failed=0, verdict="calibrated: the smallest budget tried that passes")
+    path = tmp_path / "old.csv"
+    pd.DataFrame([row]).to_csv(path, index=False)
+    table = read_table(path)
+    assert list(table.columns) == list(COLUMNS) and table["n_converged"].item() == ""
+    assert "converged" not in markdown(table, suite).split("## Scores")[0]  # the published study renders as before
+    assert known_rungs(table, suite)["copy_a"]["n_learned"] == 1
+    plateau = parse_suite({**LADDERS, "train": {**LADDERS["train"], "patience": 3}})
+    assert "copy_a" not in known_rungs(table, plateau)  # measured at exact steps: not a convergence rung
+
+
+def test_calibrating_on_the_published_seeds_is_said(tmp_path):
+    from lenbench.calibration import published_seed_overlap
+    from lenbench.config import load_suite
+
+    published = set(load_suite("quick").seeds) | set(load_suite("catalog").seeds)
+    assert published_seed_overlap(parse_suite(LADDERS)) == sorted({0} & published)
+    assert published_seed_overlap(parse_suite({**LADDERS, "seeds": [97, 98]})) == []
+    lines = []
+    try:
+        calibrate(parse_suite(LADDERS), tmp_path / "o", log=lines.append, run=_no_run)
+    except _Stop:
+        pass
+    assert lines and lines[0].startswith("calibrate: seed(s) 0 of suite 'caltiny' are also seeds of the published presets")
+
+
+class _Stop(Exception):
+    pass
+
+
+def _no_run(*args, **kwargs):
+    raise _Stop
 
 
 def test_an_unknown_task_is_one_line_with_a_suggestion(tmp_path, capsys):
