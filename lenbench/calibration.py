@@ -100,7 +100,7 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
         cells: one row per cell of the run: task, train_len, encoding, train_seconds, status.
     """
     from lenbench.metrics import learned_min
-    from lenbench.train import STOP_CONVERGED
+    from lenbench.results.schema import STOP_CONVERGED
 
     train_len = spec.train_len[0]
     rows = board[(board["task"] == spec.key) & (board["train_len"] == train_len) & (board["kind"] == "model")]
@@ -148,8 +148,8 @@ def _cells(out: Path, cell_ids: set[str]) -> pd.DataFrame:
     """One row per finished or failed cell `cell_ids` of a run directory: task, train_len, encoding,
     train_seconds, status, train_steps and stop_reason (from its rows; a cell without rows, or rows
     from before convergence training, stopped at its budget)."""
+    from lenbench.results.schema import STOP_BUDGET
     from lenbench.run.store import load_cell_results
-    from lenbench.train import STOP_BUDGET
 
     records = [{"task": c.config.get("task_label") or c.config["task"],
                 "train_len": int(c.config["train_len"]), "encoding": c.config["label"],

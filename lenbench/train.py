@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from lenbench.config import TrainSpec
 from lenbench.model import Transformer
+from lenbench.results.schema import STOP_BUDGET, STOP_CONVERGED
 from lenbench.tasks import Batch, Task
 
 
@@ -40,9 +41,6 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the cell is recorded as failed with this message."""
 
 
-#: Why training stopped (`TrainStats.stop_reason`): the budget (`steps`) ran out, or, with
-#: `patience`, the validation loss stopped improving.
-STOP_BUDGET, STOP_CONVERGED = "budget", "converged"
 #: The plateau schedule (`train.schedule: plateau`): the rate is multiplied by this at each stall of the
 #: validation loss, and training stops at the stall after `PLATEAU_ANNEALS` of them.
 PLATEAU_FACTOR, PLATEAU_ANNEALS = 0.1, 2

@@ -19,6 +19,8 @@ same report's ``leaderboard.md`` (the same formatting, `lenbench.report.formatti
   encoding without a variant ranks among them;
 - on a negative control (`lenbench.task_display.NEGATIVE_CONTROLS`), whether any learned entry is
   above the floor past the training length: a leak in the evaluation, flagged in bold;
+- the trained entries whose runs reached their maximum budget instead of converging (boards trained
+  until convergence: `train.patience`), whose verdicts and ranks may move with a larger maximum;
 - failed cells, where any.
 
 It reads the long leaderboard (`Leaderboard.long`, or ``leaderboard.csv`` as written), so a test can
@@ -27,11 +29,14 @@ render the published file's findings without rebuilding the board.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from lenbench.escape import md_text
 from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
 from lenbench.report.stats import AREA, LEARNED, NOT_LEARNED, UNCERTAIN, rank_statistic
+from lenbench.report.tables import RUNS_AT_MAX
 from lenbench.results.values import to_bool
 from lenbench.task_display import is_negative_control
 
@@ -69,6 +74,9 @@ def _entries(board: pd.DataFrame, metric: str) -> pd.DataFrame:
     for stat in ("rank", "variant_rank", "n_failed"):
         rows = board[(board["statistic"] == stat) & (board["metric"] == primary)].set_index("series")
         out[stat] = pd.to_numeric(out["series"].map(rows["value"]), errors="coerce")
+    at_max = board[(board["statistic"] == RUNS_AT_MAX) & (board["metric"] == primary)].set_index("series")
+    out["runs_at_max"] = pd.to_numeric(out["series"].map(at_max["value"]), errors="coerce")  # NaN: fixed budget
+    out["n_runs"] = pd.to_numeric(out["series"].map(at_max["n"]), errors="coerce") if "n" in at_max else math.nan
     stat = ranked_statistic(board, metric)
     past = board[(board["statistic"] == stat) & (board["metric"] == metric)].set_index("series")
     out["past_fmt"] = "retention" if stat == "degradation" else metric  # degradation: nats, a plain number
@@ -182,6 +190,13 @@ def board_findings(board: pd.DataFrame) -> list[str]:
                  f"{_score(plain.iloc[0].to_dict(), ranked_by)}") if len(plain) and not top["kind"].eq("model").any() \
             else ""
         lines.append(f"- {md_text(encoding)}'s variants ({len(table)} ranked entries), rank 1: {_named(top, ranked_by)}{where}")
+    bound = models[models["runs_at_max"] > 0]
+    if len(bound):
+        lines.append("- depends on the budget: "
+                     + ", ".join(f"{md_text(r['series'])} ({int(r['runs_at_max'])} of {int(r['n_runs'])} runs)"
+                                 for r in bound.to_dict("records"))
+                     + " stopped at the maximum budget instead of converging; their verdicts and ranks may move "
+                       "with a larger maximum")
     failed = int(entries["n_failed"].fillna(0).sum())
     if failed:
         lines.append(f"- failed lengths: {failed} (leaderboard.md's *failed lengths* column names the entries)")

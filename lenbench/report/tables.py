@@ -50,7 +50,7 @@ from lenbench.report.rows import (
     task_order,
     whole_length,
 )
-from lenbench.results.schema import COLUMNS, ResultsError
+from lenbench.results.schema import COLUMNS, STOP_BUDGET, ResultsError
 from lenbench.results.values import to_bool, to_float, to_int
 
 SCORE_STATS = stats.STATS
@@ -108,6 +108,11 @@ class Leaderboard:
     #: lm boards' `CONTEXT_METRIC` per ratio past the training length: task, train_len, encoding,
     #: variant, ratio, mean (over seeds), ci_low, ci_high (the t interval over seeds).
     context: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    #: trained encodings whose runs trained until convergence (`train.patience` > 0): task,
+    #: train_len, encoding, n_runs (seeds), runs_at_max (runs that reached their maximum budget
+    #: instead of converging: what rests on them may move with a larger maximum). Empty for boards
+    #: trained for a fixed budget.
+    budget: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def long(self) -> pd.DataFrame:
         """Tidy long form: one row per task × train_len × encoding × variant × statistic, with
@@ -116,6 +121,8 @@ class Leaderboard:
         ranking appears under task "overall" (train_len 0, metric "rank")."""
         rows = []
         prov_cols = ["schema_version", *PROVENANCE]
+        budget = {(b["task"], b["train_len"], b["encoding"]): (b["n_runs"], b["runs_at_max"])
+                  for b in self.budget.to_dict("records")}
         for r in self.per_task.to_dict("records"):
             base = {"task": r["task"], "train_len": r["train_len"], "metric": r["metric"], "encoding": r["encoding"],
                     "variant": r["variant"], "series": r["series"], "kind": r["kind"], "not_learned": r["not_learned"],
@@ -137,6 +144,10 @@ class Leaderboard:
             for stat in ("n_failed", "rank", "variant_rank"):
                 rows.append({**base, "statistic": stat, "value": float(r[stat]), "ci_low": math.nan,
                              "ci_high": math.nan, "higher_is_better": False})
+            if (r["task"], r["train_len"], r["encoding"]) in budget and r["kind"] != "baseline":
+                n_runs, at_max = budget[(r["task"], r["train_len"], r["encoding"])]
+                rows.append({**base, "statistic": RUNS_AT_MAX, "value": float(at_max), "ci_low": math.nan,
+                             "ci_high": math.nan, "n": n_runs, "higher_is_better": False})
             if r["secondary_metric"]:  # the secondary metric's statistics: rows of that metric
                 second = METRICS.get(r["secondary_metric"], True)
                 for stat in secondary.STATS:
@@ -163,6 +174,25 @@ class Leaderboard:
         return out.astype({"train_len": "int64", "n": "int64", "value": "float64", "ci_low": "float64",
                            "ci_high": "float64", "higher_is_better": bool, "not_learned": bool, "complete": bool,
                            "above_floor": bool, "schema_version": "int64"})
+
+
+#: The long leaderboard's statistic of a trained entry whose runs trained until convergence: how
+#: many of its runs (its ``n``) reached their maximum budget instead (`Leaderboard.budget`).
+RUNS_AT_MAX = "runs_at_max"
+BUDGET_COLUMNS = ["task", "train_len", "encoding", "n_runs", "runs_at_max"]
+
+
+def _budget_stops(df: pd.DataFrame) -> pd.DataFrame:
+    """`Leaderboard.budget` of a results frame: per trained encoding whose rows trained until
+    convergence (``patience=`` in their settings), its runs and those that stopped at the budget."""
+    trained = df[(df["variant"] == "none") & df["settings"].astype(str).str.contains("patience=", regex=False)
+                 & (df["status"] == "ok") & ~df["encoding"].map(stats.is_baseline)]
+    if trained.empty:
+        return pd.DataFrame(columns=BUDGET_COLUMNS)
+    runs = trained.groupby(["task", "train_len", "encoding", "seed"], sort=False)["stop_reason"].first().reset_index()
+    out = runs.groupby(["task", "train_len", "encoding"], sort=False).agg(
+        n_runs=("seed", "nunique"), runs_at_max=("stop_reason", lambda v: int((v == STOP_BUDGET).sum()))).reset_index()
+    return out.astype({"train_len": "int64", "n_runs": "int64", "runs_at_max": "int64"})[BUDGET_COLUMNS]
 
 
 #: The metric the lm boards show per ratio beside the degradation: perplexity with the context cut
@@ -311,7 +341,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     context = [c for c in context_parts if len(c)]
     context = pd.concat(context, ignore_index=True) if context else pd.DataFrame(columns=CONTEXT_COLUMNS)
     return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True),
-                       seeds, boards, context)
+                       seeds, boards, context, _budget_stops(df))
 
 
 def ratio_label(ratio: float) -> str:

@@ -28,6 +28,7 @@ from lenbench.results.schema import (
     ROW_KEY,
     SCHEMA,
     SORT_KEY,
+    STOP_BUDGET,
     STR_COLUMNS,
     ResultsError,
 )
@@ -57,7 +58,7 @@ def _column(col: str, raw: list, present: bool, out: dict[str, list]) -> list:
         return [to_int(v, 0) if not is_missing(v) and str(v) != "" else _budget(s)
                 for v, s in zip(raw, out["settings"], strict=True)]
     if col == "stop_reason":
-        return [to_str(v) or ("budget" if _budget(s) else "") for v, s in zip(raw, out["settings"], strict=True)]
+        return [to_str(v) or (STOP_BUDGET if _budget(s) else "") for v, s in zip(raw, out["settings"], strict=True)]
     if col in INT_COLUMNS:
         return [to_int(v, None if col in REQUIRED else 0) for v in raw]
     if col == "ratio" and not present:

@@ -23,6 +23,9 @@ SCHEMA_VERSION = 3
 GENERATED_ANSWERS_VERSION = 3
 #: The version a row without a ``schema_version`` field is read as.
 FIRST_SCHEMA_VERSION = 1
+#: Why training stopped (the ``stop_reason`` column): its budget (``steps``) ran out, or, with
+#: ``train.patience``, its validation loss stopped improving (`lenbench.train`).
+STOP_BUDGET, STOP_CONVERGED = "budget", "converged"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -160,3 +160,45 @@ def test_every_mean_it_quotes_is_a_cell_of_the_published_leaderboard(publication
     assert quoted
     missing = [q for q in quoted if q not in board]
     assert not missing, f"findings quote numbers leaderboard.md does not hold: {missing[:5]}"
+
+
+def test_entries_whose_runs_reached_their_maximum_are_named_as_budget_dependent():
+    """A board trained until convergence carries runs_at_max per trained entry (`Leaderboard.budget`);
+    findings names those with a run at the maximum, and says nothing on a fixed-budget board."""
+    def bound(series, at_max, n_runs=3, **kw):
+        rows = entry(series, **kw)
+        return rows + [{**rows[0], "statistic": "runs_at_max", "value": float(at_max), "n": n_runs,
+                        "ci_low": math.nan, "ci_high": math.nan}]
+
+    text = findings_markdown(board(bound("alibi", 0, past=7.0, lo=6.9, hi=7.1, rank=1),
+                                   bound("rope", 2, past=9.0, lo=8.9, hi=9.1, rank=2),
+                                   bound("nope", 3, past=30.0, lo=29.0, hi=31.0, not_learned=True)))
+    lm = " ".join(section(text, "lm").split())
+    assert ("- depends on the budget: rope (2 of 3 runs), nope (3 of 3 runs) stopped at the maximum budget instead "
+            "of converging; their verdicts and ranks may move with a larger maximum") in lm
+    fixed = findings_markdown(board(entry("alibi", past=7.0, lo=6.9, hi=7.1, rank=1),
+                                    entry("rope", past=9.0, lo=8.9, hi=9.1, rank=2)))
+    assert "budget" not in fixed
+
+
+def test_the_budget_frame_counts_each_trained_entrys_runs_at_their_maximum():
+    """`Leaderboard.budget` read off the rows' own stop_reason and settings, against a count by hand;
+    rows trained for a fixed budget (no patience in their settings) give no frame and no long rows."""
+    from lenbench.report.rows import load_results
+    from lenbench.report.tables import RUNS_AT_MAX, leaderboard
+
+    rows = load_results(ROOT / "studies" / "protocol" / "pilot-plateau-12k" / "results.csv")
+    board_ = leaderboard(rows, n_boot=50)
+    trained = rows[(rows["variant"] == "none") & ~rows["encoding"].str.startswith("baseline:")]
+    by_hand = trained.groupby(["task", "encoding", "seed"])["stop_reason"].first().eq("budget") \
+        .groupby(level=[0, 1]).sum()
+    got = board_.budget.set_index(["task", "encoding"])["runs_at_max"]
+    assert got.sort_index().to_dict() == by_hand.sort_index().astype(int).to_dict()
+    assert set(board_.budget["n_runs"]) == {3} and by_hand.sum() > 0  # the 6000-step maximum was reached
+    long = board_.long()
+    at_max = long[(long["statistic"] == RUNS_AT_MAX) & (long["kind"] == "model") & (long["metric"] == "exact_match")]
+    assert at_max.set_index(["task", "encoding"])["value"].astype(int).sort_index().to_dict() == \
+        by_hand.sort_index().astype(int).to_dict()
+    fixed = rows.assign(settings=rows["settings"].str.replace(r" patience=\S+", "", regex=True))
+    fixed_board = leaderboard(fixed, n_boot=50)
+    assert fixed_board.budget.empty and RUNS_AT_MAX not in set(fixed_board.long()["statistic"])
