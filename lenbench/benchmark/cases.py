@@ -123,7 +123,7 @@ def ready(case: tuple[str, str, int, str], device: torch.device, spec: KernelSpe
     if impl == "none":
         raise CaseSkipped(K.nothing_to_fuse_reason(enc))
     dtype = torch_dtype(dt, device)
-    if why := P.timing_skip(impl, device.type):
+    if why := P.timing_skip(impl, device.type, encoding=enc):
         raise CaseSkipped(why)
     if impl in COMPILED_IMPLS:
         ok, reason = K.flex_support(device.type) if impl.startswith("flex") else K.compile_support(device.type)

@@ -46,9 +46,13 @@ KERNEL_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 #: Set to 1 to time flex_attention on the CPU too (`timing_skip`).
 CPU_FLEX_ENV = "LENBENCH_CPU_FLEX"
+#: Set to 1 to time on the CPU the compiled kernels an encoding declares slow to compile there
+#: (`PositionalEncoding.slow_cpu_compile`; `timing_skip`).
+CPU_SLOW_COMPILE_ENV = "LENBENCH_CPU_SLOW_COMPILE"
 
 
-def timing_skip(impl: str, device_type: str, environ: dict[str, str] | None = None) -> str | None:
+def timing_skip(impl: str, device_type: str, environ: dict[str, str] | None = None,
+                encoding: Any = None) -> str | None:
     """Why `bench/test_kernels.py` does not time implementation `impl` on `device_type` by default
     (None: it does). A policy of what is worth the session's minutes, not a capability check
     (that is `lenbench.kernels.flex_support`).
@@ -57,11 +61,17 @@ def timing_skip(impl: str, device_type: str, environ: dict[str, str] | None = No
     than the cached / Toeplitz kernel of every bias encoding at T = 1024 and 4096 in the catalog's
     timings (results/catalog/cost.md) but ALiBi at T = 1024 (5 % faster), so skipping it moves the best
     fused time a target reads by at most that (FoX, which has no such kernel, is timed compiled);
-    `LENBENCH_CPU_FLEX=1` times it anyway.
+    `LENBENCH_CPU_FLEX=1` times it anyway. An `encoding` (instance or class) that declares
+    `slow_cpu_compile` is not timed compiled on the CPU, for the reason it gives;
+    `LENBENCH_CPU_SLOW_COMPILE=1` times it anyway.
     """
     import os
 
     environ = os.environ if environ is None else environ
+    slow = getattr(encoding, "slow_cpu_compile", "")
+    if (slow and impl != "eager" and device_type == "cpu"
+            and environ.get(CPU_SLOW_COMPILE_ENV, "").strip() != "1"):
+        return f"{encoding.name}'s compiled kernel is not timed on the CPU by default: {slow}; {CPU_SLOW_COMPILE_ENV}=1 times it"
     if impl.startswith("flex") and device_type == "cpu" and environ.get(CPU_FLEX_ENV, "").strip() != "1":
         return (f"flex_attention on the CPU is not timed by default (it compiles for 7-30 s per shape and was slower "
                 f"than, or within 10 % of, every bias encoding's best cached / Toeplitz kernel in "

@@ -344,6 +344,9 @@ class PositionalEncoding(nn.Module):
     replaces_softmax: ClassVar[bool] = False
     #: True when the rotation differs between layers: the model then calls `layer_rotate` in place of `rotate`.
     rotates_per_layer: ClassVar[bool] = False
+    #: Why `pytest bench` does not time this encoding's compiled kernels on a CPU by default (empty:
+    #: it does): a compilation that costs minutes there and buys nothing (`lenbench.benchmark.plans.timing_skip`).
+    slow_cpu_compile: ClassVar[str] = ""
 
     def layer_rotate(
         self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, layer: int

@@ -89,6 +89,9 @@ class _PaTHBase(PositionalEncoding):
     causal_only = True
     layer_dependent = True
     forget_gate: ClassVar[bool] = False
+    slow_cpu_compile = ("torch.compile unrolls the UT transform's chunk loop: its first compiled call took 530 s at "
+                        "T = 1024 on a 2-core CPU, and the compiled kernel ran slower than the eager one (path 134 vs "
+                        "119 ms, path-fox 161 vs 98 ms; docs/frontier-encodings.md)")
 
     def __init__(self, dims: EncodingDims, *, w_rank: int | None = 32, short_conv: bool = True, conv_size: int = 3,
                  init_std: float = 0.02):

@@ -583,6 +583,31 @@ def test_flex_on_the_cpu_is_timed_only_when_asked():
         assert P.timing_skip(impl, "cpu", environ={}) is None
 
 
+def test_an_encoding_that_declares_a_slow_cpu_compile_is_timed_eager_only_on_the_cpu():
+    """PaTH declares `slow_cpu_compile` (its first compiled call took minutes on a CPU): its compiled
+    cases are skipped there with that reason, unless asked; eager, the GPU and every other encoding
+    are timed as before."""
+    from lenbench.benchmark.cases import CaseSkipped, ready
+    from lenbench.config import KernelSpec
+    from lenbench.encodings import ENCODINGS
+
+    path = ENCODINGS.get("path")
+    skip = P.timing_skip("compiled", "cpu", environ={}, encoding=path)
+    assert skip and skip.startswith("path's compiled kernel is not timed on the CPU by default: ")
+    assert "530 s" in skip and P.CPU_SLOW_COMPILE_ENV in skip
+    assert P.timing_skip("compiled", "cpu", environ={P.CPU_SLOW_COMPILE_ENV: "1"}, encoding=path) is None
+    assert P.timing_skip("eager", "cpu", environ={}, encoding=path) is None
+    assert P.timing_skip("compiled", "cuda", environ={}, encoding=path) is None
+    assert ENCODINGS.get("path-fox").slow_cpu_compile == path.slow_cpu_compile
+    declared = sorted(name for name in ENCODINGS.builtin_names() if ENCODINGS.get(name).slow_cpu_compile)
+    assert declared == ["path", "path-fox"]
+    for name in ENCODINGS.builtin_names():
+        if name not in declared:
+            assert P.timing_skip("compiled", "cpu", environ={}, encoding=ENCODINGS.get(name)) is None
+    with pytest.raises(CaseSkipped, match="path's compiled kernel is not timed"):
+        ready(("path", "compiled", 64, "fp32"), torch.device("cpu"), KernelSpec(lengths=(64,)))
+
+
 BIAS_KERNELS = ("cached", "cached_blocks", "toeplitz")
 
 
