@@ -16,9 +16,11 @@ maximum) passes only if, besides, every run of it converged (`stop_reason` "conv
 budget is then a maximum no core run reaches, not the quorum's edge, and a ladder of maxima climbs
 until the runs stop by themselves. The seeds should be disjoint from the published boards' (the
 preset `calibration` uses 3, 4 and 5; quick and the catalog 0, 1 and 2), so that a budget is not
-chosen on the noise of the very cells it publishes; `calibrate` says so when they overlap. `calibrate` runs the first rung of every task named, then the next rung of the
-tasks still unlearned, and so on (each round one `run_suite` call: cells are cached and resumable
-like any run's), and stops a task at its first passing rung (all rungs with `every_rung`). A task
+chosen on the noise of the very cells it publishes; `calibrate` says so when they overlap.
+
+`calibrate` runs the first rung of every task named, then the next rung of the tasks still
+unlearned, and so on (each round one `run_suite` call: cells are cached and resumable like any
+run's), and stops a task at its first passing rung (all rungs with `every_rung`). A task
 no rung passes is reported as such: it is not to be ranked at any budget tried. A rung with failed
 cells that does not pass stops its task *undecided* (what failed might have learned it): the
 command exits 1 and names them; `--retry-failed` reruns them.
@@ -97,7 +99,8 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
 
     Args:
         board: the leaderboard's `per_task` frame of the calibration run.
-        cells: one row per cell of the run: task, train_len, encoding, train_seconds, status.
+        cells: one row per cell of the run (`CELL_COLUMNS`): task, train_len, encoding,
+            train_seconds, status, train_steps, stop_reason.
     """
     from lenbench.metrics import learned_min
     from lenbench.results.schema import STOP_CONVERGED
