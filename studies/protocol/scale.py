@@ -1,0 +1,95 @@
+"""Which findings and paper verdicts survive a change of scale: the protocol's scale check.
+
+    python studies/protocol/scale.py SMALL LARGE [--task TASK ...]
+
+SMALL and LARGE are two runs (results directories or results.csv files) of the same tasks, seeds and
+settings at two model sizes (studies/protocol/calibration-plateau.yaml at the catalog's size,
+scale-large.yaml at 9.6-9.9x its FLOPs per token). Per task (by default every task both hold) and core
+encoding: the board's learnability verdict, its ranked statistic with the 95 % half-width and the rank
+(ties share a rank) at each size, the steps each seed trained (* converged), and whether the finding
+holds at both: the same verdict and, for entries ranked at both, the same rank. Then each paper claim
+the core 8 can judge (`lenbench.report.claims`), with its verdict at each size. Every statistic is the
+board's own (`lenbench.report.tables.leaderboard`), computed on each size's rows alone. A FIRE entry
+labelled ``fire-relthresh`` is read as ``fire`` (the claims name the encoding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
+from pilot_table import CORE, _ci  # noqa: E402
+from sensitivity import _rank, _steps  # noqa: E402
+
+from lenbench.report.claims import judge  # noqa: E402
+from lenbench.report.rows import load_results  # noqa: E402
+from lenbench.report.tables import leaderboard  # noqa: E402
+
+VERDICT = re.compile(r"\*\*(agrees|disagrees|not separated|mixed|cannot tell)\*\*")
+
+
+def _rows(source: str) -> pd.DataFrame:
+    rows = load_results(source)
+    return rows.assign(encoding=rows["encoding"].replace({"fire-relthresh": "fire"}))
+
+
+def findings(small: pd.DataFrame, large: pd.DataFrame, task: str) -> list[str]:
+    ps, pl = (leaderboard(r[r["task"] == task]).per_task for r in (small, large))
+    ps, pl = (p[p["variant"] == "none"].set_index("encoding") for p in (ps, pl))
+    stat = ps["ranked_on"].iloc[0]
+    out = [f"**{task}** ({stat} of {ps['ranked_by'].iloc[0]})", "",
+           "| encoding | learned small | learned large | small | large | rank small | rank large | steps small | "
+           "steps large | holds |", "|---|---|---|---|---|---|---|---|---|---|"]
+    held = shown = 0
+    for enc in CORE:
+        if enc not in ps.index or enc not in pl.index:
+            continue
+        a, b = ps.loc[enc], pl.loc[enc]
+        same_rank = (pd.isna(a["rank"]) and pd.isna(b["rank"])) or a["rank"] == b["rank"]
+        holds = a["learnability"] == b["learnability"] and same_rank
+        held, shown = held + holds, shown + 1
+        out.append(f"| {enc} | {a['learnability']} | {b['learnability']} | "
+                   f"{_ci(a[stat], a[f'{stat}_ci_low'], a[f'{stat}_ci_high'])} | "
+                   f"{_ci(b[stat], b[f'{stat}_ci_low'], b[f'{stat}_ci_high'])} | {_rank(a['rank'])} | "
+                   f"{_rank(b['rank'])} | {_steps(small, task, enc)} | {_steps(large, task, enc)} | "
+                   f"{'yes' if holds else 'no'} |")
+    return [*out, "", f"findings that hold at both sizes: {held} of {shown} (the same learnability verdict and the "
+                      "same rank); * = stopped on convergence", ""]
+
+
+def claims(small: pd.DataFrame, large: pd.DataFrame, tasks: list[str]) -> list[str]:
+    verdicts = {}
+    for size, rows in (("small", small), ("large", large)):
+        for claim, sentences in judge(leaderboard(rows[rows["task"].isin(tasks)])):
+            for sentence in sentences:
+                task = sentence.split(",", 1)[0].removeprefix("On ").split("'s RoPE")[0]
+                found = VERDICT.findall(sentence)
+                verdicts.setdefault((claim.label, task), {})[size] = " / ".join(found)
+    out = ["| claim | task | small | large | survives |", "|---|---|---|---|---|"]
+    for (label, task), by in verdicts.items():
+        s, lg = by.get("small", "–"), by.get("large", "–")
+        out.append(f"| {label} | {task} | {s} | {lg} | {'yes' if s == lg else 'no'} |")
+    return [*out, "", "verdicts: on the area past train, then (lm) on the degradation, by the board's paired test, "
+                      "Holm-corrected over each size's claims"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("small")
+    parser.add_argument("large")
+    parser.add_argument("--task", action="append", help="a task of both runs (default: every one they share)")
+    args = parser.parse_args()
+    small, large = _rows(args.small), _rows(args.large)
+    tasks = args.task or [t for t in dict.fromkeys(large["task"]) if t in set(small["task"])]
+    lines = [line for task in tasks for line in findings(small, large, task)]
+    print("\n".join([*lines, *claims(small, large, tasks)]))
+
+
+if __name__ == "__main__":
+    main()
