@@ -53,9 +53,6 @@ COLUMNS = ("task", "rung", "label", "train_len", "settings", "params", "metric",
 #: rungs trained exactly their steps).
 CONVERGENCE_COLUMNS = ("n_converged", "max_train_steps")
 
-#: The seeds of the published presets (quick, catalog, standard, paper); a calibration on them
-#: chooses its budgets partly on the noise of the cells it then publishes.
-PUBLISHED_PRESETS = ("quick", "catalog", "standard", "paper")
 
 #: The fraction of a suite's encodings that must be learned for a rung to pass.
 QUORUM = 0.5
@@ -193,10 +190,13 @@ def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
 
 
 def published_seed_overlap(suite: Suite) -> list[int]:
-    """The seeds of `suite` that a published preset (`PUBLISHED_PRESETS`) also trains on, sorted."""
-    from lenbench.config import load_suite
+    """The seeds of `suite` that a benchmark preset (`lenbench list suites`, purpose "benchmark",
+    other than `suite` itself) also trains on, sorted: a calibration on them chooses its budgets
+    partly on the noise of the cells those boards publish."""
+    from lenbench.config import list_suites, load_suite
 
-    published = {seed for name in PUBLISHED_PRESETS for seed in load_suite(name).seeds}
+    presets = [load_suite(name) for name in list_suites() if name != suite.name]
+    published = {seed for preset in presets if preset.purpose == "benchmark" for seed in preset.seeds}
     return sorted(set(suite.seeds) & published)
 
 
@@ -227,7 +227,7 @@ def calibrate(suite: Suite, out: str | Path, *, tasks: Iterable[str] | None = No
     out = Path(out)
     ladder = ladders(suite, tasks)
     if overlap := published_seed_overlap(suite):
-        log(f"calibrate: seed(s) {', '.join(map(str, overlap))} of suite {suite.name!r} are also seeds of the published "
+        log(f"calibrate: seed(s) {', '.join(map(str, overlap))} of suite {suite.name!r} are also seeds of the benchmark "
             "presets: a budget chosen on them is chosen partly on the noise of the cells it publishes; calibrate on "
             "other seeds (the preset `calibration` uses 3, 4 and 5)")
     todo = {name: list(rungs) for name, rungs in ladder.items()}

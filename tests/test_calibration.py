@@ -207,7 +207,7 @@ def test_calibrating_on_the_published_seeds_is_said(tmp_path):
         calibrate(parse_suite(LADDERS), tmp_path / "o", log=lines.append, run=_no_run)
     except _Stop:
         pass
-    assert lines and lines[0].startswith("calibrate: seed(s) 0 of suite 'caltiny' are also seeds of the published presets")
+    assert lines and lines[0].startswith("calibrate: seed(s) 0 of suite 'caltiny' are also seeds of the benchmark presets")
 
 
 class _Stop(Exception):

@@ -335,8 +335,7 @@ class PositionalEncoding(nn.Module):
     # that declares them, so every other encoding's attention is untouched. Attention reaches them
     # with the index of its layer, so an encoding can keep parameters per layer (`dims.n_layers`).
 
-    #: How the encoding is evaluated past the training length, one line for `lenbench list encodings`
-    #: (set by the encodings of issue 22; empty for the others).
+    #: How the encoding is evaluated past the training length: a line of `lenbench list encodings` (or "").
     length_behaviour: ClassVar[str] = ""
     #: True when the model should call `layer_bias` in every layer (with that layer's input).
     layer_dependent: ClassVar[bool] = False
@@ -344,8 +343,7 @@ class PositionalEncoding(nn.Module):
     replaces_softmax: ClassVar[bool] = False
     #: True when the rotation differs between layers: the model then calls `layer_rotate` in place of `rotate`.
     rotates_per_layer: ClassVar[bool] = False
-    #: Why `pytest bench` does not time this encoding's compiled kernels on a CPU by default (empty:
-    #: it does): a compilation that costs minutes there and buys nothing (`lenbench.benchmark.plans.timing_skip`).
+    #: Why its compiled kernels are not timed on a CPU by default, "" when they are (`benchmark.plans.timing_skip`).
     slow_cpu_compile: ClassVar[str] = ""
 
     def layer_rotate(
