@@ -24,8 +24,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
-from pilot_table import CORE, _ci  # noqa: E402
-from sensitivity import _rank, _steps  # noqa: E402
+from sensitivity import _steps, holds_table  # noqa: E402
 
 from lenbench.report.claims import judge  # noqa: E402
 from lenbench.report.rows import load_results  # noqa: E402
@@ -42,25 +41,11 @@ def _rows(source: str) -> pd.DataFrame:
 def findings(small: pd.DataFrame, large: pd.DataFrame, task: str) -> list[str]:
     ps, pl = (leaderboard(r[r["task"] == task]).per_task for r in (small, large))
     ps, pl = (p[p["variant"] == "none"].set_index("encoding") for p in (ps, pl))
-    stat = ps["ranked_on"].iloc[0]
-    out = [f"**{task}** ({stat} of {ps['ranked_by'].iloc[0]})", "",
-           "| encoding | learned small | learned large | small | large | rank small | rank large | steps small | "
-           "steps large | holds |", "|---|---|---|---|---|---|---|---|---|---|"]
-    held = shown = 0
-    for enc in CORE:
-        if enc not in ps.index or enc not in pl.index:
-            continue
-        a, b = ps.loc[enc], pl.loc[enc]
-        same_rank = (pd.isna(a["rank"]) and pd.isna(b["rank"])) or a["rank"] == b["rank"]
-        holds = a["learnability"] == b["learnability"] and same_rank
-        held, shown = held + holds, shown + 1
-        out.append(f"| {enc} | {a['learnability']} | {b['learnability']} | "
-                   f"{_ci(a[stat], a[f'{stat}_ci_low'], a[f'{stat}_ci_high'])} | "
-                   f"{_ci(b[stat], b[f'{stat}_ci_low'], b[f'{stat}_ci_high'])} | {_rank(a['rank'])} | "
-                   f"{_rank(b['rank'])} | {_steps(small, task, enc)} | {_steps(large, task, enc)} | "
-                   f"{'yes' if holds else 'no'} |")
-    return [*out, "", f"findings that hold at both sizes: {held} of {shown} (the same learnability verdict and the "
-                      "same rank); * = stopped on convergence", ""]
+    out, held, shown = holds_table(ps, pl, "small", "large", lambda enc: _steps(small, task, enc),
+                                   lambda enc: _steps(large, task, enc))
+    head = [f"**{task}** ({ps['ranked_on'].iloc[0]} of {ps['ranked_by'].iloc[0]})", ""]
+    return [*head, *out, "", f"findings that hold at both sizes: {held} of {shown} (the same learnability verdict "
+                              "and the same rank); * = stopped on convergence", ""]
 
 
 def claims(small: pd.DataFrame, large: pd.DataFrame, tasks: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -36,26 +37,34 @@ def _steps(rows: pd.DataFrame, task: str, enc: str) -> str:
     return " / ".join(f"{n}{'*' if why == 'converged' else ''}" for n, why in per_seed.itertuples(index=False))
 
 
-def compare(rows: pd.DataFrame, a: str, b: str) -> str:
-    board = leaderboard(rows).per_task
-    pa, pb = (board[(board["task"] == t) & (board["variant"] == "none")].set_index("encoding") for t in (a, b))
+def holds_table(pa: pd.DataFrame, pb: pd.DataFrame, a: str, b: str, steps_a: Callable[[str], str],
+                steps_b: Callable[[str], str]) -> tuple[list[str], int, int]:
+    """The markdown rows comparing two boards' core entries (`per_task` rows of one task each, indexed
+    by encoding), named `a` and `b`: verdicts, ranked statistic, ranks, steps, whether the finding holds
+    (the same learnability verdict and the same rank); with how many hold of how many shown."""
     stat = pa["ranked_on"].iloc[0]
     out = [f"| encoding | learned {a} | learned {b} | {stat} {a} | {stat} {b} | rank {a} | rank {b} | "
            f"steps {a} | steps {b} | holds |", "|---|---|---|---|---|---|---|---|---|---|"]
-    held = 0
+    held = shown = 0
     for enc in CORE:
         if enc not in pa.index or enc not in pb.index:
             continue
         ea, eb = pa.loc[enc], pb.loc[enc]
         same_rank = (math.isnan(ea["rank"]) and math.isnan(eb["rank"])) or ea["rank"] == eb["rank"]
         holds = ea["learnability"] == eb["learnability"] and same_rank
-        held += holds
+        held, shown = held + holds, shown + 1
         out.append(f"| {enc} | {ea['learnability']} | {eb['learnability']} | "
                    f"{_ci(ea[stat], ea[f'{stat}_ci_low'], ea[f'{stat}_ci_high'])} | "
                    f"{_ci(eb[stat], eb[f'{stat}_ci_low'], eb[f'{stat}_ci_high'])} | {_rank(ea['rank'])} | "
-                   f"{_rank(eb['rank'])} | {_steps(rows, a, enc)} | {_steps(rows, b, enc)} | "
-                   f"{'yes' if holds else 'no'} |")
-    out += ["", f"findings that hold at both budgets: {held} of {len(out) - 2} entries "
+                   f"{_rank(eb['rank'])} | {steps_a(enc)} | {steps_b(enc)} | {'yes' if holds else 'no'} |")
+    return out, held, shown
+
+
+def compare(rows: pd.DataFrame, a: str, b: str) -> str:
+    board = leaderboard(rows).per_task
+    pa, pb = (board[(board["task"] == t) & (board["variant"] == "none")].set_index("encoding") for t in (a, b))
+    out, held, shown = holds_table(pa, pb, a, b, lambda enc: _steps(rows, a, enc), lambda enc: _steps(rows, b, enc))
+    out += ["", f"findings that hold at both budgets: {held} of {shown} entries "
                 "(the same learnability verdict and the same rank); * = stopped on convergence"]
     return "\n".join(out)
 
