@@ -86,6 +86,11 @@ def _settings(spec: TaskSpec, suite: Suite) -> str:
     return " ".join(f"{k}={v}" for k, v in shown.items())
 
 
+def _until_converged(spec: TaskSpec, suite: Suite) -> bool:
+    """Whether the rung trains until convergence (`train.patience` > 0: its steps are a maximum)."""
+    return spec.train_spec(suite.train).patience > 0
+
+
 def _params(spec: TaskSpec) -> str:
     """The rung's task parameters in one short line, e.g. "num_keys=64"."""
     return " ".join(f"{k}={v}" for k, v in spec.params.items())
@@ -124,7 +129,7 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
     threshold = learned_min(metric) if metric else None
     n = len(keys)
     passes = bool(len(rows)) and len(learned) >= math.ceil(QUORUM * n)
-    until_converged = spec.train_spec(suite.train).patience > 0
+    until_converged = _until_converged(spec, suite)
     converged = int((mine["stop_reason"] == STOP_CONVERGED).sum())
     if until_converged:  # a maximum some run reached is the quorum's edge again: raise it
         passes = passes and converged == len(mine)
@@ -182,7 +187,7 @@ def known_rungs(table: pd.DataFrame, suite: Suite) -> dict[str, dict[str, Any]]:
         row = known.get(spec.key)
         if row is None or row["n_failed"] or row["n_cells"] != len(keys) * len(suite.seeds):
             continue  # failed cells, or other seeds than the suite's: measure it again
-        until_converged = spec.train_spec(suite.train).patience > 0
+        until_converged = _until_converged(spec, suite)
         if (row["task"], row["train_len"], row["settings"], row["params"], row["n_converged"] != "") == (
                 spec.name, spec.train_len[0], _settings(spec, suite), _params(spec), until_converged):
             reusable[spec.key] = {**row, "verdict": ""}
