@@ -16,6 +16,15 @@ def dims(d_model=32, n_heads=4, **kw) -> EncodingDims:
     return EncodingDims(d_model=d_model, n_heads=n_heads, **kw)
 
 
+def _logits(name, params, *, train_len=None, max_len=64, T=24):
+    """Logits of a 2-layer model with encoding `name`, seed 0, one training-mode forward pass."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=16, d_model=32, n_heads=4, n_layers=2, encoding=name, encoding_params=params,
+                      max_len=max_len, train_len=train_len)
+    model = Transformer(cfg).train()
+    return model(torch.randint(0, 16, (2, T))).detach()
+
+
 # --------------------------------------------------------------------------------------------- xPos
 
 
@@ -65,6 +74,30 @@ def test_xpos_decays_with_distance_by_zeta_per_pair():
 def test_xpos_is_causal_only():
     with pytest.raises(ValueError, match="causal attention only"):
         build_encoding("xpos", dims(causal=False))
+
+
+def test_xpos_scale_base_fraction_is_relative_to_the_training_length_in_tokens():
+    for train_len, expected in ((1024, 512.0), (64, 32.0), (100, 50.0), (1, 0.5)):
+        assert build_encoding("xpos", dims(train_len=train_len), scale_base_fraction=0.5).scale_base == expected
+    assert build_encoding("xpos", dims(train_len=64), scale_base_fraction=0.25).scale_base == 16.0
+    assert build_encoding("xpos", dims(train_len=None), scale_base_fraction=0.5).scale_base == 512.0  # unknown
+    for train_len in (None, 32, 4096):  # the default: the paper's 512 whatever the training length
+        assert build_encoding("xpos", dims(train_len=train_len)).scale_base == 512.0
+    assert build_encoding("xpos", dims(train_len=64), scale_base=100).scale_base == 100.0
+    with pytest.raises(ValueError, match=r"^encoding 'xpos': scale_base = 100 and scale_base_fraction = 0.5 both set "
+                                         r"the decay's scale base; keep one$"):
+        build_encoding("xpos", dims(train_len=64), scale_base=100, scale_base_fraction=0.5)
+    with pytest.raises(ValueError, match=r"^encoding 'xpos': scale_base_fraction = 0 is out of range "
+                                         r"\(valid: a finite number > 0\)$"):
+        build_encoding("xpos", dims(train_len=64), scale_base_fraction=0)
+
+
+def test_xpos_default_forward_is_unchanged_and_the_paper_fraction_reproduces_it():
+    default = _logits("xpos", {}, train_len=1024)
+    assert torch.equal(_logits("xpos", {}, train_len=None), default)  # the default ignores the training length
+    assert torch.equal(_logits("xpos", {"scale_base": 512.0}, train_len=1024), default)
+    assert torch.equal(_logits("xpos", {"scale_base_fraction": 0.5}, train_len=1024), default)  # 0.5 × 1024 = 512
+    assert not torch.equal(_logits("xpos", {"scale_base_fraction": 0.5}, train_len=16), default)  # γ_s = 8
 
 
 # ------------------------------------------------------------------------------------------ KERPLE
@@ -356,7 +389,7 @@ def test_randomized_limits_and_delegation():
 
 def test_catalog_is_registered_with_keyword_parameters():
     expected = {
-        "xpos": {"gamma", "scale_base", "theta", "layout"},
+        "xpos": {"gamma", "scale_base", "scale_base_fraction", "theta", "layout"},
         "kerple": {"form"},
         "sandwich": {"dim", "base"},
         "fire": {"hidden", "c", "threshold", "threshold_fraction"},
