@@ -318,6 +318,30 @@ def test_cope_interpolates_fractional_positions_and_ignores_future_keys():
     torch.testing.assert_close(enc.contextual_positions(q, k2)[..., :4, :], enc.contextual_positions(q, k)[..., :4, :])
 
 
+def test_cope_npos_fraction_is_relative_to_the_training_length_in_tokens():
+    for train_len, fraction, expected in ((63, 1.0, 64), (512, 1.0, 513), (100, 0.25, 26), (64, 0.5, 33), (1, 0.1, 2)):
+        assert build_encoding("cope", dims(train_len=train_len), npos_fraction=fraction).npos_max == expected
+        enc = build_encoding("cope", dims(train_len=train_len), npos_fraction=fraction)
+        assert enc.pos_emb.shape == (expected, 8)
+    assert build_encoding("cope", dims(train_len=None), npos_fraction=1.0).npos_max == 64  # unknown: the constant
+    for train_len in (None, 32, 4096):  # the default: 64 whatever the training length
+        assert build_encoding("cope", dims(train_len=train_len)).npos_max == 64
+    assert build_encoding("cope", dims(train_len=64), npos_max=8).npos_max == 8
+    with pytest.raises(ValueError, match=r"^encoding 'cope': npos_max = 8 and npos_fraction = 1.0 both set the number "
+                                         r"of position vectors; keep one$"):
+        build_encoding("cope", dims(train_len=64), npos_max=8, npos_fraction=1.0)
+    with pytest.raises(ValueError, match=r"^encoding 'cope': npos_fraction = -1 is out of range "
+                                         r"\(valid: a finite number > 0\)$"):
+        build_encoding("cope", dims(train_len=64), npos_fraction=-1)
+
+
+def test_cope_default_forward_is_unchanged_and_a_fraction_giving_64_reproduces_it():
+    default = _logits("cope", {}, train_len=63)
+    assert torch.equal(_logits("cope", {}, train_len=None), default)
+    assert torch.equal(_logits("cope", {"npos_max": 64}, train_len=63), default)
+    assert torch.equal(_logits("cope", {"npos_fraction": 1.0}, train_len=63), default)  # round(63) + 1 = 64
+
+
 # -------------------------------------------------------------------------------------- randomized
 
 
@@ -393,7 +417,7 @@ def test_catalog_is_registered_with_keyword_parameters():
         "kerple": {"form"},
         "sandwich": {"dim", "base"},
         "fire": {"hidden", "c", "threshold", "threshold_fraction"},
-        "cope": {"npos_max"},
+        "cope": {"npos_max", "npos_fraction"},
         "randomized": {"base", "base_params", "max_position", "eval_positions", "sampling"},
     }
     for name, params in expected.items():
