@@ -408,6 +408,38 @@ def test_randomized_limits_and_delegation():
     assert learned.inner.max_len == 500
 
 
+def test_randomized_max_position_factor_is_relative_to_the_longest_length():
+    for max_len, factor, expected in ((500, 4.096, 2048), (500, 4, 2000), (64, 4, 256), (30, 1.1, 33), (7, 1.5, 11)):
+        enc = build_encoding("randomized", dims(max_len=max_len), max_position_factor=factor)
+        assert enc.max_position == expected == math.ceil(round(factor * max_len, 9))
+        assert enc.inner.dims.max_len == max(max_len, expected)  # the wrapped encoding covers every draw
+    learned = build_encoding("randomized", dims(max_len=64), base="learned", max_position_factor=4)
+    assert learned.inner.max_len == 256  # a learned table sized to L
+    # the training length plays no part; the default stays max(2048, the longest length)
+    assert build_encoding("randomized", dims(max_len=64, train_len=16), max_position_factor=4).max_position == 256
+    for max_len, expected in ((64, 2048), (500, 2048), (4096, 4096)):
+        assert build_encoding("randomized", dims(max_len=max_len)).max_position == expected
+    with pytest.raises(ValueError, match=r"^encoding 'randomized': max_position = 100 and max_position_factor = 4 both "
+                                         r"set the range positions are drawn from; keep one$"):
+        build_encoding("randomized", dims(max_len=64), max_position=100, max_position_factor=4)
+    with pytest.raises(ValueError, match=r"^encoding 'randomized': max_position_factor = 0 is out of range "
+                                         r"\(valid: a finite number > 0\)$"):
+        build_encoding("randomized", dims(max_len=64), max_position_factor=0)
+    with pytest.raises(ValueError, match=r"randomized max_position=32 is below the longest length max_len=64"):
+        build_encoding("randomized", dims(max_len=64), max_position_factor=0.5)  # sampled evaluation needs L ≥ 64
+    plain = build_encoding("randomized", dims(max_len=64), max_position_factor=0.5, eval_positions="plain")
+    assert plain.max_position == 32
+
+
+def test_randomized_default_forward_is_unchanged_and_the_paper_factor_reproduces_it():
+    for base in ("rope", "learned"):
+        default = _logits("randomized", {"base": base}, max_len=500)
+        assert torch.equal(_logits("randomized", {"base": base, "max_position": 2048}, max_len=500), default)
+        # ⌈4.096 × 500⌉ = 2048: the same range, the same draws
+        assert torch.equal(_logits("randomized", {"base": base, "max_position_factor": 4.096}, max_len=500), default)
+        assert not torch.equal(_logits("randomized", {"base": base, "max_position_factor": 1}, max_len=500), default)
+
+
 # ----------------------------------------------------------------------------------------- catalog
 
 
@@ -418,7 +450,7 @@ def test_catalog_is_registered_with_keyword_parameters():
         "sandwich": {"dim", "base"},
         "fire": {"hidden", "c", "threshold", "threshold_fraction"},
         "cope": {"npos_max", "npos_fraction"},
-        "randomized": {"base", "base_params", "max_position", "eval_positions", "sampling"},
+        "randomized": {"base", "base_params", "max_position", "max_position_factor", "eval_positions", "sampling"},
     }
     for name, params in expected.items():
         cls = ENCODINGS.get(name)
