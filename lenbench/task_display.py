@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-#: The built-in tasks in registration order (`lenbench.tasks.TASKS.names()`).
-TASK_ORDER: tuple[str, ...] = ("addition", "copy", "count", "lm", "parity", "passkey", "recall", "reverse", "sort")
+#: The built-in tasks in registration order (`lenbench.tasks.TASKS.names()`): those `lenbench/tasks/__init__.py`
+#: imports by name, then the other modules of the package by file name (`mqar`).
+TASK_ORDER: tuple[str, ...] = ("addition", "copy", "count", "lm", "parity", "passkey", "recall", "reverse", "sort", "mqar")
 
 #: Chance-level token accuracy of each built-in task at its default parameters (`Task.chance`);
 #: tasks without one (lm) are left out.
 CHANCE: dict[str, float] = {"addition": 0.1, "copy": 1.0 / 8, "count": 1.0 / 257, "parity": 0.5, "passkey": 0.1, "recall": 0.125,
-                            "reverse": 1.0 / 8, "sort": 1.0 / 8}
+                            "reverse": 1.0 / 8, "sort": 1.0 / 8, "mqar": 1.0 / 128}
 
 
 #: The built-in negative controls (`Task.solvable_past_training` False): unsolvable past the

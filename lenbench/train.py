@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -57,6 +57,9 @@ class TrainStats:
         stop_reason: `STOP_BUDGET` or `STOP_CONVERGED`.
         best_step: the step whose weights were kept (the best validation; `steps` without one).
         val_loss: the kept weights' validation loss (NaN without validation).
+        val_history: one (step, validation loss, learning rate of that step) per validation, in
+            order; empty without validation. The curve a reader checks a stop against: where the
+            loss flattened, and on the plateau schedule each anneal as a drop of the rate.
     """
 
     steps: int
@@ -65,6 +68,7 @@ class TrainStats:
     stop_reason: str = STOP_BUDGET
     best_step: int = 0
     val_loss: float = math.nan
+    val_history: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 def masked_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -133,6 +137,8 @@ class TrainStep:
                  (lambda s: lr_factor(s, warmup, steps)))
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, shape)
         self.params = [p for p in model.parameters() if p.requires_grad]
+        #: The learning rate the last step used (a host float: reading it costs no sync).
+        self.last_lr = float("nan")
 
     def anneal(self) -> None:
         """The plateau schedule: divide the learning rate by 1 / `PLATEAU_FACTOR` from the next step on."""
@@ -143,6 +149,7 @@ class TrainStep:
     def __call__(self, batch: Batch) -> torch.Tensor:
         loss = (token_loss if self.fast else masked_loss)(self.model(batch.inputs), batch)  # scalar
         self.opt.zero_grad(set_to_none=True)
+        self.last_lr = self.opt.param_groups[0]["lr"]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.params, self.spec.grad_clip, foreach=True if self.fast else None)
         self.opt.step()
@@ -274,6 +281,7 @@ def train_model(
         val_batch = task.sample(spec.val_samples, train_len, val_gen, split="val").to(device)
         stopper = EarlyStopping(model, spec.patience, spec.min_delta)
     stop_reason, taken = STOP_BUDGET, steps
+    history: list[tuple[int, float, float]] = []
     bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
     for step in bar:
         length = train_len
@@ -293,7 +301,9 @@ def train_model(
             if progress:
                 bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
         if stopper is not None and ((step + 1) % spec.validate_every == 0 or step == steps - 1):
-            if stopper.update(validation_loss(model, val_batch), step + 1):
+            val = validation_loss(model, val_batch)
+            history.append((step + 1, val, train_step.last_lr))
+            if stopper.update(val, step + 1):
                 if plateau and anneals < PLATEAU_ANNEALS:  # anneal and go on from these weights
                     train_step.anneal()
                     anneals += 1
@@ -307,4 +317,4 @@ def train_model(
     model.eval()
     return TrainStats(steps=taken, final_loss=loss_value, seconds=time.perf_counter() - start, stop_reason=stop_reason,
                       best_step=stopper.best_step if stopper is not None else taken,
-                      val_loss=stopper.best if stopper is not None else math.nan)
+                      val_loss=stopper.best if stopper is not None else math.nan, val_history=history)

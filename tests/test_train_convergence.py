@@ -4,6 +4,7 @@ disjoint from every byte an evaluation scores."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -12,6 +13,7 @@ from lenbench_testing import TINY_SUITE
 
 from lenbench.config import TrainSpec, parse_suite
 from lenbench.model import ModelConfig, Transformer
+from lenbench.results.cell import CellResult
 from lenbench.run.driver import run_suite
 from lenbench.tasks import build_task
 from lenbench.train import STOP_BUDGET, STOP_CONVERGED, EarlyStopping, TrainingDiverged, train_model
@@ -80,6 +82,7 @@ def test_without_patience_the_budget_is_trained_and_a_finetune_ignores_patience(
     plain = train_model(tiny_model(task.vocab_size), task, 4, TrainSpec(steps=30, batch_size=4), seed=0,
                         device=torch.device("cpu"), progress=False)
     assert (plain.steps, plain.stop_reason, plain.best_step) == (30, STOP_BUDGET, 30) and math.isnan(plain.val_loss)
+    assert plain.val_history == []
     spec = TrainSpec(steps=1000, batch_size=4, lr=1e-12, patience=1, validate_every=5, min_delta=0.1)
     tuned = train_model(tiny_model(task.vocab_size), task, 4, spec, seed=0, device=torch.device("cpu"), steps=25,
                         progress=False)
@@ -105,11 +108,19 @@ def test_rows_record_the_steps_and_why_and_cell_ids_keep_while_patience_is_off(t
     assert "patience" not in plain.cells()[0].settings
     assert not {c.cell_id for c in converging.cells()} & {c.cell_id for c in plain.cells()}
 
-    rows = [r for res in run_suite(converging, tmp_path / "a", device="cpu", progress=False).computed for r in res.rows]
+    computed = run_suite(converging, tmp_path / "a", device="cpu", progress=False).computed
+    rows = [r for res in computed for r in res.rows]
     assert {(r["train_steps"], r["stop_reason"]) for r in rows} == {(20, "converged")}  # nothing beats 10 nats
     assert all("patience=1 validate_every=10 val_samples=64 min_delta=10" in r["settings"] for r in rows)
-    rows = [r for res in run_suite(plain, tmp_path / "b", device="cpu", progress=False).computed for r in res.rows]
-    assert {(r["train_steps"], r["stop_reason"]) for r in rows} == {(6, "budget")}
+    for res in computed:  # the validation curve, read back from the cell file as any reader gets it
+        path = tmp_path / "a" / "cells" / f"{res.cell_id}.json"
+        stored = CellResult.from_json(json.loads(path.read_text()), path).training
+        assert stored["best_step"] == 10 and [s for s, _, _ in stored["val_history"]] == [10, 20]
+        assert stored["val_loss"] == stored["val_history"][0][1] and all(len(v) == 3 for v in stored["val_history"])
+    computed = run_suite(plain, tmp_path / "b", device="cpu", progress=False).computed
+    assert {(r["train_steps"], r["stop_reason"]) for res in computed for r in res.rows} == {(6, "budget")}
+    for res in computed:  # a run that never validated writes no training record: its file is as before
+        assert "training" not in json.loads((tmp_path / "b" / "cells" / f"{res.cell_id}.json").read_text())
 
 
 def _scored(batch_mask: torch.Tensor, ends: torch.Tensor) -> set[int]:
@@ -148,6 +159,11 @@ def test_the_plateau_schedule_anneals_twice_then_stops():
                      min_delta=0.1, schedule="plateau")
     stats = train_model(tiny_model(task.vocab_size), task, 4, spec, seed=0, device=torch.device("cpu"), progress=False)
     assert (stats.steps, stats.stop_reason, stats.best_step) == (10 * (1 + 3 * 2), STOP_CONVERGED, 10)
+    # The recorded curve: one entry per validation, the two anneals read off its rates (the
+    # anneal after validation k takes effect from the next step, so validation k + 1 shows it).
+    assert [s for s, _, _ in stats.val_history] == list(range(10, 71, 10))
+    assert [r for _, _, r in stats.val_history] == pytest.approx([1e-12] * 3 + [1e-13] * 2 + [1e-14] * 2)
+    assert stats.val_loss == min(v for _, v, _ in stats.val_history) == stats.val_history[0][1]
 
 
 def test_the_plateau_rate_holds_its_peak_after_warm_up_and_anneals_by_ten():

@@ -7,7 +7,32 @@ import math
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, int_param, register_encoding
+from lenbench.encodings.base import (
+    EncodingDims,
+    PositionalEncoding,
+    int_param,
+    number_param,
+    register_encoding,
+)
+
+#: Position vectors by default, whatever the training length: contextual positions clamp at 63. (The paper
+#: clips them at a p_max below the context; the authors' code defaults to the context + 1, `npos_fraction` 1.)
+DEFAULT_NPOS_MAX = 64
+
+
+def cope_npos_max(npos_max: int | None, npos_fraction: float | None, train_len: int | None) -> int:
+    """The number of learned position vectors P of a CoPE encoding.
+
+    Args:
+        npos_max: the P given, or None for `DEFAULT_NPOS_MAX`.
+        npos_fraction: None, or P = round(npos_fraction × `train_len`) + 1 (at least 2): the
+            length-relative count (1.0 is the authors' code, P = block size + 1). Ignored, for
+            `npos_max`, when `train_len` is unknown.
+        train_len: the training length in tokens, or None when unknown (a suite's load-time probe).
+    """
+    if npos_fraction is not None and train_len is not None:
+        return max(2, round(npos_fraction * train_len) + 1)
+    return DEFAULT_NPOS_MAX if npos_max is None else npos_max
 
 
 @register_encoding("cope")
@@ -28,8 +53,9 @@ class CoPE(PositionalEncoding):
 
     Length extrapolation: contextual positions saturate at npos_max − 1, so a model trained with
     counts below npos_max sees no new position embeddings at longer lengths; counts that exceed it
-    (gates rarely closed, long inputs) are indistinguishable from each other. Raise `npos_max` to
-    the training length to keep token-level distances distinct in-distribution.
+    (gates rarely closed, long inputs) are indistinguishable from each other. `npos_fraction = 1`
+    keeps token-level distances distinct in-distribution: contextual positions then cover the
+    training length, as in the authors' code.
 
     The returned bias is −inf for keys after the query: CoPE is causal by definition, and the
     bias then masks correctly on its own. The gate sum runs over sequence indices j … i of the (B, H, Tq, Tk) score matrix, so keys
@@ -38,9 +64,14 @@ class CoPE(PositionalEncoding):
     be counted: pad on the right with CoPE.
 
     Args:
-        dims: model geometry.
+        dims: model geometry (`dims.train_len`: the training length in tokens, for `npos_fraction`).
         npos_max: number of learned position vectors; contextual positions are clamped to
-            npos_max − 1 (64 by default).
+            npos_max − 1. None: 64, whatever the training length.
+        npos_fraction: instead of `npos_max`, npos_max = round(npos_fraction × the training length
+            in tokens) + 1 (at least 2), so contextual positions reach that fraction of it. The
+            authors' code ties it to the training length: its `--cope-npos` defaults to the block
+            size (the training context) + 1, "because position 0 is possible", i.e. 1.0 here.
+            When the training length is unknown (a suite's load-time probe), `npos_max`.
     """
 
     description = "counts gated keys σ(q·k) between key and query; interpolated learned position logits"
@@ -49,9 +80,15 @@ class CoPE(PositionalEncoding):
     causal_only = True
     content_dependent = True
 
-    def __init__(self, dims: EncodingDims, *, npos_max: int = 64):
+    def __init__(self, dims: EncodingDims, *, npos_max: int | None = None, npos_fraction: float | None = None):
         super().__init__(dims)
-        self.npos_max = int_param(self.name, "npos_max", npos_max, low=2)
+        if npos_max is not None:
+            int_param(self.name, "npos_max", npos_max, low=2)
+        fraction = None if npos_fraction is None else number_param(self.name, "npos_fraction", npos_fraction)
+        if npos_max is not None and fraction is not None:
+            raise ValueError(f"encoding {self.name!r}: npos_max = {npos_max!r} and npos_fraction = {npos_fraction!r} "
+                             f"both set the number of position vectors; keep one")
+        self.npos_max = cope_npos_max(npos_max, fraction, dims.train_len)
         self.pos_emb = nn.Parameter(torch.zeros(self.npos_max, dims.head_dim))  # (P, Dh)
 
     def square_planes(self) -> tuple[float, float]:

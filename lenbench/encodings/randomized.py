@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Literal
 
 import torch
@@ -11,8 +13,20 @@ from lenbench.encodings.base import (
     PositionalEncoding,
     build_encoding,
     int_param,
+    number_param,
     register_encoding,
 )
+
+
+def relative_max_position(factor: float, max_len: int) -> int:
+    """L = ⌈factor × max_len⌉ (at least 1), the factor taken as the decimal it is written as
+    (0.1 × 30 = 3, not the 4 that ⌈0.1 × 30⌉ in binary floating point gives).
+
+    Example:
+        >>> relative_max_position(4.0, 500), relative_max_position(0.1, 30), relative_max_position(1.5, 7)
+        (2000, 3, 11)
+    """
+    return max(1, math.ceil(Fraction(str(float(factor))) * max_len))
 
 
 def sample_sorted_positions(batch: int, n: int, max_position: int, device: torch.device | str) -> torch.Tensor:
@@ -52,15 +66,22 @@ class Randomized(PositionalEncoding):
     `eval_positions="plain"` instead uses the input positions unchanged outside training (a
     deterministic evaluation, at the cost of a train/test mismatch in the position distribution).
 
-    The wrapped encoding is built for max_len ≥ L, so that e.g. a `learned` table covers every
-    position that can be drawn; its `causal_only` and `content_dependent` carry over.
+    The wrapped encoding is built for max_len = max(dims.max_len, L), so that e.g. a `learned`
+    table covers every position that can be drawn, whichever way L is set; its `causal_only` and
+    `content_dependent` carry over. (It is built without the training length: an encoding that
+    derives a hyperparameter from `dims.train_len` keeps its paper constant when wrapped.)
 
     Args:
         dims: model geometry.
         base: registered name of the wrapped encoding ("rope" by default).
         base_params: keyword parameters of the wrapped encoding.
         max_position: L, the range positions are drawn from; must be at least the longest
-            sequence. Defaults to max(2048, dims.max_len).
+            sequence. None: max(2048, dims.max_len), the paper's 2048 (its test lengths reach 500).
+        max_position_factor: instead of `max_position`, L = ⌈max_position_factor × dims.max_len⌉,
+            relative to the suite's longest evaluation length. The paper draws from L = 2048 for
+            test lengths up to 500, about 4× (4.096); the absolute 2048 is that ratio only for a
+            suite whose longest length is near 500. A factor below 1 leaves L under the longest
+            length, which sampled evaluation refuses.
         eval_positions: "sampled" (the paper's code) or "plain" (0 … T−1 at evaluation).
         sampling: "batch" (one subset per forward pass, the paper's code; default) or "row" (one
             subset per batch row).
@@ -76,6 +97,7 @@ class Randomized(PositionalEncoding):
         base: str = "rope",
         base_params: dict | None = None,
         max_position: int | None = None,
+        max_position_factor: float | None = None,
         eval_positions: Literal["sampled", "plain"] = "sampled",
         sampling: Literal["batch", "row"] = "batch",
     ):
@@ -90,8 +112,16 @@ class Randomized(PositionalEncoding):
             raise ValueError(f"encoding {self.name!r}: base_params = {base_params!r} is out of range (valid: a mapping of "
                              f"the {base!r} encoding's parameters)")
         self.sampling = sampling
-        self.max_position = (int_param(self.name, "max_position", max_position) if max_position is not None
-                             else max(2048, dims.max_len))
+        if max_position is not None:
+            int_param(self.name, "max_position", max_position)
+        if max_position_factor is not None:
+            factor = number_param(self.name, "max_position_factor", max_position_factor)
+            if max_position is not None:
+                raise ValueError(f"encoding {self.name!r}: max_position = {max_position!r} and max_position_factor = "
+                                 f"{max_position_factor!r} both set the range positions are drawn from; keep one")
+            self.max_position = relative_max_position(factor, dims.max_len)
+        else:
+            self.max_position = max_position if max_position is not None else max(2048, dims.max_len)
         if eval_positions == "sampled" and self.max_position < dims.max_len:
             raise ValueError(
                 f"randomized max_position={self.max_position} is below the longest length "

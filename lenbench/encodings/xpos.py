@@ -16,6 +16,24 @@ from lenbench.encodings.base import (
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_types import default_inv_freq
 
+#: γ_s of the paper's code (positions): the decay ζ_i applies once per 512 positions, at training length 1024.
+PAPER_SCALE_BASE = 512.0
+
+
+def xpos_scale_base(scale_base: float | None, scale_base_fraction: float | None, train_len: int | None) -> float:
+    """γ_s (positions) of an xPos encoding.
+
+    Args:
+        scale_base: the γ_s given, or None for `PAPER_SCALE_BASE`.
+        scale_base_fraction: None, or γ_s = scale_base_fraction × `train_len`: the length-relative
+            scale base (0.5 is the paper's 512 at its training length 1024). Ignored, for
+            `scale_base`, when `train_len` is unknown.
+        train_len: the training length in tokens, or None when unknown (a suite's load-time probe).
+    """
+    if scale_base_fraction is not None and train_len is not None:
+        return scale_base_fraction * train_len
+    return PAPER_SCALE_BASE if scale_base is None else scale_base
+
 
 def xpos_zeta(head_dim: int, gamma: float) -> torch.Tensor:
     """Per-pair decay bases ζ_i = (i / (d/2) + γ) / (1 + γ), i = 0 … d/2 − 1 (Sun et al.
@@ -38,7 +56,7 @@ class XPos(PositionalEncoding):
     by ζ_i^(−n/γ_s), per channel pair i, so the score carries the paper's decay factor:
     q_m · k_n = Σ_i Re[q_i conj(k_i) e^{i(m−n)θ_i}] · ζ_i^((m−n)/γ_s), with ζ_i^((m−n)/γ_s) ≤ 1
     for m ≥ n: attention decays exponentially with distance while the rotation keeps it relative.
-    γ_s is `scale_base` (512 in the paper's code).
+    γ_s is `scale_base` (512 in the paper's code, whose models train at length 1024).
 
     Keys after the query would get ζ^(negative) > 1, an exponential *growth*, so xPos is defined
     for causal attention only.
@@ -50,9 +68,16 @@ class XPos(PositionalEncoding):
     precision would eventually overflow, as in the original.)
 
     Args:
-        dims: model geometry (the head dimension must be even).
+        dims: model geometry (the head dimension must be even; `dims.train_len`: the training
+            length in tokens, for `scale_base_fraction`).
         gamma: γ of ζ_i = (i/(d/2) + γ)/(1 + γ); 0.4 in the paper.
-        scale_base: γ_s, the distance over which the decay ζ_i applies once (512 in the paper).
+        scale_base: γ_s, the distance over which the decay ζ_i applies once; None: 512, the
+            paper's, whatever the training length.
+        scale_base_fraction: instead of `scale_base`, γ_s = scale_base_fraction × the training
+            length in tokens. The paper ties γ_s to its training length (512 at 1024 tokens,
+            i.e. 0.5); at the absolute 512, a model trained on far fewer tokens meets only a
+            fraction of one decay step ζ_i in training. When the training length is unknown (a
+            suite's load-time probe), γ_s = `scale_base`.
         theta: rotary base θ of θ_i = θ^(−2i/d) (10000 as in RoPE).
         layout: "half" (pair i with i + d/2, like `rope`'s default) or "interleaved" (pair 2i with
             2i + 1, the paper's code); ζ_i follows the pair's frequency index in both.
@@ -67,7 +92,8 @@ class XPos(PositionalEncoding):
         dims: EncodingDims,
         *,
         gamma: float = 0.4,
-        scale_base: float = 512.0,
+        scale_base: float | None = None,
+        scale_base_fraction: float | None = None,
         theta: float = 10000.0,
         layout: Literal["half", "interleaved"] = "half",
     ):
@@ -77,7 +103,13 @@ class XPos(PositionalEncoding):
         if dims.head_dim % 2:
             raise ValueError(f"xpos needs an even head dimension, got head_dim={dims.head_dim}")
         self.gamma = number_param(self.name, "gamma", gamma)
-        self.scale_base = number_param(self.name, "scale_base", scale_base)
+        absolute = None if scale_base is None else number_param(self.name, "scale_base", scale_base)
+        fraction = (None if scale_base_fraction is None
+                    else number_param(self.name, "scale_base_fraction", scale_base_fraction))
+        if absolute is not None and fraction is not None:
+            raise ValueError(f"encoding {self.name!r}: scale_base = {scale_base!r} and scale_base_fraction = "
+                             f"{scale_base_fraction!r} both set the decay's scale base; keep one")
+        self.scale_base = xpos_scale_base(absolute, fraction, dims.train_len)
         self.theta = number_param(self.name, "theta", theta)
         self.layout = layout
 

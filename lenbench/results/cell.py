@@ -41,6 +41,9 @@ class CellResult:
         outside: why the cell, or one of its lengths, failed for a reason outside the cell (the
             environment, the machine's memory, a plugin this worker could not load), when one did:
             such a result is kept for the record but never reused (`lenbench.run.driver.cell_state`).
+        training: a run that validated (trained until convergence): `best_step`, `val_loss` and
+            `val_history` ([step, validation loss, learning rate] per validation), so a reader
+            can check where it stopped and why; absent for a run that never validated.
         seconds: wall seconds of the whole cell; `train_seconds` of its training (NaN when reused
             from a checkpoint or never trained); `timestamp` when it finished (UTC, ISO 8601).
         extra: keys of a stored file this version does not know, written back unchanged.
@@ -62,6 +65,7 @@ class CellResult:
     traceback: str | None = None
     executor: dict[str, Any] | None = None
     outside: str | None = None
+    training: dict[str, Any] | None = None
     seconds: float = math.nan
     train_seconds: float = math.nan
     timestamp: str = ""
@@ -102,4 +106,5 @@ class CellResult:
 
 
 #: Fields written only when set.
-_OPTIONAL = frozenset({"task_fingerprint", "memory", "plugins", "traceback", "executor", "outside"})
+_OPTIONAL = frozenset({"task_fingerprint", "memory", "plugins", "traceback", "executor", "outside",
+                       "training"})

@@ -159,3 +159,9 @@ def check_cell_result(path: Path, data: Any) -> None:
     provenance = check_object(where, "provenance", data.get("provenance", ...))
     check_text(f"{where}: provenance", provenance, TEXT_FIELDS)
     check_text(where, data, TEXT_FIELDS)
+    training = check_object(where, "training", data.get("training", ...))
+    check_number(f"{where}: training", "best_step", training.get("best_step"))
+    check_number(f"{where}: training", "val_loss", training.get("val_loss"))
+    for i, entry in enumerate(training.get("val_history", [])):
+        if not (isinstance(entry, list) and len(entry) == 3 and all(map(_is_number, entry))):
+            fail_field(f"{where}: training", f"val_history.{i}", entry, "[step, validation loss, learning rate]")

@@ -112,9 +112,9 @@ def model_config(cell: Cell, task: Task) -> ModelConfig:
 
 
 def _trained_model(cell: Cell, task: Task, cache: CheckpointCache, device: torch.device,
-                   progress: bool) -> tuple[Transformer, dict]:
+                   progress: bool) -> tuple[Transformer, dict, dict]:
     """Train the cell's model, or load it from the checkpoint cache; returns (model, what every row
-    records of its training: train_seconds, train_steps, stop_reason)."""
+    records of its training: train_seconds, train_steps, stop_reason, the checkpoint's meta)."""
     torch.manual_seed(cell.seed)
     model = Transformer(model_config(cell, task)).to(device)
     meta = cache.load_or_train(model, cell.train_id, lambda: train_model(
@@ -122,7 +122,18 @@ def _trained_model(cell: Cell, task: Task, cache: CheckpointCache, device: torch
     return model.eval(), {  # a checkpoint written before training could stop early trained its whole budget
         "train_seconds": float(meta.get("train_seconds", math.nan)),
         "train_steps": int(meta.get("train_steps", cell.train.steps)),
-        "stop_reason": str(meta.get("stop_reason", STOP_BUDGET))}
+        "stop_reason": str(meta.get("stop_reason", STOP_BUDGET))}, meta
+
+
+def training_record(meta: dict) -> dict | None:
+    """The cell file's `training` record of a run that validated (its checkpoint's meta): the kept
+    step, its validation loss and the whole validation curve as [step, loss, learning rate] lists,
+    so a reader can check each stop. None for a run that never validated (nothing to show)."""
+    history = meta.get("val_history") or []
+    if not history:
+        return None
+    return {"best_step": int(meta["best_step"]), "val_loss": float(meta["val_loss"]),
+            "val_history": [[int(s), float(v), float(r)] for s, v, r in history]}
 
 
 def _finetuned_model(cell, task, variant, base: Transformer, cache: CheckpointCache, device, progress) -> Transformer:
@@ -210,7 +221,8 @@ def _evaluate_cell(cell: Cell, cache: CheckpointCache, device: torch.device, thr
         base.update(code_fingerprint=fingerprint.code, data_fingerprint=fingerprint.data)
         task.check_train_len(cell.train_len)  # e.g. an lm corpus too short: one line, nothing trained
         metrics = task_metrics(task)
-        model, trained = _trained_model(cell, task, cache, device, progress)
+        model, trained, meta = _trained_model(cell, task, cache, device, progress)
+        result.training = training_record(meta)
         train_tokens = task.seq_len(cell.train_len)
         trained_scaling = getattr(model.pos_enc, "scaling", None)  # a scaling the model was trained with
         variants: list[tuple[str, VariantSpec | None]] = [(BASE_VARIANT, None)]

@@ -124,7 +124,7 @@ class CheckpointCache:
         stats: TrainStats = train()
         meta = {"checkpoint": name, "train_seconds": stats.seconds, "final_loss": stats.final_loss,
                 "train_steps": stats.steps, "stop_reason": stats.stop_reason, "best_step": stats.best_step,
-                "val_loss": stats.val_loss,
+                "val_loss": stats.val_loss, "val_history": [list(v) for v in stats.val_history],
                 "fingerprint": self.fingerprint.to_json() if self.fingerprint else None}
         self.made[name] = checkpoint_bytes(model.state_dict(), meta)
         return meta

@@ -16,6 +16,15 @@ def dims(d_model=32, n_heads=4, **kw) -> EncodingDims:
     return EncodingDims(d_model=d_model, n_heads=n_heads, **kw)
 
 
+def _logits(name, params, *, train_len=None, max_len=64, T=24):
+    """Logits of a 2-layer model with encoding `name`, seed 0, one training-mode forward pass."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=16, d_model=32, n_heads=4, n_layers=2, encoding=name, encoding_params=params,
+                      max_len=max_len, train_len=train_len)
+    model = Transformer(cfg).train()
+    return model(torch.randint(0, 16, (2, T))).detach()
+
+
 # --------------------------------------------------------------------------------------------- xPos
 
 
@@ -65,6 +74,30 @@ def test_xpos_decays_with_distance_by_zeta_per_pair():
 def test_xpos_is_causal_only():
     with pytest.raises(ValueError, match="causal attention only"):
         build_encoding("xpos", dims(causal=False))
+
+
+def test_xpos_scale_base_fraction_is_relative_to_the_training_length_in_tokens():
+    for train_len, expected in ((1024, 512.0), (64, 32.0), (100, 50.0), (1, 0.5)):
+        assert build_encoding("xpos", dims(train_len=train_len), scale_base_fraction=0.5).scale_base == expected
+    assert build_encoding("xpos", dims(train_len=64), scale_base_fraction=0.25).scale_base == 16.0
+    assert build_encoding("xpos", dims(train_len=None), scale_base_fraction=0.5).scale_base == 512.0  # unknown
+    for train_len in (None, 32, 4096):  # the default: the paper's 512 whatever the training length
+        assert build_encoding("xpos", dims(train_len=train_len)).scale_base == 512.0
+    assert build_encoding("xpos", dims(train_len=64), scale_base=100).scale_base == 100.0
+    with pytest.raises(ValueError, match=r"^encoding 'xpos': scale_base = 100 and scale_base_fraction = 0.5 both set "
+                                         r"the decay's scale base; keep one$"):
+        build_encoding("xpos", dims(train_len=64), scale_base=100, scale_base_fraction=0.5)
+    with pytest.raises(ValueError, match=r"^encoding 'xpos': scale_base_fraction = 0 is out of range "
+                                         r"\(valid: a finite number > 0\)$"):
+        build_encoding("xpos", dims(train_len=64), scale_base_fraction=0)
+
+
+def test_xpos_default_forward_is_unchanged_and_the_paper_fraction_reproduces_it():
+    default = _logits("xpos", {}, train_len=1024)
+    assert torch.equal(_logits("xpos", {}, train_len=None), default)  # the default ignores the training length
+    assert torch.equal(_logits("xpos", {"scale_base": 512.0}, train_len=1024), default)
+    assert torch.equal(_logits("xpos", {"scale_base_fraction": 0.5}, train_len=1024), default)  # 0.5 × 1024 = 512
+    assert not torch.equal(_logits("xpos", {"scale_base_fraction": 0.5}, train_len=16), default)  # γ_s = 8
 
 
 # ------------------------------------------------------------------------------------------ KERPLE
@@ -285,6 +318,30 @@ def test_cope_interpolates_fractional_positions_and_ignores_future_keys():
     torch.testing.assert_close(enc.contextual_positions(q, k2)[..., :4, :], enc.contextual_positions(q, k)[..., :4, :])
 
 
+def test_cope_npos_fraction_is_relative_to_the_training_length_in_tokens():
+    for train_len, fraction, expected in ((63, 1.0, 64), (512, 1.0, 513), (100, 0.25, 26), (64, 0.5, 33), (1, 0.1, 2)):
+        assert build_encoding("cope", dims(train_len=train_len), npos_fraction=fraction).npos_max == expected
+        enc = build_encoding("cope", dims(train_len=train_len), npos_fraction=fraction)
+        assert enc.pos_emb.shape == (expected, 8)
+    assert build_encoding("cope", dims(train_len=None), npos_fraction=1.0).npos_max == 64  # unknown: the constant
+    for train_len in (None, 32, 4096):  # the default: 64 whatever the training length
+        assert build_encoding("cope", dims(train_len=train_len)).npos_max == 64
+    assert build_encoding("cope", dims(train_len=64), npos_max=8).npos_max == 8
+    with pytest.raises(ValueError, match=r"^encoding 'cope': npos_max = 8 and npos_fraction = 1.0 both set the number "
+                                         r"of position vectors; keep one$"):
+        build_encoding("cope", dims(train_len=64), npos_max=8, npos_fraction=1.0)
+    with pytest.raises(ValueError, match=r"^encoding 'cope': npos_fraction = -1 is out of range "
+                                         r"\(valid: a finite number > 0\)$"):
+        build_encoding("cope", dims(train_len=64), npos_fraction=-1)
+
+
+def test_cope_default_forward_is_unchanged_and_a_fraction_giving_64_reproduces_it():
+    default = _logits("cope", {}, train_len=63)
+    assert torch.equal(_logits("cope", {}, train_len=None), default)
+    assert torch.equal(_logits("cope", {"npos_max": 64}, train_len=63), default)
+    assert torch.equal(_logits("cope", {"npos_fraction": 1.0}, train_len=63), default)  # round(63) + 1 = 64
+
+
 # -------------------------------------------------------------------------------------- randomized
 
 
@@ -351,17 +408,49 @@ def test_randomized_limits_and_delegation():
     assert learned.inner.max_len == 500
 
 
+def test_randomized_max_position_factor_is_relative_to_the_longest_length():
+    for max_len, factor, expected in ((500, 4.096, 2048), (500, 4, 2000), (64, 4, 256), (30, 1.1, 33), (7, 1.5, 11)):
+        enc = build_encoding("randomized", dims(max_len=max_len), max_position_factor=factor)
+        assert enc.max_position == expected == math.ceil(round(factor * max_len, 9))
+        assert enc.inner.dims.max_len == max(max_len, expected)  # the wrapped encoding covers every draw
+    learned = build_encoding("randomized", dims(max_len=64), base="learned", max_position_factor=4)
+    assert learned.inner.max_len == 256  # a learned table sized to L
+    # the training length plays no part; the default stays max(2048, the longest length)
+    assert build_encoding("randomized", dims(max_len=64, train_len=16), max_position_factor=4).max_position == 256
+    for max_len, expected in ((64, 2048), (500, 2048), (4096, 4096)):
+        assert build_encoding("randomized", dims(max_len=max_len)).max_position == expected
+    with pytest.raises(ValueError, match=r"^encoding 'randomized': max_position = 100 and max_position_factor = 4 both "
+                                         r"set the range positions are drawn from; keep one$"):
+        build_encoding("randomized", dims(max_len=64), max_position=100, max_position_factor=4)
+    with pytest.raises(ValueError, match=r"^encoding 'randomized': max_position_factor = 0 is out of range "
+                                         r"\(valid: a finite number > 0\)$"):
+        build_encoding("randomized", dims(max_len=64), max_position_factor=0)
+    with pytest.raises(ValueError, match=r"randomized max_position=32 is below the longest length max_len=64"):
+        build_encoding("randomized", dims(max_len=64), max_position_factor=0.5)  # sampled evaluation needs L ≥ 64
+    plain = build_encoding("randomized", dims(max_len=64), max_position_factor=0.5, eval_positions="plain")
+    assert plain.max_position == 32
+
+
+def test_randomized_default_forward_is_unchanged_and_the_paper_factor_reproduces_it():
+    for base in ("rope", "learned"):
+        default = _logits("randomized", {"base": base}, max_len=500)
+        assert torch.equal(_logits("randomized", {"base": base, "max_position": 2048}, max_len=500), default)
+        # ⌈4.096 × 500⌉ = 2048: the same range, the same draws
+        assert torch.equal(_logits("randomized", {"base": base, "max_position_factor": 4.096}, max_len=500), default)
+        assert not torch.equal(_logits("randomized", {"base": base, "max_position_factor": 1}, max_len=500), default)
+
+
 # ----------------------------------------------------------------------------------------- catalog
 
 
 def test_catalog_is_registered_with_keyword_parameters():
     expected = {
-        "xpos": {"gamma", "scale_base", "theta", "layout"},
+        "xpos": {"gamma", "scale_base", "scale_base_fraction", "theta", "layout"},
         "kerple": {"form"},
         "sandwich": {"dim", "base"},
         "fire": {"hidden", "c", "threshold", "threshold_fraction"},
-        "cope": {"npos_max"},
-        "randomized": {"base", "base_params", "max_position", "eval_positions", "sampling"},
+        "cope": {"npos_max", "npos_fraction"},
+        "randomized": {"base", "base_params", "max_position", "max_position_factor", "eval_positions", "sampling"},
     }
     for name, params in expected.items():
         cls = ENCODINGS.get(name)

@@ -91,8 +91,8 @@ def test_the_regime_clauses_state_the_catalogs_numbers():
     lengths = {t.key: max(t.train_len) for t in suite.tasks}
     assert f"threshold is {fire.PAPER_THRESHOLD:g} positions against a {lengths['lm']}-byte training length" in \
         next(c.regime for c in claims.CLAIMS if c.label == "FIRE")
-    scale_base = inspect.signature(xpos.XPos.__init__).parameters["scale_base"].default
-    assert f"scale base is {scale_base:g} positions against {lengths['lm']}" in \
+    assert inspect.signature(xpos.XPos.__init__).parameters["scale_base"].default is None  # None: the paper's
+    assert f"scale base is {xpos.PAPER_SCALE_BASE:g} positions against {lengths['lm']}" in \
         next(c.regime for c in claims.CLAIMS if c.label == "xPos")
     algorithmic = [lengths[t] for t in ("copy", "reverse", "sort", "addition")]
     longest = max(lengths[t] * max(suite.eval.ratios) for t in ("copy", "reverse", "sort", "addition"))

@@ -39,7 +39,7 @@ def test_unknown_keys_are_kept_and_optional_ones_left_out():
     data = {"rows": [], "cell_id": "c", "status": "failed", "error": "boom", "from_the_future": [1, 2]}
     out = CellResult.from_json(data, "x.json").to_json()
     assert out["from_the_future"] == [1, 2] and out["status"] == "failed"
-    assert "traceback" not in out and "memory" not in out and "executor" not in out
+    assert "traceback" not in out and "memory" not in out and "executor" not in out and "training" not in out
     assert out["fingerprint"] is None  # always written: null says it could not be computed
 
 
@@ -53,6 +53,10 @@ def test_fail_marks_the_cell_and_keeps_the_traceback():
     ([1, 2], "the cell result is a list"),
     ({"status": "ok"}, "cell result without 'rows'"),
     ({"rows": [], "config": []}, "config is a list"),
+    ({"rows": [], "training": [1]}, "training is a list"),
+    ({"rows": [], "training": {"best_step": "10"}}, "training: best_step is a string"),
+    ({"rows": [], "training": {"val_history": [[10, 2.5]]}},
+     r"training: val_history.0 is a list \(\[10, 2.5\]\), expected \[step, validation loss, learning rate\]"),
 ])
 def test_a_file_that_breaks_the_contract_is_one_line(data, expected):
     with pytest.raises(ResultsError, match=expected) as err:

@@ -20,6 +20,7 @@ LAYOUTS = [
     ("recall", {"queries": 3}, 5, True),  # each answer follows its query and precedes the next query
     ("recall", {"queries": "all", "distinct_values": True, "feed_answers": False, "num_values": 16}, 5, False),
     ("parity", {}, 6, False), ("count", {}, 6, False),  # one answer token: nothing to feed back
+    ("mqar", {}, 5, False),  # Zoology's layout by default: each answer predicted at its query
 ]
 
 

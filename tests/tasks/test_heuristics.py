@@ -17,7 +17,7 @@ DECLARED = {
     "copy": ({}, 6, ["most-frequent"]), "reverse": ({}, 6, ["most-frequent", "copy-input"]),
     "sort": ({}, 6, ["most-frequent", "copy-input"]),
     "addition": ({}, 3, ["most-frequent"]), "passkey": ({}, 30, ["most-frequent"]),
-    "recall": ({}, 4, ["most-frequent"]), "count": ({}, 6, ["the-length"]),
+    "recall": ({}, 4, ["most-frequent"]), "count": ({}, 6, ["the-length"]), "mqar": ({}, 8, ["most-frequent"]),
 }
 
 

@@ -19,6 +19,7 @@ from lenbench.tasks import (
     copying,
     count,
     lm,
+    mqar,
     parity,
     passkey,
     recall,
@@ -35,6 +36,7 @@ CASES = {
     "reverse": ({}, 7, 7),
     "sort": ({}, 7, 7),
     "recall": ({}, 7, 1),
+    "mqar": ({}, 7, 7),  # every key queried: 7 answers
     "passkey": ({}, 40, 5),
     "addition": ({}, 7, 8),
     "parity": ({}, 7, 1),
@@ -42,13 +44,14 @@ CASES = {
     "lm": ({}, 40, 40),  # train split: every target
 }
 EXPECTED_SEQ_LEN = {  # length 7 (40 for token-unit tasks) → T, from each task's documented layout
-    "copy": 14, "reverse": 14, "sort": 14, "recall": 16, "passkey": 40, "addition": 23, "parity": 8, "count": 8, "lm": 40,
+    "copy": 14, "reverse": 14, "sort": 14, "recall": 16, "mqar": 22, "passkey": 40, "addition": 23, "parity": 8, "count": 8, "lm": 40,
 }  # fmt: skip
 EXPECTED_VOCAB = {
     "copy": 9,
     "reverse": 9,
     "sort": 9,
     "recall": 137,
+    "mqar": 257,
     "passkey": 17,
     "addition": 12,
     "parity": 3,
@@ -60,6 +63,7 @@ EXPECTED_CHANCE = {
     "reverse": 1 / 8,
     "sort": 1 / 8,
     "recall": 1 / 8,
+    "mqar": 1 / 128,
     "passkey": 0.1,
     "addition": 0.1,
     "parity": 0.5,
@@ -107,8 +111,13 @@ def test_shapes_dtypes_and_vocab(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("length_scale", [1, 3])
 def test_targets_are_inputs_shifted(name, length_scale):
+    """Every target is the next input, but a scored one in a batch that feeds no answers (recall with
+    `feed_answers: false` predicts each answer at its query and never reads it)."""
     _, batch = draw(name, length=CASES[name][1] * length_scale)
-    assert torch.equal(batch.inputs[:, 1:], batch.targets[:, :-1])
+    shifted = batch.inputs[:, 1:] == batch.targets[:, :-1]  # (B, T-1)
+    assert shifted[~batch.loss_mask[:, :-1]].all()
+    if batch.feeds_answers:
+        assert shifted.all()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -380,7 +389,7 @@ def test_mqar_queries_every_key_once_with_distinct_values():
         build_task("recall", feed_answers=1)
 
 
-@pytest.mark.parametrize("module", [addition, copying, count, lm, parity, passkey, recall, reversal, sorting])
+@pytest.mark.parametrize("module", [addition, copying, count, lm, mqar, parity, passkey, recall, reversal, sorting])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
