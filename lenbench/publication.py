@@ -80,8 +80,29 @@ def read_marker(directory: Path) -> dict | None:
 def report_machine() -> dict[str, str]:
     """The machine a report is built on, as far as its numbers depend on it: numpy's and pandas' own
     SIMD paths are not pinned (`lenbench.numerics` pins torch's), so the same rows give the same report
-    bytes on a CPU of the same model and ISA, and may differ in a last digit elsewhere."""
-    return {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}
+    bytes with the same numpy and pandas running the same SIMD kernels, and may differ in a last digit
+    elsewhere. The CPU's model and widest ISA do not settle that (two "AMD EPYC" machines with AVX-512
+    differ), so numpy's own dispatch targets on this CPU are part of it."""
+    import numpy
+    import pandas
+
+    return {"cpu_model": cpu_model(), "cpu_isa": cpu_isa(),
+            "numpy": f"{numpy.__version__} {numpy_simd()}".strip(), "pandas": pandas.__version__}
+
+
+def numpy_simd() -> str:
+    """The SIMD targets numpy dispatches to on this CPU: those of its build's dispatch list the CPU
+    supports (e.g. "X86_V3 X86_V4 AVX512_ICL"), as `numpy.show_runtime` reads them; "" where this
+    numpy does not say."""
+    try:
+        from numpy._core import _multiarray_umath as umath
+    except ImportError:  # numpy < 2
+        try:
+            from numpy.core import _multiarray_umath as umath
+        except ImportError:
+            return ""
+    features = getattr(umath, "__cpu_features__", {})
+    return " ".join(t for t in getattr(umath, "__cpu_dispatch__", ()) if features.get(t))
 
 
 def numeric_kinds(cells: list[Path]) -> dict[str, int]:

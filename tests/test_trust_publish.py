@@ -14,11 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy
 import pytest
 
 from lenbench.cli import main
 from lenbench.numerics import cpu_isa, cpu_model
-from lenbench.publication import MARKER, foreign_entries, leftovers, target_kind
+from lenbench.publication import MARKER, foreign_entries, leftovers, report_machine, target_kind
 from lenbench.publish import publish
 from lenbench.report.build import write_report
 
@@ -129,7 +130,9 @@ def test_an_absent_or_empty_target_is_published_with_the_marker(run, tmp_path, s
     publish(run, target, plots=False)
     marker = json.loads((target / MARKER).read_text())
     assert marker["lenbench_publication"] == 1 and marker["state"] == "complete"
-    assert marker["report_machine"] == {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}  # what its report's bytes depend on
+    assert marker["report_machine"] == report_machine()  # what its report's bytes depend on
+    assert {"cpu_model": cpu_model(), "cpu_isa": cpu_isa()}.items() <= marker["report_machine"].items()
+    assert marker["report_machine"]["numpy"].startswith(numpy.__version__)
     assert target_kind(target) == "publication"
     assert sorted(p.name for p in (target / "cells").iterdir()) == sorted(p.name for p in (run / "cells").glob("*.json"))
     assert dot_entries(tmp_path) == []

@@ -28,6 +28,12 @@ pytestmark = pytest.mark.skipif(
            "then `lenbench publish runs/catalog --benchmark-json runs/catalog-bench.json --to results/catalog`")
 
 
+def first_difference(a: bytes, b: bytes) -> int:
+    """The number (from 1) of the first line where `a` and `b` differ."""
+    la, lb = a.splitlines(), b.splitlines()
+    return next((i + 1 for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y), min(len(la), len(lb)) + 1)
+
+
 def cells() -> list[dict]:
     return [json.loads(p.read_text()) for p in cell_files(CATALOG)]
 
@@ -77,8 +83,9 @@ def test_the_report_rebuilds_from_the_cells_byte_for_byte(tmp_path):
         if name.endswith(".gz"):  # compared as the text it holds (its header carries no timestamp)
             fresh, published = gzip.decompress(fresh), gzip.decompress(published)
         message = f"results/catalog/{name} is not the report of its cells: rerun `lenbench report results/catalog`"
-        if same_kind:
-            assert fresh == published, message
+        if same_kind:  # a line number, not pytest's diff of a 100,000-line file (quadratic: it never ends)
+            same = fresh == published
+            assert same, f"{message} (line {first_difference(fresh, published)} differs)"
         else:
             assert_same_text_within_tolerance(fresh.decode(), published.decode(), message)
 
