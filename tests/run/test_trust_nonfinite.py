@@ -47,8 +47,8 @@ def test_a_cell_whose_model_is_nan_at_evaluation_records_failed_lengths_with_the
     trained = cell_module._trained_model
 
     def poisoned(*args, **kwargs):
-        model, seconds = trained(*args, **kwargs)
-        return nan_at_eval(model), seconds
+        model, recorded, meta = trained(*args, **kwargs)
+        return nan_at_eval(model), recorded, meta
 
     monkeypatch.setattr(cell_module, "_trained_model", poisoned)
     suite = {**TINY_SUITE, "encodings": ["nope"], "variants": [],
