@@ -11,7 +11,7 @@ maxima once they are at least ten warm-ups), so a run that stopped on convergenc
 full suite is the same run, bit for bit, at maximum M: its rows are its twin's. `run` retrains only the
 runs that went past M (each cell of SMALL_SUITE whose twin trained more than M steps, or has no twin),
 plus `--witness N` runs that converged by M, to check that claim rather than assume it. `table` prints,
-per task, the full maximum against M with `sensitivity.holds_table` (the board's own verdicts, statistics
+per task, the full maximum against M with `scale.findings` (the board's own verdicts, statistics
 and ranks; M's board from the retrained cells and, for the rest, their twins' rows), then each witness:
 whether its rows equal its twin's.
 """
@@ -29,11 +29,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
-from sensitivity import _steps, holds_table  # noqa: E402
+from scale import findings  # noqa: E402
 
 from lenbench.config import load_suite  # noqa: E402
 from lenbench.report.rows import load_results  # noqa: E402
-from lenbench.report.tables import leaderboard  # noqa: E402
 
 #: Row fields that differ between a run and its twin at another maximum without changing what it measured.
 BOOKKEEPING = ("cell_id", "suite", "settings", "timestamp", "train_seconds", "git_sha", "code_fingerprint")
@@ -125,11 +124,7 @@ def _table(args: argparse.Namespace) -> int:
     small, lines = small_rows(args.small_suite, full_cells, run_dir)
     full = load_results(full_cells)
     for task in sorted(set(small["task"]) & set(full["task"])):
-        pf, ps = (leaderboard(r[r["task"] == task]).per_task for r in (full, small))
-        pf, ps = (p[p["variant"] == "none"].set_index("encoding") for p in (pf, ps))
-        out, held, shown = holds_table(pf, ps, "full", "M", lambda e, t=task: _steps(full, t, e),
-                                       lambda e, t=task: _steps(small, t, e))
-        print(f"**{task}**\n\n" + "\n".join(out) + f"\n\nfindings that hold at both maxima: {held} of {shown}\n")
+        print("\n".join(findings(full, small, task, ("full", "M"), "maxima")))
     print("\n".join(lines))
     return 0
 

@@ -38,13 +38,15 @@ def _rows(source: str) -> pd.DataFrame:
     return rows.assign(encoding=rows["encoding"].replace({"fire-relthresh": "fire"}))
 
 
-def findings(small: pd.DataFrame, large: pd.DataFrame, task: str) -> list[str]:
+def findings(small: pd.DataFrame, large: pd.DataFrame, task: str, names: tuple[str, str] = ("small", "large"),
+             across: str = "sizes") -> list[str]:
+    """One task's sensitivity table of two runs (`holds_table`), named `names`, compared across `across`."""
     ps, pl = (leaderboard(r[r["task"] == task]).per_task for r in (small, large))
     ps, pl = (p[p["variant"] == "none"].set_index("encoding") for p in (ps, pl))
-    out, held, shown = holds_table(ps, pl, "small", "large", lambda enc: _steps(small, task, enc),
+    out, held, shown = holds_table(ps, pl, *names, lambda enc: _steps(small, task, enc),
                                    lambda enc: _steps(large, task, enc))
     head = [f"**{task}** ({ps['ranked_on'].iloc[0]} of {ps['ranked_by'].iloc[0]})", ""]
-    return [*head, *out, "", f"findings that hold at both sizes: {held} of {shown} (the same learnability verdict "
+    return [*head, *out, "", f"findings that hold at both {across}: {held} of {shown} (the same learnability verdict "
                               "and the same rank); * = stopped on convergence", ""]
 
 
