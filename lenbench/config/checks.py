@@ -17,7 +17,7 @@ keys, alias bombs, seeds the random number generators can hold, and encoding par
 - `probe_encoding`: builds the encoding once for the suite's model width and heads, so a parameter
   out of range (RoPE's ``theta: 0``, a ``scaling`` factor below 1, a non-integer table size …)
   fails at load with the encoding's own one-line message, not later as a diverged training run.
-  The range checks live in each encoding's constructor (`lenbench.encodings.base.number_param`).
+  The range checks live in each encoding's constructor (`lenbench.encodings.params.number_param`).
 - `probe_variant`: computes an inference-time variant's RoPE frequencies once for the suite's head
   width, so a pinned ``factor: -2`` (or a string where a number belongs) fails at load with the
   rope type's own one-line message, not as every length of every RoPE cell failing at run time.

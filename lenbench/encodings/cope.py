@@ -7,13 +7,8 @@ import math
 import torch
 from torch import nn
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    int_param,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import int_param, number_param, one_of
 
 #: Position vectors by default, whatever the training length: contextual positions clamp at 63. (The paper
 #: clips them at a p_max below the context; the authors' code defaults to the context + 1, `npos_fraction` 1.)
@@ -85,9 +80,7 @@ class CoPE(PositionalEncoding):
         if npos_max is not None:
             int_param(self.name, "npos_max", npos_max, low=2)
         fraction = None if npos_fraction is None else number_param(self.name, "npos_fraction", npos_fraction)
-        if npos_max is not None and fraction is not None:
-            raise ValueError(f"encoding {self.name!r}: npos_max = {npos_max!r} and npos_fraction = {npos_fraction!r} "
-                             f"both set the number of position vectors; keep one")
+        one_of(self.name, "the number of position vectors", npos_max=npos_max, npos_fraction=npos_fraction)
         self.npos_max = cope_npos_max(npos_max, fraction, dims.train_len)
         self.pos_emb = nn.Parameter(torch.zeros(self.npos_max, dims.head_dim))  # (P, Dh)
 

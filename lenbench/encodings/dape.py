@@ -11,10 +11,10 @@ from lenbench.encodings.base import (
     EncodingDims,
     PositionalEncoding,
     build_encoding,
-    int_param,
     register_encoding,
     shared_rows,
 )
+from lenbench.encodings.params import int_param
 from lenbench.encodings.ssmax import check_base, refuse_layer_hooks
 
 

@@ -6,14 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    int_param,
-    number_param,
-    register_encoding,
-    shared_rows,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding, shared_rows
+from lenbench.encodings.params import int_param, number_param, one_of
 
 #: The initial threshold L of the authors' reference implementation (positions).
 PAPER_THRESHOLD = 512.0
@@ -93,9 +87,7 @@ class Fire(PositionalEncoding):
             number_param(self.name, "threshold", threshold)
         if threshold_fraction is not None:
             number_param(self.name, "threshold_fraction", threshold_fraction)
-            if threshold is not None:
-                raise ValueError(f"encoding {self.name!r}: threshold = {threshold!r} and threshold_fraction = "
-                                 f"{threshold_fraction!r} both set the initial threshold; keep one")
+        one_of(self.name, "the initial threshold", threshold=threshold, threshold_fraction=threshold_fraction)
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, dims.n_heads))
         self.c = nn.Parameter(torch.tensor(float(c)))
         # L = |m · L0|: L0 a constant of the checkpoint, the multiplier m learned (the authors' parametrisation).

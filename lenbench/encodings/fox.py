@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, number_param, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import number_param
 
 
 @register_encoding("fox")

@@ -6,14 +6,8 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    int_param,
-    number_param,
-    register_encoding,
-    shared_rows,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding, shared_rows
+from lenbench.encodings.params import int_param, number_param
 from lenbench.encodings.rope import RoPE
 
 #: The local attention of the RoPE layers: a sliding window (RNoPE-SWA) or fixed chunks (iRoPE).

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, int_param, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import int_param
 
 
 @register_encoding("learned")

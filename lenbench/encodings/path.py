@@ -9,13 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    int_param,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import int_param, number_param
 
 #: fla's `l2_norm` epsilon (fla/modules/l2norm.py: rstd = 1 / sqrt(Σ x² + eps)).
 L2_EPS = 1e-6

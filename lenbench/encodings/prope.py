@@ -6,13 +6,8 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PairRotation,
-    PositionalEncoding,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PairRotation, PositionalEncoding, register_encoding
+from lenbench.encodings.params import number_param
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_types import default_inv_freq
 

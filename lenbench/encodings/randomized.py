@@ -8,14 +8,8 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    build_encoding,
-    int_param,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, build_encoding, register_encoding
+from lenbench.encodings.params import int_param, number_param, one_of
 
 
 def relative_max_position(factor: float, max_len: int) -> int:
@@ -116,9 +110,8 @@ class Randomized(PositionalEncoding):
             int_param(self.name, "max_position", max_position)
         if max_position_factor is not None:
             factor = number_param(self.name, "max_position_factor", max_position_factor)
-            if max_position is not None:
-                raise ValueError(f"encoding {self.name!r}: max_position = {max_position!r} and max_position_factor = "
-                                 f"{max_position_factor!r} both set the range positions are drawn from; keep one")
+            one_of(self.name, "the range positions are drawn from", max_position=max_position,
+                   max_position_factor=max_position_factor)
             self.max_position = relative_max_position(factor, dims.max_len)
         else:
             self.max_position = max_position if max_position is not None else max(2048, dims.max_len)

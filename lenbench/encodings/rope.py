@@ -12,9 +12,9 @@ from lenbench.encodings.base import (
     EncodingDims,
     PairRotation,
     PositionalEncoding,
-    number_param,
     register_encoding,
 )
+from lenbench.encodings.params import number_param
 from lenbench.encodings.rope_scaling import complete_scaling, rope_parameters, uses_seq_len
 from lenbench.encodings.rope_types import ROPE_TYPES
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    int_param,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import int_param, number_param
 
 
 def sandwich_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:

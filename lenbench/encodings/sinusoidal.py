@@ -8,7 +8,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, number_param, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import number_param
 
 
 def sinusoidal_table(pos: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:

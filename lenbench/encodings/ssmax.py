@@ -6,13 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PositionalEncoding,
-    build_encoding,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, build_encoding, register_encoding
+from lenbench.encodings.params import number_param
 
 
 def check_base(wrapper: str, base: str, base_params) -> None:

@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from lenbench.encodings.base import EncodingDims, PositionalEncoding, int_param, register_encoding
+from lenbench.encodings.base import EncodingDims, PositionalEncoding, register_encoding
+from lenbench.encodings.params import int_param
 
 
 def t5_bucket(rel: torch.Tensor, *, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:

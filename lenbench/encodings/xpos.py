@@ -6,13 +6,8 @@ from typing import Literal
 
 import torch
 
-from lenbench.encodings.base import (
-    EncodingDims,
-    PairRotation,
-    PositionalEncoding,
-    number_param,
-    register_encoding,
-)
+from lenbench.encodings.base import EncodingDims, PairRotation, PositionalEncoding, register_encoding
+from lenbench.encodings.params import number_param, one_of
 from lenbench.encodings.rope import rotary_tables, rotate_qk
 from lenbench.encodings.rope_types import default_inv_freq
 
@@ -106,9 +101,7 @@ class XPos(PositionalEncoding):
         absolute = None if scale_base is None else number_param(self.name, "scale_base", scale_base)
         fraction = (None if scale_base_fraction is None
                     else number_param(self.name, "scale_base_fraction", scale_base_fraction))
-        if absolute is not None and fraction is not None:
-            raise ValueError(f"encoding {self.name!r}: scale_base = {scale_base!r} and scale_base_fraction = "
-                             f"{scale_base_fraction!r} both set the decay's scale base; keep one")
+        one_of(self.name, "the decay's scale base", scale_base=scale_base, scale_base_fraction=scale_base_fraction)
         self.scale_base = xpos_scale_base(absolute, fraction, dims.train_len)
         self.theta = number_param(self.name, "theta", theta)
         self.layout = layout

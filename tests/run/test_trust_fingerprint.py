@@ -150,7 +150,7 @@ def test_the_closure_of_an_alibi_copy_cell(cells):
         "run/fingerprint.py", "run/memory.py", "tasks/__init__.py", "tasks/_common.py", "tasks/base.py", "tasks/copying.py",
         "tasks/decoding.py", "tasks/eval_data.py", "tasks/params.py", "train.py"]
     assert set(source_files(cells["rope/lm"])) - set(source_files(cells["alibi/copy"])) == {
-        "encodings/rope.py", "tasks/corpora.py", "tasks/lm.py", "tasks/lm_context.py"}
+        "encodings/params.py", "encodings/rope.py", "tasks/corpora.py", "tasks/lm.py", "tasks/lm_context.py"}
     assert set(source_files(cells["randomized/copy"])) - set(source_files(cells["rope/copy"])) == {
         "encodings/randomized.py"}
 
