@@ -65,9 +65,12 @@ LAYERS: dict[str, Layer] = {
     "lenbench.config.resources": Layer((*FOUNDATION, *LEAVES, "lenbench.config.fields"), torch=False),
     # the report path: rows in, tables, figures and pages out; the one results-directory layout it reads
     "lenbench.report": Layer((*FOUNDATION, *LEAVES, "lenbench.run.store"), torch=False),
-    # the one report module that builds encodings from checkpoints
+    # the two report modules that build encodings: from checkpoints (the figures), from the cells'
+    # configs (the claims' regimes)
     "lenbench.report.geometry": Layer((*FOUNDATION, *LEAVES, "lenbench.report", "lenbench.config",
                                        "lenbench.encodings", "lenbench.run"), torch=True),
+    "lenbench.report.regimes": Layer((*FOUNDATION, *LEAVES, "lenbench.report", "lenbench.config",
+                                      "lenbench.encodings", "lenbench.tasks", "lenbench.run"), torch=True),
     # the Python API (docs/api.md): thin wrappers over the suite, the driver, the report and compare; no
     # layer imports it (none names it), the root only inside its PEP 562 `__getattr__`
     "lenbench.api": Layer((*FOUNDATION, *LEAVES, "lenbench.config", "lenbench.run", "lenbench.report",
@@ -78,7 +81,7 @@ LAYERS: dict[str, Layer] = {
 
 #: Modules a torch-free layer may import inside a function, behind which torch stays: the reach walk
 #: stops at them (tests/report/test_import_graph.py holds that only the report's build imports it).
-TORCH_DOORS = frozenset({"lenbench.report.geometry"})
+TORCH_DOORS = frozenset({"lenbench.report.geometry", "lenbench.report.regimes"})
 
 #: Edges that break a rule today, each with what removes it.
 PENDING: dict[tuple[str, str], str] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from typing import Literal
@@ -62,8 +63,9 @@ class Randomized(PositionalEncoding):
 
     The wrapped encoding is built for max_len = max(dims.max_len, L), so that e.g. a `learned`
     table covers every position that can be drawn, whichever way L is set; its `causal_only` and
-    `content_dependent` carry over. (It is built without the training length: an encoding that
-    derives a hyperparameter from `dims.train_len` keeps its paper constant when wrapped.)
+    `content_dependent` carry over. It is built at the model's geometry and training length, its
+    `max_len` raised to L: a length-relative parameter of the wrapped encoding (FIRE's
+    `threshold_fraction`, xPos's `scale_base_fraction`) reads the training length, as unwrapped.
 
     Args:
         dims: model geometry.
@@ -122,8 +124,9 @@ class Randomized(PositionalEncoding):
             )
         self.eval_positions = eval_positions
         self.base_name = base
-        inner_dims = EncodingDims(d_model=dims.d_model, n_heads=dims.n_heads,
-                                  max_len=max(dims.max_len, self.max_position), causal=dims.causal)
+        # The wrapped encoding sees positions up to L, at the model's geometry and training length (its
+        # length-relative parameters, e.g. FIRE's threshold_fraction, read the training length in tokens).
+        inner_dims = dataclasses.replace(dims, max_len=max(dims.max_len, self.max_position))
         self.inner = build_encoding(base, inner_dims, **(base_params or {}))
         if self.inner.layer_dependent or self.inner.replaces_softmax:
             raise ValueError(f"encoding 'randomized' cannot wrap {base!r}: it replaces the attention itself "

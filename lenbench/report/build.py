@@ -179,7 +179,7 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
             atomic_write_text(out / "summary.md", summary_markdown(board, note=note)),
             atomic_write_text(out / "findings.md", findings_markdown(long)),
             atomic_write_text(out / "learnability.csv", to_csv_text(board.seeds)),
-            atomic_write_text(out / "claims.md", claims_markdown(board)),
+            atomic_write_text(out / "claims.md", claims_markdown(board, regime=_regime_writer(src))),
         ]
     if plots and board is not None:
         written += _result_figures(src, board, out, figures, notes or (lambda line: None))
@@ -191,6 +191,17 @@ def build_report(src: ReportSource, out_dir: str | Path, *, plots: bool = True, 
     if page:
         written.append(atomic_write_text(out / "index.html", render_page(board, df, cost, figures)))
     return written
+
+
+def _regime_writer(src: ReportSource):
+    """`lenbench.report.regimes.regime_writer` of the source's rows and the cells beside them: a results
+    directory's ``cells/``, or those of the directory a benchmark JSON lies in."""
+    from lenbench.report import regimes
+
+    cells = src.run_dir / "cells" if src.run_dir is not None else None
+    if cells is None and src.name.endswith(".json") and Path(src.name).is_file():
+        cells = Path(src.name).parent / "cells"
+    return regimes.regime_writer(src.rows, cells)
 
 
 def _draw_figures(source: str, inputs: FigureInputs, out: Path, figures: dict[str, Figure]) -> list[Path]:

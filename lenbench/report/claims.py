@@ -11,15 +11,16 @@ comparisons of all claims form one family, Holm-corrected at `lenbench.report.ra
 Per (claim, board, statistic) the verdict is "agrees" when A is better than every B with
 support, "disagrees" when worse than every B, "not separated" when no comparison is supported,
 "mixed" otherwise, and "cannot tell" when an entry is not learned (or uncertain) at 1×. Each
-claim states in one clause where the method ran outside its designed regime at this scale, so a
-reader knows what the verdict is worth (`tests/report/test_claims.py` holds those numbers to the
-catalog suite and the encodings' defaults).
+claim names the facts of its designed regime (`Claim.regime`) and `claims_markdown` states them as
+this board's cells have them (`lenbench.report.regimes`: RoPE's head dimension, FIRE's threshold
+against the training length, …), so a reader knows what the verdict is worth on this board.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -29,13 +30,13 @@ from lenbench.report import intervals, ranks, stats
 from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
 from lenbench.report.tables import Leaderboard
 
-ROPE_REGIME = "RoPE at head_dim 16 has 8 frequency pairs"
-
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """One paper's claim as a comparison: on each of `tasks`, entry `a` (a series label) against
-    each of `bs`, in the main table (`table` "rank") or an encoding's variant table ("variant_rank")."""
+    each of `bs`, in the main table (`table` "rank") or an encoding's variant table ("variant_rank").
+    `regime`: the facts of the method's designed regime this scale may leave, stated from each board's
+    cells (`lenbench.report.regimes.FACTS`: "rope", "fire", "xpos", "randomized", "prope", "yarn")."""
 
     label: str
     paper: str
@@ -44,7 +45,7 @@ class Claim:
     a: str
     bs: tuple[str, ...]
     table: str = "rank"
-    regime: str = ""
+    regime: tuple[str, ...] = ()
 
 
 _ALGORITHMIC = ("copy", "reverse", "sort", "addition")
@@ -52,47 +53,47 @@ _ALGORITHMIC = ("copy", "reverse", "sort", "addition")
 CLAIMS = (
     Claim("ALiBi", "Press et al. 2022",
           "trained short, its perplexity holds past the training length where sinusoidal and rotary ones do not",
-          ("lm",), "alibi", ("sinusoidal", "rope"), regime=ROPE_REGIME),
+          ("lm",), "alibi", ("sinusoidal", "rope"), regime=("rope",)),
     Claim("KERPLE", "Chi et al. 2022", "its logarithmic kernel extrapolates better than ALiBi",
           ("lm",), "kerple", ("alibi",)),
     Claim("Sandwich", "Chi et al. 2023", "parameter-free, it extrapolates better than sinusoidal embeddings",
           ("lm",), "sandwich", ("sinusoidal",)),
     Claim("FIRE", "Li et al. 2023", "it generalises past the training length better than ALiBi, KERPLE and T5's bias",
           ("lm",), "fire", ("alibi", "kerple", "t5"),
-          regime="FIRE's threshold is 512 positions against a 64-byte training length"),
+          regime=("fire",)),
     Claim("xPos", "Sun et al. 2022",
           "its decay makes RoPE extrapolate: lower perplexity than RoPE past the training length",
-          ("lm",), "xpos", ("rope",), regime=f"xPos's scale base is 512 positions against 64; {ROPE_REGIME}"),
+          ("lm",), "xpos", ("rope",), regime=("xpos", "rope")),
     Claim("CoPE", "Golovneva et al. 2024", "counting positions extrapolates better than RoPE on language modelling",
-          ("lm",), "cope", ("rope",), regime=ROPE_REGIME),
+          ("lm",), "cope", ("rope",), regime=("rope",)),
     Claim("NoPE", "Kazemnejad et al. 2023",
           "on algorithmic tasks a decoder without positional encoding generalises to longer inputs better than "
-          "ALiBi, RoPE and T5's bias", _ALGORITHMIC, "nope", ("alibi", "rope", "t5"), regime=ROPE_REGIME),
+          "ALiBi, RoPE and T5's bias", _ALGORITHMIC, "nope", ("alibi", "rope", "t5"), regime=("rope",)),
     Claim("Randomized PE", "Ruoss et al. 2023",
           "training on randomized positions from a larger range improves length generalisation on algorithmic tasks",
           _ALGORITHMIC, "randomized-rope", ("rope",),
-          regime=f"positions are drawn from L = 2048 for training lengths of 3–8 items; {ROPE_REGIME}"),
+          regime=("randomized", "rope")),
     Claim("PI", "Chen et al. 2023",
           "interpolated positions plus a short fine-tune beat interpolation alone and plain extrapolation",
-          ("lm",), "rope+finetune-linear-x4", ("rope+linear", "rope"), "variant_rank", ROPE_REGIME),
+          ("lm",), "rope+finetune-linear-x4", ("rope+linear", "rope"), "variant_rank", ("rope",)),
     Claim("NTK-aware scaling", "bloc97 2023", "raising the base beats position interpolation without fine-tuning",
-          ("lm",), "rope+ntk", ("rope+linear",), "variant_rank", ROPE_REGIME),
+          ("lm",), "rope+ntk", ("rope+linear",), "variant_rank", ("rope",)),
     Claim("YaRN", "Peng et al. 2023", "without fine-tuning it beats PI and NTK-aware scaling",
           ("lm",), "rope+yarn", ("rope+linear", "rope+ntk"), "variant_rank",
-          f"{ROPE_REGIME}, so its ramp between them is barely exercised"),
+          ("rope", "yarn")),
     Claim("YaRN fine-tuned", "Peng et al. 2023", "fine-tuned, it beats PI fine-tuned for the same steps",
-          ("lm",), "rope+finetune-yarn-x4", ("rope+finetune-linear-x4",), "variant_rank", ROPE_REGIME),
+          ("lm",), "rope+finetune-yarn-x4", ("rope+finetune-linear-x4",), "variant_rank", ("rope",)),
     Claim("FoX", "Lin et al. 2025", "the forget gate extrapolates where a RoPE Transformer does not",
-          ("lm",), "fox", ("rope",), regime=ROPE_REGIME),
+          ("lm",), "fox", ("rope",), regime=("rope",)),
     Claim("Stick-breaking", "Tan et al. 2025", "without positions it extrapolates better than softmax with RoPE",
-          ("lm",), "stickbreaking", ("rope",), regime=ROPE_REGIME),
+          ("lm",), "stickbreaking", ("rope",), regime=("rope",)),
     Claim("p-RoPE", "Barbero et al. 2025", "removing RoPE's lowest frequencies makes it more robust",
           ("lm",), "prope", ("rope",),
-          regime=f"{ROPE_REGIME}; its two dropped pairs turn at most 0.064 rad over 64 positions"),
+          regime=("rope", "prope")),
     Claim("DAPE", "Zheng et al. 2024", "adapting its base bias to the attention extrapolates better than the bias alone",
           ("lm",), "dape", ("kerple",)),
     Claim("SSMax", "Nakanishi 2025", "scaling the logits by s·log n improves length generalisation",
-          ("lm",), "ssmax+rope", ("rope",), regime=ROPE_REGIME),
+          ("lm",), "ssmax+rope", ("rope",), regime=("rope",)),
     Claim("SSMax over NoPE", "Nakanishi 2025", "the same over a decoder without positions",
           ("lm",), "ssmax", ("nope",)),
 )
@@ -120,32 +121,38 @@ def _statistics(board: stats.Board, key) -> list[str]:
     return out
 
 
+def _boards(board: Leaderboard, c: Claim) -> list[tuple[str, int, pd.DataFrame]]:
+    """The boards claim `c` applies to: (task, train_len, its per-task rows by series) where every entry is."""
+    rows, out = board.per_task, []
+    for task in c.tasks:
+        for train_len in sorted(rows.loc[rows["task"] == task, "train_len"].unique()):
+            t = rows[(rows["task"] == task) & (rows["train_len"] == train_len)].set_index("series")
+            if {c.a, *c.bs} <= set(t.index) and (task, int(train_len)) in board.boards:
+                out.append((task, int(train_len), t))
+    return out
+
+
 def judge(board: Leaderboard, claims=CLAIMS) -> list[tuple[Claim, list[str]]]:
     """Each claim with its sentences, one per board it applies to (claims with none are left out)."""
-    rows = board.per_task
     tests: list[_Test] = []
     where: dict[tuple[int, str, int], dict] = {}
     for i, c in enumerate(claims):
-        for task in c.tasks:
-            for train_len in sorted(rows.loc[rows["task"] == task, "train_len"].unique()):
-                t = rows[(rows["task"] == task) & (rows["train_len"] == train_len)].set_index("series")
-                if not {c.a, *c.bs} <= set(t.index) or (task, int(train_len)) not in board.boards:
-                    continue
-                b = board.boards[(task, int(train_len))]
-                key = {s: (t.at[s, "encoding"], t.at[s, "variant"]) for s in (c.a, *c.bs)}
-                ranked_by = str(t["ranked_by"].iloc[0])
-                hib = bool(METRICS.get(ranked_by, True))
-                learned = all(t.at[s, "learnability"] == stats.LEARNED for s in (c.a, *c.bs))
-                where[(i, task, int(train_len))] = {"table": t, "learned": learned, "metric": ranked_by,
-                                                    "statistics": _statistics(b, key[c.a])}
-                if not learned:
-                    continue
-                for stat in _statistics(b, key[c.a]):
-                    better_high = hib if stat == stats.AREA else False
-                    for s in c.bs:
-                        diff = b.seed_stats[key[c.a]][stat] - b.seed_stats[key[s]][stat]
-                        tests.append(_Test(i, task, int(train_len), stat, s,
-                                           intervals.estimate(diff if better_high else -diff)))
+        for task, train_len, t in _boards(board, c):
+            b = board.boards[(task, int(train_len))]
+            key = {s: (t.at[s, "encoding"], t.at[s, "variant"]) for s in (c.a, *c.bs)}
+            ranked_by = str(t["ranked_by"].iloc[0])
+            hib = bool(METRICS.get(ranked_by, True))
+            learned = all(t.at[s, "learnability"] == stats.LEARNED for s in (c.a, *c.bs))
+            where[(i, task, int(train_len))] = {"table": t, "learned": learned, "metric": ranked_by,
+                                                "statistics": _statistics(b, key[c.a])}
+            if not learned:
+                continue
+            for stat in _statistics(b, key[c.a]):
+                better_high = hib if stat == stats.AREA else False
+                for s in c.bs:
+                    diff = b.seed_stats[key[c.a]][stat] - b.seed_stats[key[s]][stat]
+                    tests.append(_Test(i, task, int(train_len), stat, s,
+                                       intervals.estimate(diff if better_high else -diff)))
     for t, rej in zip(tests, ranks.holm([t.est.p_two_sided() for t in tests]), strict=True):
         t.reject = rej
     out = []
@@ -207,15 +214,26 @@ INTRO = ("Each claim is judged by the board's own paired test: the t test over s
          "designed regime at this scale.")
 
 
-def claims_markdown(board: Leaderboard, claims=CLAIMS) -> str:
+def claims_markdown(board: Leaderboard, claims=CLAIMS,
+                    regime: Callable[[Claim, list[tuple[str, int, dict[str, str]]]], str] | None = None) -> str:
     """``claims.md``: the intro, then one bullet per claim the board can judge (markdown, wrapped
-    at 110); a line saying so when it can judge none."""
+    at 110); a line saying so when it can judge none.
+
+    Args:
+        board: the leaderboard.
+        claims: the claims to judge.
+        regime: (claim, its boards as (task, train_len, {series: encoding label})) → the clause stating
+            the claim's regime on this board (`lenbench.report.regimes.regime_writer`), "" for none;
+            None: no regime clauses (no cell configurations at hand).
+    """
     judged = judge(board, claims)
     parts = ["# The papers' claims on this board", "", wrap_prose(INTRO), ""]
     if not judged:
         return "\n".join([*parts, "No claim's entries are on this board.", ""])
     for c, sentences in judged:
-        regime = f" Regime: {c.regime}." if c.regime else ""
-        parts.append(wrap_prose(f"- **{c.label}** ({c.paper}): {c.claim}.{regime} " + " ".join(sentences),
+        boards = [(task, tl, {s: str(t.at[s, "encoding"]) for s in (c.a, *c.bs)}) for task, tl, t in _boards(board, c)]
+        stated = regime(c, boards) if regime is not None and c.regime else ""
+        regime_text = f" Regime: {stated}." if stated else ""
+        parts.append(wrap_prose(f"- **{c.label}** ({c.paper}): {c.claim}.{regime_text} " + " ".join(sentences),
                                 indent="  "))
     return "\n".join(parts) + "\n"

@@ -105,10 +105,22 @@ def git_sha() -> str:
 
 
 def model_config(cell: Cell, task: Task) -> ModelConfig:
-    longest = max([*cell.eval.ratios, *(v.finetune_ratio for v in cell.variants if v.finetune_steps)])
-    return ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
-                       encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
-                       max_len=task.seq_len(math.ceil(longest * cell.train_len)), train_len=task.seq_len(cell.train_len))
+    """The model `cell` trains on `task` (the cell's own task, built)."""
+    return config_model(cell.config(), task)
+
+
+def config_model(config: dict, task: Task) -> ModelConfig:
+    """The model a cell of canonical config `config` (`Cell.config`, a cell file's ``config``) trains on
+    `task`: what the report reads back from a finished cell (`lenbench.report.regimes`).
+
+    Positions up to the longest evaluation or fine-tuning ratio times the training length, in tokens.
+    """
+    longest = max([*config["eval"]["ratios"],
+                   *(v["finetune_ratio"] for v in config.get("variants", ()) if v["finetune_steps"])])
+    train_len = int(config["train_len"])
+    return ModelConfig(vocab_size=task.vocab_size, **config["model"], causal=True, encoding=config["encoding"],
+                       encoding_params=dict(config["encoding_params"]),
+                       max_len=task.seq_len(math.ceil(longest * train_len)), train_len=task.seq_len(train_len))
 
 
 def _trained_model(cell: Cell, task: Task, cache: CheckpointCache, device: torch.device,

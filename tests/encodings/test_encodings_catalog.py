@@ -407,6 +407,15 @@ def test_randomized_limits_and_delegation():
     assert learned.inner.max_len == 500
 
 
+def test_randomized_builds_the_wrapped_encoding_at_the_training_length():
+    """A length-relative parameter of the wrapped encoding reads the training length, as unwrapped."""
+    wrapped = build_encoding("randomized", dims(max_len=64, train_len=16), base="fire",
+                             base_params={"threshold_fraction": 0.25})
+    alone = build_encoding("fire", dims(max_len=64, train_len=16), threshold_fraction=0.25)
+    assert float(wrapped.inner.threshold_init) == float(alone.threshold_init) == 4.0
+    assert wrapped.inner.dims.train_len == 16 and wrapped.inner.dims.max_len == 2048
+
+
 def test_randomized_max_position_factor_is_relative_to_the_longest_length():
     for max_len, factor, expected in ((500, 4.096, 2048), (500, 4, 2000), (64, 4, 256), (30, 1.1, 33), (7, 1.5, 11)):
         enc = build_encoding("randomized", dims(max_len=max_len), max_position_factor=factor)

@@ -2,7 +2,6 @@
 Holm family, on the level and (lm) the degradation; the regime each claim states matches the
 catalog's geometry and the encodings' defaults."""
 
-import inspect
 import math
 
 import numpy as np
@@ -79,31 +78,6 @@ def test_every_comparison_of_every_claim_is_one_holm_family():
     many = claims.judge(board, [claims.Claim("X", "", "", ("lm",), "alibi", ("rope",))] * 5)
     assert "degradation" in alone[0][1][0] and alone[0][1][0].endswith("**agrees**.")
     assert all(s[1][0].endswith("**not separated**.") for s in many)
-
-
-def test_the_regime_clauses_state_the_catalogs_numbers():
-    from lenbench.encodings import fire, xpos
-    from lenbench.encodings.randomized import Randomized
-
-    suite = load_suite("catalog")
-    head_dim = suite.model.d_model // suite.model.n_heads
-    assert claims.ROPE_REGIME == f"RoPE at head_dim {head_dim} has {head_dim // 2} frequency pairs"
-    lengths = {t.key: max(t.train_len) for t in suite.tasks}
-    assert f"threshold is {fire.PAPER_THRESHOLD:g} positions against a {lengths['lm']}-byte training length" in \
-        next(c.regime for c in claims.CLAIMS if c.label == "FIRE")
-    assert inspect.signature(xpos.XPos.__init__).parameters["scale_base"].default is None  # None: the paper's
-    assert f"scale base is {xpos.PAPER_SCALE_BASE:g} positions against {lengths['lm']}" in \
-        next(c.regime for c in claims.CLAIMS if c.label == "xPos")
-    algorithmic = [lengths[t] for t in ("copy", "reverse", "sort", "addition")]
-    longest = max(lengths[t] * max(suite.eval.ratios) for t in ("copy", "reverse", "sort", "addition"))
-    assert "max(2048, dims.max_len)" in inspect.getsource(Randomized.__init__) and longest < 2048
-    assert f"L = 2048 for training lengths of {min(algorithmic)}–{max(algorithmic)} items" in \
-        next(c.regime for c in claims.CLAIMS if c.label == "Randomized PE")
-    # p-RoPE keeps 0.75 of 8 pairs: the two lowest frequencies turn at most this much over the lm length
-    pairs = head_dim // 2
-    dropped = [10000.0 ** (-2 * i / head_dim) for i in range(pairs - 2, pairs)]
-    assert f"{max(dropped) * lengths['lm']:.3f} rad over {lengths['lm']} positions" in \
-        next(c.regime for c in claims.CLAIMS if c.label == "p-RoPE")
 
 
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.label)

@@ -2,8 +2,8 @@
 
 - The report path is cell files → rows → timings → statistics → secondary metric → tables → findings
   → cost → figures → page → build, each step importing only the ones before it; `lenbench.report.geometry`
-  (the one report module that builds encodings and reads checkpoints) stands beside it and only the build
-  imports it.
+  and `lenbench.report.regimes` (the report modules that build encodings) stand beside it and only the
+  build imports them.
 - Nothing on the report path (every `lenbench.report` module but geometry) reaches the model, the
   training loop or `lenbench.run`; the figures and the page never load a results source.
 - Nothing in `lenbench.run` reaches `lenbench.report`.
@@ -29,6 +29,8 @@ REPORT_PATH = ("lenbench.report.cells", "lenbench.report.rows", "lenbench.report
                "lenbench.report.findings", "lenbench.report.claims", "lenbench.report.cost",
                "lenbench.report.figures", "lenbench.report.plots", "lenbench.report.page", "lenbench.report.build")
 GEOMETRY = "lenbench.report.geometry"
+#: The report modules that build encodings (torch): beside the report path, imported by the build alone.
+DOORS = frozenset({GEOMETRY, "lenbench.report.regimes"})
 #: Modules the report path must never reach.
 HEAVY = ("lenbench.model", "lenbench.train", "lenbench.run")
 #: The one run module the report path reads: the results-directory layout (no torch, no model).
@@ -92,7 +94,7 @@ def in_package(module: str, prefixes) -> bool:
 
 
 def test_the_layout_is_the_one_this_test_names(files):
-    assert {m for m in files if m.startswith("lenbench.report.")} == {*report_path_modules(files), GEOMETRY}
+    assert {m for m in files if m.startswith("lenbench.report.")} == {*report_path_modules(files), *DOORS}
     assert {"lenbench.report.plots._style", "lenbench.report.plots.extrapolation",
             "lenbench.report.plots.geometry", "lenbench.report.plots.cost"} <= set(files)
 
@@ -100,21 +102,22 @@ def test_the_layout_is_the_one_this_test_names(files):
 def test_each_report_step_imports_only_earlier_steps(full_graph, files):
     for module in report_path_modules(files):
         later = {m for m in report_path_modules(files) if step_of(m) > step_of(module)}
-        found = reachable(full_graph, module, skip=frozenset({GEOMETRY})) & later
+        found = reachable(full_graph, module, skip=DOORS) & later
         assert not found, f"{module} reaches a later step: {found}"
 
 
-def test_only_the_build_imports_geometry_and_geometry_imports_no_later_step(full_graph, files):
-    importers = {m for m, edges in full_graph.items() if GEOMETRY in edges}
-    assert importers <= {"lenbench.report.build"}, f"{importers - {'lenbench.report.build'}} import {GEOMETRY}"
-    found = {m for m in reachable(full_graph, GEOMETRY) if m.startswith(("lenbench.report.plots", "lenbench.report.page",
-                                                                    "lenbench.report.build"))}
-    assert not found, f"{GEOMETRY} reaches {found}"
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_only_the_build_imports_a_door_and_a_door_imports_no_later_step(full_graph, files, door):
+    importers = {m for m, edges in full_graph.items() if door in edges}
+    assert importers <= {"lenbench.report.build"}, f"{importers - {'lenbench.report.build'}} import {door}"
+    found = {m for m in reachable(full_graph, door) if m.startswith(("lenbench.report.plots", "lenbench.report.page",
+                                                                  "lenbench.report.build"))}
+    assert not found, f"{door} reaches {found}"
 
 
 def test_the_report_path_never_reaches_the_model_training_or_run(full_graph, files):
     for module in report_path_modules(files):
-        heavy = {m for m in reachable(full_graph, module, skip=frozenset({GEOMETRY})) if in_package(m, HEAVY)} - {LAYOUT}
+        heavy = {m for m in reachable(full_graph, module, skip=DOORS) if in_package(m, HEAVY)} - {LAYOUT}
         assert not heavy, f"{module} reaches {sorted(heavy)}"
 
 
@@ -141,5 +144,6 @@ def test_the_graph_sees_real_imports(full_graph):
     assert "lenbench.report.rows" in g["lenbench.report.timings"]
     assert "lenbench.report.build" in g["lenbench.api"]  # imported inside write_report
     assert GEOMETRY in g["lenbench.report.build"]  # imported inside _result_figures
+    assert "lenbench.report.regimes" in g["lenbench.report.build"]  # imported inside _regime_writer
     assert "lenbench.run.checkpoint" in g[GEOMETRY]  # the checkpoint reader, imported inside encoding_geometries
     assert "lenbench.report.plots._style" in g["lenbench.report.plots.extrapolation"]

@@ -1,0 +1,207 @@
+"""Where each paper's method ran outside its designed regime on this board, read off the board's own cells.
+
+A claim (`lenbench.report.claims.Claim`) names the facts of its regime (``regime=("rope", "prope")``);
+this module states each fact in one clause from what the board's cells trained: each entry's encoding is
+built from its cell's canonical config as the cell built it (`lenbench.run.cell.config_model`, untrained),
+and the clause reads the numbers off it (RoPE's head dimension, FIRE's threshold, xPos's scale base, the
+range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's ramp). A board of another geometry, or a
+suite that sets a length-relative parameter, gets clauses true of it, not of the catalog.
+
+The cells' configs come from the results directory's ``cells/`` (a benchmark JSON's own directory
+counts), else from the presets the rows name, each cell only where its id is one of the rows' (an id
+hashes the config, so a preset that has since changed contributes nothing stale). An entry whose config
+is not at hand, or whose encoding this process does not register, gets no clause. Like
+`lenbench.report.geometry`, this is one of the two report modules that build encodings (torch); only the
+report's build imports it, inside a function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from lenbench.encodings import ENCODINGS, PositionalEncoding, build_encoding
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One trained entry of one board as its cells built it.
+
+    Attributes:
+        encoding: the encoding, untrained, at the cell's geometry (`EncodingDims`: head_dim, train_len
+            and max_len in tokens).
+        config: the cell's canonical config (`lenbench.config.Cell.config`).
+        train_len: the board's training length, in the task's unit.
+        unit: the task's `length_unit` ("items", "digits", "tokens").
+    """
+
+    encoding: PositionalEncoding
+    config: dict
+    train_len: int
+    unit: str
+
+
+#: One board of a claim: (task, train_len, {series of the claim: its `Entry`}).
+Board = tuple[str, int, dict[str, Entry]]
+
+
+def cell_configs(df: pd.DataFrame, cells_dir: str | Path | None) -> dict[str, dict]:
+    """cell id → canonical config of every cell of the rows whose config is at hand (module docstring)."""
+    ids = set(df["cell_id"].dropna().astype(str)) - {""}
+    out: dict[str, dict] = {}
+    if cells_dir is not None and Path(cells_dir).is_dir():
+        for path in sorted(Path(cells_dir).glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("cell_id") in ids and isinstance(data.get("config"), dict):
+                out[data["cell_id"]] = data["config"]
+    try:
+        from lenbench.config import list_suites, load_suite
+
+        for name in sorted(set(df["suite"].dropna()) & set(list_suites())):
+            for cell in load_suite(name).cells():
+                if cell.cell_id in ids:
+                    out.setdefault(cell.cell_id, cell.config())
+    except Exception:  # noqa: BLE001 - a preset that no longer loads: the cells' configs only
+        pass
+    return out
+
+
+def board_entries(df: pd.DataFrame, cells_dir: str | Path | None, keys: set[tuple[str, int, str]] | None = None,
+                  configs: dict[str, dict] | None = None) -> dict[tuple[str, int, str], Entry]:
+    """(task, train_len, encoding label) → its `Entry`, for every trained entry (of `keys`, when given) whose
+    config is at hand (`configs`, else `cell_configs`) and whose encoding this process registers."""
+    from lenbench.run.cell import config_model
+    from lenbench.tasks import build_task
+
+    configs = cell_configs(df, cells_dir) if configs is None else configs
+    out = {}
+    for (task, train_len, label), ids in df.groupby(["task", "train_len", "encoding"])["cell_id"]:
+        key = (str(task), int(train_len), str(label))
+        config = next((configs[i] for i in dict.fromkeys(ids.astype(str)) if i in configs), None)
+        if (keys is not None and key not in keys) or config is None or config.get("encoding") not in ENCODINGS:
+            continue
+        try:
+            built = build_task(config["task"], **dict(config.get("task_params") or {}))
+            model = config_model(config, built)
+            enc = build_encoding(model.encoding, model.dims(), **model.encoding_params)
+        except Exception:  # noqa: BLE001 - a config this code no longer builds: no clause
+            continue
+        out[key] = Entry(enc, config, int(train_len), built.length_unit)
+    return out
+
+
+def _lengths(boards: list[Board]) -> str:
+    """The boards' training lengths with their unit: "a 64-token training length", "training lengths
+    of 3–8" (units named only when they agree)."""
+    lengths = sorted({e.train_len for _, _, entries in boards for e in entries.values()})
+    units = {e.unit for _, _, entries in boards for e in entries.values()}
+    if len(lengths) == 1:
+        unit = units.pop().removesuffix("s") if len(units) == 1 else "position"
+        return f"a {lengths[0]}-{unit} training length"
+    return f"training lengths of {lengths[0]}–{lengths[-1]}" + (f" {units.pop()}" if len(units) == 1 else "")
+
+
+def _each(boards: list[Board], series: str) -> list[Entry]:
+    return [entries[series] for _, _, entries in boards if series in entries]
+
+
+def _rope(a: str, boards: list[Board]) -> str:
+    dims = sorted({e.encoding.dims.head_dim for _, _, entries in boards for e in entries.values()})
+    return "; ".join(f"RoPE at head_dim {d} has {d // 2} frequency pairs" for d in dims)
+
+
+def _fire(a: str, boards: list[Board]) -> str:
+    values = sorted({float(e.encoding.threshold_init) for e in _each(boards, a)})
+    return "" if not values else f"FIRE's threshold is {_numbers(values)} positions against {_lengths(boards)}"
+
+
+def _xpos(a: str, boards: list[Board]) -> str:
+    values = sorted({float(e.encoding.scale_base) for e in _each(boards, a)})
+    return "" if not values else f"xPos's scale base is {_numbers(values)} positions against {_lengths(boards)}"
+
+
+def _randomized(a: str, boards: list[Board]) -> str:
+    values = sorted({float(e.encoding.max_position) for e in _each(boards, a)})
+    return "" if not values else f"positions are drawn from L = {_numbers(values)} for {_lengths(boards)}"
+
+
+def _prope(a: str, boards: list[Board]) -> str:
+    from lenbench.encodings.rope_types import default_inv_freq
+
+    out = []
+    for e in _each(boards, a):
+        enc = e.encoding
+        dropped = default_inv_freq(enc.dims.head_dim, enc.theta)[enc.kept:]  # (pairs − kept,) radians per position
+        if len(dropped):
+            n, tokens = len(dropped), enc.dims.train_len
+            out.append(f"its {_count(n)} dropped pair{'s' * (n != 1)} turn at most "
+                       f"{float(dropped.max()) * tokens:.3f} rad over {tokens} positions")
+    return "; ".join(dict.fromkeys(out))
+
+
+def _yarn(a: str, boards: list[Board]) -> str:
+    """How many of RoPE's pairs YaRN keeps, ramps and interpolates at the training length: lenbench's
+    own YaRN frequencies at factor 4 against RoPE's (which pairs fall where depends on the training length
+    and YaRN's β's, not on the factor)."""
+    from lenbench.encodings.rope_scaling import rope_parameters
+
+    out = []
+    for e in _each(boards, a):
+        enc, variant = e.encoding, next((v for v in e.config.get("variants", ()) if v.get("rope_type") == "yarn"), None)
+        if variant is None or not hasattr(enc, "rot_dim"):
+            continue
+        params = {k: v for k, v in dict(variant.get("params") or {}).items() if k != "factor"}
+        scaling = {"rope_type": "yarn", "original_max_position_embeddings": enc.dims.train_len, **params, "factor": 4.0}
+        plain, _ = rope_parameters(None, enc.rot_dim, enc.theta, None)
+        yarn, _ = rope_parameters(scaling, enc.rot_dim, enc.theta, None)
+        ratio = (yarn / plain).tolist()  # 1: kept, 1/4: interpolated, between: on the ramp
+        kept = sum(math.isclose(r, 1.0) for r in ratio)
+        divided = sum(math.isclose(r, 0.25) for r in ratio)
+        out.append(f"YaRN keeps {kept}, ramps {len(ratio) - kept - divided} and interpolates {divided} of them "
+                   f"at {enc.dims.train_len} tokens")
+    return "; ".join(dict.fromkeys(out))
+
+
+def _numbers(values: list[float]) -> str:
+    return " / ".join(f"{v:g}" for v in values)
+
+
+def _count(n: int) -> str:
+    return ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")[n] if n < 10 else str(n)
+
+
+#: Each regime fact: (the claim's entry A, its boards) → one clause ("" when the boards lack it).
+FACTS: dict[str, Callable[[str, list[Board]], str]] = {
+    "rope": _rope, "fire": _fire, "xpos": _xpos, "randomized": _randomized, "prope": _prope, "yarn": _yarn}
+
+
+def regime_writer(df: pd.DataFrame, cells_dir: str | Path | None) -> Callable[[object, list[tuple[str, int, dict]]], str]:
+    """The function `lenbench.report.claims.claims_markdown` states each claim's regime with: (claim, its
+    boards as (task, train_len, {series: encoding label})) → the claim's facts (`Claim.regime`) joined by
+    "; ", each read off this board's cells ("" where none is at hand). The cells are read on the first
+    call, and only the entries a call names are built."""
+    entries: dict[tuple[str, int, str], Entry] = {}
+    configs: list[dict] = []
+
+    def write(claim, boards: list[tuple[str, int, dict]]) -> str:
+        keys = {(task, tl, label) for task, tl, labels in boards for label in labels.values()}
+        if not configs:
+            configs.append(cell_configs(df, cells_dir))
+        missing = keys - set(entries)
+        if missing:
+            rows = df[df["cell_id"].astype(str).isin(configs[0])]
+            entries.update(board_entries(rows, None, missing, configs[0]))
+        built = [(task, tl, {s: entries[(task, tl, label)] for s, label in labels.items()
+                             if (task, tl, label) in entries}) for task, tl, labels in boards]
+        clauses = [FACTS[fact](claim.a, built) for fact in claim.regime]
+        return "; ".join(c for c in clauses if c)
+
+    return write

@@ -1,0 +1,105 @@
+"""Each claim's regime clause is read off the board's own cells (`lenbench.report.regimes`): checked against
+closed forms written here (float64, the papers' formulas), at the catalog's geometry and at another one."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from lenbench.config import load_suite, parse_suite
+from lenbench.encodings import fire, xpos
+from lenbench.report import regimes
+from lenbench.report.claims import CLAIMS
+
+CATALOG = load_suite("catalog")
+
+
+def frame(cells) -> pd.DataFrame:
+    """One tidy row per cell: what `board_entries` reads (task, train_len, encoding label, cell id, suite)."""
+    return pd.DataFrame([{"task": c.task.key, "train_len": c.train_len, "encoding": c.encoding.key,
+                          "cell_id": c.cell_id, "suite": c.suite} for c in cells])
+
+
+def write_cells(tmp_path, cells):
+    (tmp_path / "cells").mkdir()
+    for c in cells:
+        (tmp_path / "cells" / f"{c.cell_id}.json").write_text(json.dumps({"cell_id": c.cell_id, "config": c.config()}))
+    return tmp_path / "cells"
+
+
+def clause(claim_label: str, cells, cells_dir=None) -> str:
+    claim = next(c for c in CLAIMS if c.label == claim_label)
+    df = frame(cells)
+    boards = [(task, tl, {s: label for s in (claim.a, *claim.bs)
+                          if (label := s.split("+")[0] if claim.table == "variant_rank" else s) in set(g["encoding"])})
+              for (task, tl), g in df.groupby(["task", "train_len"]) if task in claim.tasks]
+    return regimes.regime_writer(df, cells_dir)(claim, boards)
+
+
+def yarn_counts(head_dim: int, train_tokens: int, beta_fast=32.0, beta_slow=1.0, base=10000.0):
+    """YaRN's pairs kept, on the ramp and interpolated (Peng et al. 2023, section 3.2, truncated as in
+    transformers): d(r) = dim · ln(L0 / (2π r)) / (2 ln base)."""
+    d = [head_dim * math.log(train_tokens / (2 * math.pi * r)) / (2 * math.log(base)) for r in (beta_fast, beta_slow)]
+    low, high = max(math.floor(d[0]), 0), min(math.ceil(d[1]), head_dim - 1)
+    ramp = [min(max((i - low) / (high - low), 0.0), 1.0) for i in range(head_dim // 2)]
+    kept, divided = sum(r == 0 for r in ramp), sum(r == 1 for r in ramp)
+    return kept, len(ramp) - kept - divided, divided
+
+
+def test_the_catalogs_clauses_from_its_preset():
+    """A benchmark JSON's rows (no cells at hand) of a preset: the preset's cells, by id."""
+    lm = [c for c in CATALOG.cells() if c.task.name == "lm" and c.seed == 0]
+    head_dim = CATALOG.model.d_model // CATALOG.model.n_heads
+    tokens = lm[0].train_len  # lm: one token per byte
+    rope = f"RoPE at head_dim {head_dim} has {head_dim // 2} frequency pairs"
+    assert clause("ALiBi", lm) == rope
+    assert clause("FIRE", lm) == f"FIRE's threshold is {fire.PAPER_THRESHOLD:g} positions against a {tokens}-token training length"
+    assert clause("xPos", lm) == f"xPos's scale base is {xpos.PAPER_SCALE_BASE:g} positions against a {tokens}-token training length; {rope}"
+    kept = int(0.75 * head_dim // 2)  # p-RoPE keeps int(p · head_dim / 2) pairs, the highest frequencies
+    dropped = [10000.0 ** (-2 * i / head_dim) for i in range(kept, head_dim // 2)]
+    n = len(dropped)
+    assert clause("p-RoPE", lm) == (f"{rope}; its {['no', 'one', 'two', 'three', 'four'][n]} dropped pairs turn at most "
+                                    f"{max(dropped) * tokens:.3f} rad over {tokens} positions")
+    k, r, i = yarn_counts(head_dim, tokens)
+    assert clause("YaRN", lm) == f"{rope}; YaRN keeps {k}, ramps {r} and interpolates {i} of them at {tokens} tokens"
+    algorithmic = [c for c in CATALOG.cells() if c.task.name in ("copy", "reverse", "sort", "addition") and c.seed == 0]
+    lengths = sorted({c.train_len for c in algorithmic})
+    longest = max(math.ceil(max(c.eval.ratios) * c.train_len) for c in algorithmic)
+    assert longest < 2048  # so the default range is the paper's L = 2048
+    assert clause("Randomized PE", algorithmic) == (
+        f"positions are drawn from L = 2048 for training lengths of {lengths[0]}–{lengths[-1]}; {rope}")
+
+
+def test_a_board_of_another_geometry_gets_its_own_numbers(tmp_path):
+    """d_model 64 with 2 heads, FIRE's threshold and xPos's scale base relative to the training length: the
+    cells' own configs (a results directory's cells/, a suite no preset names)."""
+    suite = parse_suite({
+        "name": "mine", "seeds": [0], "model": {"d_model": 64, "n_layers": 1, "n_heads": 2},
+        "train": {"steps": 2}, "eval": {"ratios": [1, 2]},
+        "tasks": [{"name": "lm", "train_len": 48}],
+        "encodings": [{"name": "fire", "params": {"threshold_fraction": 0.25}}, "alibi", "kerple", "t5", "rope",
+                      {"name": "xpos", "params": {"scale_base_fraction": 0.5}}, {"name": "prope", "params": {"p": 0.5}}]})
+    cells = suite.cells()
+    cells_dir = write_cells(tmp_path, cells)
+    assert clause("FIRE", cells, cells_dir) == "FIRE's threshold is 12 positions against a 48-token training length"
+    assert clause("xPos", cells, cells_dir) == ("xPos's scale base is 24 positions against a 48-token training length; "
+                                                "RoPE at head_dim 32 has 16 frequency pairs")
+    dropped = [10000.0 ** (-2 * i / 32) for i in range(8, 16)]
+    assert clause("p-RoPE", cells, cells_dir).endswith(f"its eight dropped pairs turn at most {max(dropped) * 48:.3f} rad over "
+                                                       "48 positions")
+    assert clause("FIRE", cells) == ""  # neither its cells nor a preset at hand: no clause, never the catalog's
+
+
+def test_configs_are_only_those_of_the_rows_cells(tmp_path):
+    """A cell file or a preset cell whose id is not one of the rows' contributes nothing."""
+    lm = [c for c in CATALOG.cells() if c.task.name == "lm" and c.seed == 0]
+    cells_dir = write_cells(tmp_path, lm)
+    df = frame(lm[:1]).assign(cell_id="0" * 16)
+    assert regimes.cell_configs(df, cells_dir) == {}
+    assert set(regimes.cell_configs(frame(lm[:2]), None)) == {lm[0].cell_id, lm[1].cell_id}  # from the preset
+
+
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.regime], ids=lambda c: c.label)
+def test_every_regime_fact_is_declared(claim):
+    assert set(claim.regime) <= set(regimes.FACTS)
