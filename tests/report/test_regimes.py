@@ -103,3 +103,23 @@ def test_configs_are_only_those_of_the_rows_cells(tmp_path):
 @pytest.mark.parametrize("claim", [c for c in CLAIMS if c.regime], ids=lambda c: c.label)
 def test_every_regime_fact_is_declared(claim):
     assert set(claim.regime) <= set(regimes.FACTS)
+
+
+@pytest.mark.parametrize("preset", ["quick", "catalog", "smoke"])
+def test_the_model_read_back_from_a_cell_config_is_the_one_the_cell_trains(preset):
+    """`config_model` of a cell's config equals the model written out from the cell's own fields: the
+    report builds what the compute path built."""
+    import dataclasses
+
+    from lenbench.model import ModelConfig
+    from lenbench.run.cell import config_model
+    from lenbench.tasks import build_task
+
+    for cell in load_suite(preset).cells():
+        task = build_task(cell.task.name, **cell.task.params)
+        longest = max([*cell.eval.ratios, *(v.finetune_ratio for v in cell.variants if v.finetune_steps)])
+        expected = ModelConfig(vocab_size=task.vocab_size, **dataclasses.asdict(cell.model), causal=True,
+                               encoding=cell.encoding.name, encoding_params=dict(cell.encoding.params),
+                               max_len=task.seq_len(math.ceil(longest * cell.train_len)),
+                               train_len=task.seq_len(cell.train_len))
+        assert config_model(json.loads(json.dumps(cell.config())), task) == expected, cell.title
