@@ -18,6 +18,7 @@ report's build imports it, inside a function.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -36,13 +37,11 @@ class Entry:
         encoding: the encoding, untrained, at the cell's geometry (`EncodingDims`: head_dim, train_len
             and max_len in tokens).
         config: the cell's canonical config (`lenbench.config.Cell.config`).
-        train_len: the board's training length, in the task's unit.
         unit: the task's `length_unit` ("items", "digits", "tokens").
     """
 
     encoding: PositionalEncoding
     config: dict
-    train_len: int
     unit: str
 
 
@@ -74,19 +73,18 @@ def cell_configs(df: pd.DataFrame, cells_dir: str | Path | None) -> dict[str, di
     return out
 
 
-def board_entries(df: pd.DataFrame, cells_dir: str | Path | None, keys: set[tuple[str, int, str]] | None = None,
-                  configs: dict[str, dict] | None = None) -> dict[tuple[str, int, str], Entry]:
-    """(task, train_len, encoding label) → its `Entry`, for every trained entry (of `keys`, when given) whose
-    config is at hand (`configs`, else `cell_configs`) and whose encoding this process registers."""
+def board_entries(df: pd.DataFrame, configs: dict[str, dict],
+                  keys: set[tuple[str, int, str]]) -> dict[tuple[str, int, str], Entry]:
+    """(task, train_len, encoding label) → its `Entry`, for each of `keys` whose config is in `configs`
+    (`cell_configs`) and whose encoding this process registers."""
     from lenbench.run.cell import config_model
     from lenbench.tasks import build_task
 
-    configs = cell_configs(df, cells_dir) if configs is None else configs
     out = {}
     for (task, train_len, label), ids in df.groupby(["task", "train_len", "encoding"])["cell_id"]:
         key = (str(task), int(train_len), str(label))
         config = next((configs[i] for i in dict.fromkeys(ids.astype(str)) if i in configs), None)
-        if (keys is not None and key not in keys) or config is None or config.get("encoding") not in ENCODINGS:
+        if key not in keys or config is None or config.get("encoding") not in ENCODINGS:
             continue
         try:
             built = build_task(config["task"], **dict(config.get("task_params") or {}))
@@ -94,14 +92,14 @@ def board_entries(df: pd.DataFrame, cells_dir: str | Path | None, keys: set[tupl
             enc = build_encoding(model.encoding, model.dims(), **model.encoding_params)
         except Exception:  # noqa: BLE001 - a config this code no longer builds: no clause
             continue
-        out[key] = Entry(enc, config, int(train_len), built.length_unit)
+        out[key] = Entry(enc, config, built.length_unit)
     return out
 
 
 def _lengths(boards: list[Board]) -> str:
     """The boards' training lengths with their unit: "a 64-token training length", "training lengths
     of 3–8" (units named only when they agree)."""
-    lengths = sorted({e.train_len for _, _, entries in boards for e in entries.values()})
+    lengths = sorted({tl for _, tl, entries in boards if entries})
     units = {e.unit for _, _, entries in boards for e in entries.values()}
     if len(lengths) == 1:
         unit = units.pop().removesuffix("s") if len(units) == 1 else "position"
@@ -189,16 +187,12 @@ def regime_writer(df: pd.DataFrame, cells_dir: str | Path | None) -> Callable[[o
     "; ", each read off this board's cells ("" where none is at hand). The cells are read on the first
     call, and only the entries a call names are built."""
     entries: dict[tuple[str, int, str], Entry] = {}
-    configs: list[dict] = []
+    configs = functools.cache(lambda: cell_configs(df, cells_dir))
 
     def write(claim, boards: list[tuple[str, int, dict]]) -> str:
-        keys = {(task, tl, label) for task, tl, labels in boards for label in labels.values()}
-        if not configs:
-            configs.append(cell_configs(df, cells_dir))
-        missing = keys - set(entries)
+        missing = {(task, tl, label) for task, tl, labels in boards for label in labels.values()} - set(entries)
         if missing:
-            rows = df[df["cell_id"].astype(str).isin(configs[0])]
-            entries.update(board_entries(rows, None, missing, configs[0]))
+            entries.update(board_entries(df, configs(), missing))
         built = [(task, tl, {s: entries[(task, tl, label)] for s, label in labels.items()
                              if (task, tl, label) in entries}) for task, tl, labels in boards]
         clauses = [FACTS[fact](claim.a, built) for fact in claim.regime]
