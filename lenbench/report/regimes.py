@@ -147,22 +147,22 @@ def _prope(a: str, boards: list[Board]) -> str:
 
 def _yarn(a: str, boards: list[Board]) -> str:
     """How many of RoPE's pairs YaRN keeps, ramps and interpolates at the training length: lenbench's
-    own YaRN frequencies at factor 4 against RoPE's (which pairs fall where depends on the training length
+    own YaRN frequencies (the variant's scaling dict at ratio 4, `scaling_for`) against RoPE's (which pairs fall where depends on the training length
     and YaRN's β's, not on the factor)."""
-    from lenbench.encodings.rope_scaling import rope_parameters
+    from lenbench.config.schema import VariantSpec
+    from lenbench.encodings.rope_scaling import rope_parameters, scaling_for
 
     out = []
     for e in _each(boards, a):
         enc, variant = e.encoding, next((v for v in e.config.get("variants", ()) if v.get("rope_type") == "yarn"), None)
         if variant is None or not hasattr(enc, "rot_dim"):
             continue
-        params = {k: v for k, v in dict(variant.get("params") or {}).items() if k != "factor"}
-        scaling = {"rope_type": "yarn", "original_max_position_embeddings": enc.dims.train_len, **params, "factor": 4.0}
+        scaling = scaling_for(VariantSpec(**variant), 4.0, enc.dims.train_len)  # as evaluation builds it, at 4x
         plain, _ = rope_parameters(None, enc.rot_dim, enc.theta, None)
         yarn, _ = rope_parameters(scaling, enc.rot_dim, enc.theta, None)
-        ratio = (yarn / plain).tolist()  # 1: kept, 1/4: interpolated, between: on the ramp
+        ratio = (yarn / plain).tolist()  # 1: kept, 1 / factor: interpolated, between: on the ramp
         kept = sum(math.isclose(r, 1.0) for r in ratio)
-        divided = sum(math.isclose(r, 0.25) for r in ratio)
+        divided = sum(math.isclose(r, 1.0 / float(scaling["factor"])) for r in ratio)
         out.append(f"YaRN keeps {kept}, ramps {len(ratio) - kept - divided} and interpolates {divided} of them "
                    f"at {enc.dims.train_len} tokens")
     return "; ".join(dict.fromkeys(out))
