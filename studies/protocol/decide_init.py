@@ -18,6 +18,7 @@ lacks, or holds for fewer than the core 8, leaves the rule undecided, and the ou
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from pilot_table import CORE  # noqa: E402
 
+from lenbench.calibration import QUORUM  # noqa: E402
 from lenbench.report.rows import load_results  # noqa: E402
 from lenbench.report.tables import leaderboard  # noqa: E402
 
@@ -55,6 +57,12 @@ def learned_per_task(rows: pd.DataFrame) -> dict[str, tuple[int, int]]:
 N_CORE = len(CORE) - 1
 
 
+def tally(got: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """(tasks under the quorum, learned (task, encoding) pairs) of one arm; the quorum is the calibration's
+    (`lenbench.calibration.QUORUM` of the entries learned)."""
+    return (sum(k < math.ceil(QUORUM * n) for k, n in got.values()), sum(k for k, _ in got.values()))
+
+
 def decide(arms: dict[str, dict[str, tuple[int, int]]]) -> tuple[str | None, str]:
     """The winning arm by the rule, or None with the reason it cannot decide (a task an arm lacks, or
     holds for fewer than the core 8)."""
@@ -63,10 +71,8 @@ def decide(arms: dict[str, dict[str, tuple[int, int]]]) -> tuple[str | None, str
                for name, got in arms.items() for task in tasks if got.get(task, (0, 0))[1] < N_CORE]
     if missing:
         return None, "not measured: " + ", ".join(missing)
-    key = {name: (sum(2 * k < n for k, n in got.values()), -sum(k for k, _ in got.values()))
-           for name, got in arms.items()}
-    best = min(key.values())
-    winner = next(name for name in arms if key[name] == best)  # the first arm named wins a full tie
+    tallies = {name: tally(got) for name, got in arms.items()}
+    winner = min(arms, key=lambda name: (tallies[name][0], -tallies[name][1]))  # min keeps the first of a tie
     return winner, "fewest tasks under the quorum, then most learned pairs, then the first arm named"
 
 
@@ -84,10 +90,9 @@ def main() -> None:
     for task in tasks:
         cells = [f"{got[task][0]} of {got[task][1]}" if task in got else "–" for got in arms.values()]
         print(f"| {task} | " + " | ".join(cells) + " |")
-    under = [str(sum(2 * k < n for k, n in got.values())) for got in arms.values()]
-    pairs = [str(sum(k for k, _ in got.values())) for got in arms.values()]
-    print("| tasks under the quorum | " + " | ".join(under) + " |")
-    print("| learned (task, encoding) pairs | " + " | ".join(pairs) + " |")
+    tallies = [tally(got) for got in arms.values()]
+    print("| tasks under the quorum | " + " | ".join(str(under) for under, _ in tallies) + " |")
+    print("| learned (task, encoding) pairs | " + " | ".join(str(pairs) for _, pairs in tallies) + " |")
     winner, why = decide(arms)
     print()
     print(f"chosen: {winner} ({why})" if winner else f"undecided: {why}")
