@@ -21,7 +21,7 @@ from lenbench.metrics import (  # noqa: F401 (the registry's facts, re-exported 
 )
 from lenbench.results.labels import depth_bucket, parse_bucket, position_bucket  # noqa: F401 (re-exported)
 from lenbench.tasks.base import Batch, Task
-from lenbench.tasks.decoding import Decoded, NonFiniteLogits, finite_logits, generate  # noqa: F401 (re-exported)
+from lenbench.tasks.decoding import Decoded, HeldDraws, NonFiniteLogits, finite_logits, generate  # noqa: F401 (re-exported)
 from lenbench.tasks.eval_data import eval_batches, eval_generator  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # annotations only: the evaluation runs any model it is given
@@ -90,9 +90,10 @@ def evaluate_length(
     den: dict[str, list] = {m: [] for m in METRICS}
     for batch in eval_batches(task, length, samples=samples, tokens_per_batch=tokens_per_batch, seed=seed):
         batch = batch.to(device)
-        logits = finite_logits(model(batch.inputs).float(), length)  # (B, T, V)
+        forward = HeldDraws(lambda x: finite_logits(model(x), length), device)  # one draw per batch
+        logits = forward(batch.inputs).float()  # (B, T, V)
         nll = F.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")  # (B, T)
-        decoded = generate(lambda x: finite_logits(model(x), length).argmax(-1), batch, teacher_forced=logits.argmax(-1))
+        decoded = generate(forward.predict, batch, teacher_forced=logits.argmax(-1))
         for metric, (n, d) in decoded_sums(decoded, batch, nll).items():
             num[metric] += n
             den[metric] += d

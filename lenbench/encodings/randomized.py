@@ -58,6 +58,8 @@ class Randomized(PositionalEncoding):
 
     At evaluation the paper's code samples in the same way (its noisy encodings draw a fresh
     subset on every call, evaluation included); that is the default, `eval_positions="sampled"`.
+    Greedy decoding runs several forwards per batch, each under the first one's draw
+    (`lenbench.tasks.decoding.HeldDraws`), so a generated answer is decoded under one draw.
     `eval_positions="plain"` instead uses the input positions unchanged outside training (a
     deterministic evaluation, at the cost of a train/test mismatch in the position distribution).
 
@@ -80,7 +82,9 @@ class Randomized(PositionalEncoding):
             length, which sampled evaluation refuses.
         eval_positions: "sampled" (the paper's code) or "plain" (0 … T−1 at evaluation).
         sampling: "batch" (one subset per forward pass, the paper's code; default) or "row" (one
-            subset per batch row).
+            subset per batch row; with `eval_positions="plain"` only: greedy decoding runs each
+            batch's later forwards on the examples still changing, so a per-row draw could not be
+            held for its example, `lenbench.tasks.decoding.HeldDraws`).
     """
 
     description = "wraps an encoding; positions are sorted random draws from a larger range [0, L)"
@@ -104,6 +108,10 @@ class Randomized(PositionalEncoding):
             raise ValueError(f"randomized eval_positions must be 'sampled' or 'plain', got {eval_positions!r}")
         if sampling not in ("batch", "row"):
             raise ValueError(f"randomized sampling must be 'batch' or 'row', got {sampling!r}")
+        if sampling == "row" and eval_positions == "sampled":
+            raise ValueError("randomized sampling='row' needs eval_positions='plain': greedy decoding re-runs a batch's "
+                             "forwards on the examples still changing, so a per-row draw cannot be held for its "
+                             "example (use sampling='batch', the paper's, or eval_positions='plain')")
         if base_params is not None and not isinstance(base_params, dict):
             raise ValueError(f"encoding {self.name!r}: base_params = {base_params!r} is out of range (valid: a mapping of "
                              f"the {base!r} encoding's parameters)")

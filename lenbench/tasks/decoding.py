@@ -19,12 +19,19 @@ its generation costs no forward beyond the teacher-forced one.
 By induction over the answer, generated exact match equals teacher-forced exact match (every
 answer token right under teacher forcing ⇔ greedy decoding writes the whole answer); token
 accuracy is where they differ.
+
+A model that draws at evaluation (randomized positions, `eval_positions="sampled"`) is a
+different function on every forward, so the iteration would compare forwards under different
+draws and need not settle. `HeldDraws` gives every forward of one batch the draw of its first:
+the fixed point is then the greedy decode under that draw, which is what one forward of the
+authors' evaluation scores; the global RNG advances by one forward's draw per batch. A model that
+draws nothing is unaffected, bit for bit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -46,6 +53,45 @@ class Decoded:
     teacher_forced: torch.Tensor
     generated: torch.Tensor
     forwards: int
+
+
+@dataclass
+class HeldDraws:
+    """`fn` whose every call after the first replays the random state the first call started from
+    (torch's CPU generator and `device`'s), so a model that samples at evaluation draws the same
+    on each forward of a batch; the global state after a call is what the first call left.
+
+    Args:
+        fn: the forward, e.g. ``lambda x: model(x)``; one instance per batch.
+        device: where the forward draws (its generator is held beside the CPU's).
+    """
+
+    fn: Callable[[torch.Tensor], torch.Tensor]
+    device: torch.device
+    _start: tuple | None = field(default=None, init=False, repr=False)
+
+    def _module(self):
+        return None if self.device.type == "cpu" else torch.get_device_module(self.device.type)
+
+    def _state(self) -> tuple:
+        module = self._module()
+        return torch.get_rng_state(), None if module is None else module.get_rng_state(self.device)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self._start is None:
+            self._start = self._state()
+            return self.fn(x)
+        module = self._module()
+        devices = [] if module is None else [self.device]
+        with torch.random.fork_rng(devices=devices, device_type=self.device.type):
+            torch.set_rng_state(self._start[0])
+            if module is not None:
+                module.set_rng_state(self._start[1], self.device)
+            return self.fn(x)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """The argmax of the call: `generate`'s `predict`."""
+        return self(x).argmax(-1)
 
 
 class NonFiniteLogits(ValueError):

@@ -14,7 +14,7 @@ import torch
 from lenbench import metrics
 from lenbench.results.labels import depth_bucket
 from lenbench.tasks.base import Task
-from lenbench.tasks.decoding import finite_logits, generate
+from lenbench.tasks.decoding import HeldDraws, finite_logits, generate
 from lenbench.tasks.eval_data import eval_batches_on
 
 if TYPE_CHECKING:  # annotations only: the measurement runs any model it is given
@@ -44,7 +44,8 @@ def evaluate_depth(
     sums = torch.zeros(buckets, 4, dtype=torch.float64)  # per bucket: tokens correct, scored, exact, teacher-forced correct
     counts = torch.zeros(buckets, dtype=torch.float64)
     for batch in eval_batches_on(task, length, samples, tokens_per_batch, seed, device):
-        decoded = generate(lambda x: finite_logits(model(x), length).argmax(-1), batch)
+        forward = HeldDraws(lambda x: finite_logits(model(x), length), device)  # one draw per batch
+        decoded = generate(forward.predict, batch)
         mask = batch.loss_mask  # (B, T)
         hit = (decoded.generated == batch.targets) | ~mask  # (B, T)
         forced = (decoded.teacher_forced == batch.targets) & mask  # (B, T)

@@ -346,7 +346,8 @@ def test_cope_default_forward_is_unchanged_and_a_fraction_giving_64_reproduces_i
 
 @pytest.mark.parametrize("sampling", ["batch", "row"])
 def test_randomized_positions_are_sorted_distinct_and_in_range(sampling):
-    enc = build_encoding("randomized", dims(max_len=64), max_position=100, sampling=sampling).train()
+    enc = build_encoding("randomized", dims(max_len=64), max_position=100, sampling=sampling,
+                         eval_positions="sampled" if sampling == "batch" else "plain").train()
     pos = torch.arange(64).expand(8, 64)
     out = enc.positions(pos)  # (8, 64)
     assert out.shape == (8, 64) and out.dtype == torch.long
@@ -385,6 +386,8 @@ def test_randomized_is_deterministic_under_manual_seed():
 
 
 def test_randomized_limits_and_delegation():
+    with pytest.raises(ValueError, match="sampling='row' needs eval_positions='plain'.*use sampling='batch'"):
+        build_encoding("randomized", dims(max_len=16), sampling="row")
     with pytest.raises(ValueError, match="randomized sampling must be 'batch' or 'row', got 'step'"):
         build_encoding("randomized", dims(max_len=16), sampling="step")
     enc = build_encoding("randomized", dims(max_len=16), max_position=16).train()

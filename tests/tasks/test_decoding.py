@@ -11,7 +11,7 @@ from lenbench.evaluate import evaluate_length, sample_sums
 from lenbench.metrics import metric_transform
 from lenbench.model import ModelConfig, Transformer
 from lenbench.tasks import build_task
-from lenbench.tasks.decoding import generate
+from lenbench.tasks.decoding import HeldDraws, generate
 
 #: (task, params, length, the answer is fed back token by token): every layout of answers the tasks write.
 LAYOUTS = [
@@ -131,3 +131,62 @@ def test_evaluation_scores_generated_answers_and_keeps_teacher_forcing_as_a_diag
     for metric in ("token_accuracy", "tf_token_accuracy"):
         num, den = (list(map(float, part)) for part in zip(*(e.split("/") for e in scores[metric].split()), strict=True))
         assert values[metric] == pytest.approx(sum(num) / sum(den))
+
+
+def _randomized_model(task, length: int) -> Transformer:
+    torch.manual_seed(3)  # randomized RoPE, positions drawn from [0, 64) on every forward (the paper's evaluation)
+    return Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=32, n_heads=2, encoding="randomized",
+                                   encoding_params={"max_position": 64}, max_len=task.seq_len(length))).eval()
+
+
+@torch.no_grad()
+def test_a_model_that_draws_at_evaluation_decodes_greedily_under_its_first_forwards_draw():
+    task = build_task("copy")
+    batch = task.sample(6, 5, gen(6), split="eval")
+    model = _randomized_model(task, 5)
+    torch.manual_seed(7)
+    first = model(batch.inputs)
+    assert not torch.equal(first, model(batch.inputs))  # the premise: two forwards, two draws
+    after_one_forward = (torch.manual_seed(7), model(batch.inputs), torch.get_rng_state())[2]
+
+    def under_the_draw(x):  # the reference: every forward from the seed-7 state, so under one draw
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(7)
+            return model(x).argmax(-1)
+
+    reference = sequential_greedy(under_the_draw, batch)
+    torch.manual_seed(7)
+    forward = HeldDraws(lambda x: model(x), torch.device("cpu"))
+    decoded = generate(lambda x: forward(x).argmax(-1), batch)
+    mask = batch.loss_mask
+    assert torch.equal(decoded.generated[mask], reference[mask]) and decoded.forwards > 0
+    assert torch.equal(decoded.teacher_forced, first.argmax(-1))
+    assert torch.equal(torch.get_rng_state(), after_one_forward)  # the stream moved by one forward's draw
+
+
+@torch.no_grad()
+def test_held_draws_leave_a_model_that_draws_nothing_bit_for_bit():
+    task = build_task("sort")
+    batch = task.sample(6, 6, gen(8), split="eval")
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=32, n_heads=2, encoding="rope",
+                                    max_len=task.seq_len(6))).eval()
+    torch.manual_seed(9)
+    plain = generate(lambda x: model(x).argmax(-1), batch)
+    state = torch.get_rng_state()
+    torch.manual_seed(9)
+    forward = HeldDraws(lambda x: model(x), torch.device("cpu"))
+    held = generate(lambda x: forward(x).argmax(-1), batch)
+    assert torch.equal(held.generated, plain.generated) and held.forwards == plain.forwards > 0
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_evaluation_of_a_model_that_draws_settles_and_repeats_under_its_seed():
+    task = build_task("reverse")
+    model = _randomized_model(task, 12)  # an untrained model: near-tied logits that a new draw would flip
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        runs.append(evaluate_length(model, task, 12, samples=24, tokens_per_batch=200, seed=0,
+                                    device=torch.device("cpu")))
+    assert runs[0] == runs[1] and runs[0][1] == 24
