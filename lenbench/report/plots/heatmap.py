@@ -84,7 +84,9 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
 def _heatmap_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, int]], path: str | Path) -> Path:
     wide = board.wide
     n_rows = max(int(((wide["task"] == t) & (wide["train_len"] == n)).sum()) for t, n in keys)
-    fig, axes = grid(len(keys), 5.0, 0.9 + 0.26 * n_rows)
+    n_cols = max(df.loc[(df["task"] == t) & (df["train_len"] == n), "ratio"].nunique() for t, n in keys)
+    # wide enough for a dense length axis: each annotated value needs about 0.42 in at 6.5 pt
+    fig, axes = grid(len(keys), max(5.0, 2.6 + 0.42 * n_cols), 0.9 + 0.26 * n_rows)
     for ax, (task, train_len) in zip(axes, keys, strict=True):
         rows = wide[(wide["task"] == task) & (wide["train_len"] == train_len)]
         metric = rows["metric"].iloc[0]
