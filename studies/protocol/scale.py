@@ -3,8 +3,8 @@
     python studies/protocol/scale.py SMALL LARGE [--task TASK ...]
 
 SMALL and LARGE are two runs (results directories or results.csv files) of the same tasks, seeds and
-settings at two model sizes (studies/protocol/calibration-plateau.yaml at the catalog's size,
-scale-large.yaml at 9.6-9.9x its FLOPs per token). Per task (by default every task both hold) and core
+settings at two model sizes (the catalog, results/catalog, at its size; scale-large.yaml at 9.6-9.9x
+its FLOPs per token); only the entries and seeds both hold are compared. Per task (by default every task both hold) and core
 encoding: the board's learnability verdict, its ranked statistic with the 95 % half-width and the rank
 (ties share a rank) at each size, the steps each seed trained (* converged), and whether the finding
 holds at both: the same verdict and, for entries ranked at both, the same rank. Then each paper claim
@@ -73,6 +73,11 @@ def main() -> None:
     parser.add_argument("--task", action="append", help="a task of both runs (default: every one they share)")
     args = parser.parse_args()
     small, large = _rows(args.small), _rows(args.large)
+    # the small side may be the whole catalog: compare the entries and seeds both sides hold, so that the
+    # ranks are among the same entries (a rank counts every entry of its board)
+    key = ["encoding", "variant", "seed"]
+    both = small[key].drop_duplicates().merge(large[key].drop_duplicates())
+    small, large = (r.merge(both, on=key) for r in (small, large))
     tasks = args.task or [t for t in dict.fromkeys(large["task"]) if t in set(small["task"])]
     lines = [line for task in tasks for line in findings(small, large, task)]
     print("\n".join([*lines, *claims(small, large, tasks)]))
