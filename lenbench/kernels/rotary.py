@@ -43,29 +43,34 @@ def hf_rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def hf_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """transformers' full-width tables (B, T, Dh) from per-pair tables (B, 1, T, Dh/2).
+    """transformers' full-width tables (B, T, R) from per-pair tables (B, 1, T, R/2).
 
     transformers' rotary embedding builds `emb = cat((freqs, freqs), -1)` and returns
     `emb.cos()`, `emb.sin()` of the full head dimension; this is the same from lenbench's tables.
     """
-    return torch.cat((cos, cos), -1)[:, 0], torch.cat((sin, sin), -1)[:, 0]  # (B, T, Dh) each
+    return torch.cat((cos, cos), -1)[:, 0], torch.cat((sin, sin), -1)[:, 0]  # (B, T, R) each
 
 
 def rotary_hf(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """transformers' `apply_rotary_pos_emb` (Llama, GPT-NeoX layout), verbatim: the common eager
-    rotate_half formulation that fused kernels are compared with.
+    """transformers' `apply_rotary_pos_emb` (Llama, GPT-NeoX layout): the common eager rotate_half
+    formulation that fused kernels are compared with, with its partial-rotary split (GPT-NeoX's
+    `rotary_pct`, Phi's `partial_rotary_factor`; p-RoPE's kept pairs) when the tables are narrower
+    than the head: the first R channels rotate, the rest pass through.
 
     Args:
         q, k: (B, H, T, Dh).
-        cos, sin: (B, T, Dh) full-width tables (`hf_tables`).
+        cos, sin: (B, T, R) full-width tables (`hf_tables`), R ≤ Dh.
     """
-    cos = cos.unsqueeze(unsqueeze_dim)  # (B, 1, T, Dh)
-    sin = sin.unsqueeze(unsqueeze_dim)  # (B, 1, T, Dh)
-    q_embed = (q * cos) + (hf_rotate_half(q) * sin)  # (B, H, T, Dh)
-    k_embed = (k * cos) + (hf_rotate_half(k) * sin)  # (B, H, T, Dh)
-    return q_embed, k_embed
+    cos = cos.unsqueeze(unsqueeze_dim)  # (B, 1, T, R)
+    sin = sin.unsqueeze(unsqueeze_dim)  # (B, 1, T, R)
+    r = cos.shape[-1]
+    q_rot, q_pass = q[..., :r], q[..., r:]  # (B, H, T, R), (B, H, T, Dh − R)
+    k_rot, k_pass = k[..., :r], k[..., r:]
+    q_embed = (q_rot * cos) + (hf_rotate_half(q_rot) * sin)  # (B, H, T, R)
+    k_embed = (k_rot * cos) + (hf_rotate_half(k_rot) * sin)  # (B, H, T, R)
+    return torch.cat((q_embed, q_pass), dim=-1), torch.cat((k_embed, k_pass), dim=-1)  # (B, H, T, Dh) each
 
 
 def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:

@@ -106,8 +106,9 @@ def test_rotary_tables_are_shared_by_identical_rows_only(name):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
-def test_hf_rotate_half_formulation_equals_reference():
-    enc = build_encoding("rope", DIMS)
+@pytest.mark.parametrize("name", ["rope", "prope"])  # p-RoPE rotates its kept pairs only (transformers' partial rotary)
+def test_hf_rotate_half_formulation_equals_reference(name):
+    enc = build_encoding(name, DIMS)
     q, k = qkv(2)
     tables = K.rotary_inputs(enc, positions()["random"], torch.float32)
     out = K.rotary_hf(q, k, *K.hf_tables(tables.cos, tables.sin))
