@@ -158,3 +158,45 @@ def test_the_sessions_report_has_the_cost_view_of_its_benchmark_json(tmp_path):
         assert (results / name).is_file(), name
     assert "What it costs" in (results / "index.html").read_text()
     assert "cost.md" in proc.stdout  # the session's line lists what it wrote
+
+
+FAILING_AFTER_TIMING = '''
+def test_timed_then_right(benchmark):
+    benchmark.extra_info["kind"] = "rotary"
+    benchmark(lambda: sum(range(100)))
+
+
+def test_timed_then_wrong(benchmark):  # a kernel whose output check fails after its timing
+    benchmark.extra_info["kind"] = "rotary"
+    benchmark(lambda: sum(range(100)))
+    assert False, "fused output differs from the reference"
+
+
+def test_a_cell_that_failed(benchmark):  # a cell benchmark: its cell records its failure, it stays
+    benchmark.extra_info["lenbench_cell"] = {"timed": "x"}
+    benchmark(lambda: None)
+    assert False, "the cell failed"
+'''
+
+
+@pytest.mark.subprocess
+def test_a_failed_tests_timing_never_reaches_the_benchmark_json(tmp_path):
+    (tmp_path / "test_timed.py").write_text(FAILING_AFTER_TIMING)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "test_timed.py"), "--benchmark-json", str(out),
+                           "-q", "-p", "no:cacheprovider", "--benchmark-min-rounds", "1"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    names = [b["name"] for b in json.loads(out.read_text())["benchmarks"]]
+    assert names == ["test_timed_then_right", "test_a_cell_that_failed"]
+    assert "1 timing(s) of failed tests left out of the benchmark JSON: test_timed_then_wrong" in proc.stdout
+
+
+def test_drop_failed_keeps_cells_and_passed_tests():
+    from lenbench.benchmark.bench_json import drop_failed
+
+    data = {"benchmarks": [{"name": "a", "fullname": "t.py::a", "extra_info": {}},
+                           {"name": "b", "fullname": "t.py::b", "extra_info": {"kind": "bias"}},
+                           {"name": "c", "fullname": "t.py::c", "extra_info": {"lenbench_cell": {}}}]}
+    assert drop_failed(data, {"t.py::b", "t.py::c"}) == ["b"]
+    assert [b["name"] for b in data["benchmarks"]] == ["a", "c"]

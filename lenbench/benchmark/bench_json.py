@@ -64,6 +64,20 @@ def time_cells(output_json: dict[str, Any]) -> None:
             bench["stats"] = one_round_stats(float(info["seconds"]))
 
 
+def drop_failed(output_json: dict[str, Any], failed: set[str]) -> list[str]:
+    """Remove from `output_json` (in place) the benchmarks of the tests in `failed` (node ids) that
+    time a kernel or a training step: a test that failed after timing (its output wrong, a
+    reference broken) must not publish a timing. A cell benchmark stays: its cell records its own
+    failure, and the publication keeps every cell, failed ones included. Returns the removed names.
+    """
+    kept, dropped = [], []
+    for bench in output_json.get("benchmarks") or []:
+        is_cell = isinstance((bench.get("extra_info") or {}).get(CELL), dict)
+        (dropped if bench.get("fullname") in failed and not is_cell else kept).append(bench)
+    output_json["benchmarks"] = kept
+    return [bench.get("name", "") for bench in dropped]
+
+
 def cell_timing(seconds: float, round_timed: str) -> dict[str, Any]:
     """The time fields of a cell benchmark's record: its compute ``seconds``, what the session's
     ``round`` timed, and what its stats will be (``timed``: `CELL_TIMED`, else the round when the

@@ -142,12 +142,30 @@ def _rewrite_benchmark_json(config: pytest.Config) -> Path | None:
     return None
 
 
+_FAILED_TESTS = pytest.StashKey[set]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Remember the tests that failed (any phase), for `pytest_benchmark_update_json`."""
+    report = yield
+    if report.failed:
+        item.config.stash.setdefault(_FAILED_TESTS, set()).add(item.nodeid)
+    return report
+
+
 @pytest.hookimpl(optionalhook=True)  # a pytest-benchmark hook: no error in a session without it
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output_json: dict) -> None:
-    """Each cell benchmark's stats: one round of its compute time (`lenbench.benchmark.bench_json.time_cells`)."""
-    from lenbench.benchmark.bench_json import time_cells
+    """Each cell benchmark's stats: one round of its compute time (`lenbench.benchmark.bench_json.time_cells`);
+    the kernel and training-step benchmarks of failed tests left out (`bench_json.drop_failed`)."""
+    from lenbench.benchmark.bench_json import drop_failed, time_cells
 
     time_cells(output_json)
+    dropped = drop_failed(output_json, config.stash.get(_FAILED_TESTS, set()))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if dropped and reporter is not None:
+        reporter.write_line(f"lenbench: {len(dropped)} timing(s) of failed tests left out of the benchmark JSON: "
+                            f"{', '.join(dropped)}")
 
 
 @pytest.fixture(scope="session")
