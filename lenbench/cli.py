@@ -359,16 +359,15 @@ def summary_table(out: Path, cell_ids: list[str] | None = None) -> str:
     board's own lengths, so "fail" marks a failed length and never a length the task does not have
     (a dense axis at training length 6 and one at 8 share few ratios)."""
     from lenbench.report.rows import load_results
-    from lenbench.report.tables import leaderboard, ratio_label
+    from lenbench.report.tables import leaderboard
 
     df = load_results(out, cell_ids=cell_ids)  # a suite's own: an earlier configuration's cells are not this run's
     if df.empty:
         return "(no rows)"
-    wide = leaderboard(df).wide
+    board = leaderboard(df)
     blocks = []
-    for (task, train_len), rows in wide.groupby(["task", "train_len"], sort=False):
-        ratios = sorted(df.loc[(df["task"] == task) & (df["train_len"] == train_len), "ratio"].unique())
-        cols = ["not_learned", *[ratio_label(r) for r in ratios]]  # the means by ratio; intervals are in the report
+    for (task, train_len), rows in board.wide.groupby(["task", "train_len"], sort=False):
+        cols = ["not_learned", *board.ratio_columns(task, train_len)]  # the means; intervals are in the report
         blocks.append(rows.set_index(["task", "train_len", "metric", "series"])[cols].to_string(
             float_format=lambda v: f"{v:.3f}", na_rep="fail"))
     return "\n\n".join(blocks)

@@ -113,6 +113,14 @@ class Leaderboard:
     #: instead of converging: what rests on them may move with a larger maximum). Empty for boards
     #: trained for a fixed budget.
     budget: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    #: {(task, train_len): the board's own length ratios, ascending}: `wide` holds the union of
+    #: every board's, so a board's cell outside its own lengths is absent, not failed.
+    ratios: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def ratio_columns(self, task: str, train_len: int) -> list[str]:
+        """The `wide` columns of one board's length ratios ("1x", "2x", …), ascending; a board a
+        task does not have has none."""
+        return [ratio_label(r) for r in self.ratios.get((task, int(train_len)), [])]
 
     def long(self) -> pd.DataFrame:
         """Tidy long form: one row per task × train_len × encoding × variant × statistic, with
@@ -266,7 +274,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     `lenbench.report.stats`). `n_boot` overrides the number of bootstrap resamples."""
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
     df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
-    per_task_parts, wide_rows, seed_parts, boards, context_parts = [], [], [], {}, []
+    per_task_parts, wide_rows, seed_parts, boards, context_parts, board_ratios = [], [], [], {}, [], {}
     ratios_all: set[float] = set()
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
@@ -275,6 +283,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
         mdf = tdf[tdf["metric"] == metric]
         for train_len in sorted(mdf["train_len"].unique()):
             board = mdf[mdf["train_len"] == train_len]
+            board_ratios[(task, int(train_len))] = sorted(float(r) for r in board["ratio"].unique())
             primary = stats.board_statistics(board, task, metric, hib, n_boot=n_boot or intervals.N_BOOT)
             curves = primary.curves
             entries, boards[(task, int(train_len))] = secondary.with_secondary(
@@ -341,7 +350,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     context = [c for c in context_parts if len(c)]
     context = pd.concat(context, ignore_index=True) if context else pd.DataFrame(columns=CONTEXT_COLUMNS)
     return Leaderboard(per_task.reset_index(drop=True), overall.reset_index(drop=True), wide.reset_index(drop=True),
-                       seeds, boards, context, _budget_stops(df))
+                       seeds, boards, context, _budget_stops(df), board_ratios)
 
 
 def ratio_label(ratio: float) -> str:

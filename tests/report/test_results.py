@@ -392,3 +392,20 @@ def test_report_cli(tmp_path, monkeypatch, capsys):
     (tmp_path / "empty.json").write_text(json.dumps({"benchmarks": []}))
     assert main(["report", str(tmp_path / "empty.json")]) == 2
     assert "no extrapolation rows to report and no kernel timings" in capsys.readouterr().err
+
+
+def test_each_board_keeps_its_own_lengths_and_the_summary_prints_only_those(tmp_path):
+    """`wide` holds the union of the boards' ratios (copy 1-8x, lm 1-4x); a board's own columns are
+    its lengths, so the terminal summary prints lm without an 8x column rather than "fail" there."""
+    from lenbench.cli import summary_table
+
+    rows = tiny_rows()
+    board = leaderboard(pd.DataFrame(rows), n_boot=200)
+    assert [c for c in board.wide.columns if c.endswith("x")] == ["1x", "2x", "4x", "8x"]
+    assert board.ratio_columns("copy", 10) == ["1x", "2x", "4x", "8x"]
+    assert board.ratio_columns("lm", 20) == ["1x", "2x", "4x"]
+    assert board.ratio_columns("lm", 10) == []
+    copy_block, lm_block = summary_table(write_cells(tmp_path / "run", rows)).split("\n\n")
+    assert "8x" in copy_block.splitlines()[0] and "8x" not in lm_block.splitlines()[0]
+    # the learned model's failed lm lengths (2x, 4x) are the block's only "fail"s
+    assert [line.split()[-2:] for line in lm_block.splitlines() if "fail" in line] == [["fail", "fail"]]

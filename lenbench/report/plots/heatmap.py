@@ -26,7 +26,7 @@ from lenbench.report.plots._style import (
     round_out,
     save_figure,
 )
-from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
+from lenbench.report.tables import Leaderboard, leaderboard
 
 #: The figures this module draws (read by `lenbench.report.figures` without importing it).
 FIGURES = (FigureSpec(stem="leaderboard_heatmap", title="leaderboard heatmap", source="rows", draw="draw_figure",
@@ -78,21 +78,20 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
         raise ValueError("leaderboard_heatmap: no rows to plot")
     keys, _ = boards_left_out(board, keys)
     with plt.rc_context({"font.size": PAPER_FONT_SIZE}):
-        return _heatmap_figure(df, board, keys, path)
+        return _heatmap_figure(board, keys, path)
 
 
-def _heatmap_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str, int]], path: str | Path) -> Path:
+def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str | Path) -> Path:
     wide = board.wide
     n_rows = max(int(((wide["task"] == t) & (wide["train_len"] == n)).sum()) for t, n in keys)
-    n_cols = max(df.loc[(df["task"] == t) & (df["train_len"] == n), "ratio"].nunique() for t, n in keys)
+    n_cols = max(len(board.ratio_columns(t, n)) for t, n in keys)
     # wide enough for a dense length axis: each annotated value needs about 0.42 in at 6.5 pt
     fig, axes = grid(len(keys), max(5.0, 2.6 + 0.42 * n_cols), 0.9 + 0.26 * n_rows)
     for ax, (task, train_len) in zip(axes, keys, strict=True):
         rows = wide[(wide["task"] == task) & (wide["train_len"] == train_len)]
         metric = rows["metric"].iloc[0]
         hib = bool(rows["higher_is_better"].iloc[0])
-        ratios = sorted(df.loc[(df["task"] == task) & (df["train_len"] == train_len), "ratio"].unique())
-        cols = [ratio_label(r) for r in ratios]
+        cols = board.ratio_columns(task, train_len)
         labels = [f"{sr} (not learned)" if nl else sr for sr, nl in zip(rows["series"], rows["not_learned"], strict=True)]
         matrix = rows.set_index(pd.Index(labels, name="series"))[cols].astype(float)
         values = matrix.to_numpy()
