@@ -55,12 +55,19 @@ def _finite_positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
+def _cell_record(bench: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell record of a benchmark entry (``extra_info[CELL]``); None for a kernel or
+    training-step timing."""
+    info = (bench.get("extra_info") or {}).get(CELL)
+    return info if isinstance(info, dict) else None
+
+
 def time_cells(output_json: dict[str, Any]) -> None:
     """Give each cell benchmark of `output_json` whose record says `CELL_TIMED` the stats of its
     recorded compute seconds (in place)."""
     for bench in output_json.get("benchmarks") or []:
-        info = (bench.get("extra_info") or {}).get(CELL)
-        if isinstance(info, dict) and info.get("timed") == CELL_TIMED and _finite_positive(info.get("seconds")):
+        info = _cell_record(bench)
+        if info is not None and info.get("timed") == CELL_TIMED and _finite_positive(info.get("seconds")):
             bench["stats"] = one_round_stats(float(info["seconds"]))
 
 
@@ -72,8 +79,7 @@ def drop_failed(output_json: dict[str, Any], failed: set[str]) -> list[str]:
     """
     kept, dropped = [], []
     for bench in output_json.get("benchmarks") or []:
-        is_cell = isinstance((bench.get("extra_info") or {}).get(CELL), dict)
-        (dropped if bench.get("fullname") in failed and not is_cell else kept).append(bench)
+        (dropped if bench.get("fullname") in failed and _cell_record(bench) is None else kept).append(bench)
     output_json["benchmarks"] = kept
     return [bench.get("name", "") for bench in dropped]
 
