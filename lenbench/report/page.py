@@ -5,16 +5,17 @@ rows (`lenbench.report.rows`) → statistics (`lenbench.report.stats`) → table
 `lenbench.report.cost`) → figures (`lenbench.report.plots`) → page (this module) → build
 (`lenbench.report.build`). Nothing imports this module but the build.
 
-``index.html`` is one self-contained file: inline CSS and JavaScript, the figures as ``data:``
-URIs, no network access and no external URL. Per task (and training length): the main table
-(scores ± 95 % half-widths, shared ranks "=2", not-learned marks), the scores by length ratio and
-one table per encoding with inference-time variants; every table sorts by a click on its header
-and filters by the text typed above it, and scrolls sideways in its own box with the entry's name
-held at its left edge: the page is as wide as the window however many columns a board has
-(tests/report/test_page_layout.py measures it in a headless browser). Then the overall ranking, the figures (`Figure`), each with
-its caption: the ``CAPTION`` of its plot module, kept there once so docs can quote it, and the
-panels it left out, the cost view (when the source is a benchmark JSON with kernel timings) and a
-provenance footer. The lede defines the tables' terms; "effective length" is
+``index.html`` is one self-contained file: inline CSS and JavaScript, the figures as ``data:`` URIs
+(`screen_png`: at screen resolution; the print files lie beside it), no network access and no
+external URL. Per task (and training length): the main table (scores ± 95 % half-widths, shared
+ranks "=2", not-learned marks), the scores by length ratio and one table per encoding with
+inference-time variants; every table sorts by a click on its header and filters by the text typed
+above it, and scrolls sideways in its own box with the entry's name held at its left edge: the page
+is as wide as the window however many columns a board has (tests/report/test_page_layout.py measures
+it in a headless browser). Then the overall ranking, the figures (`Figure`), each with its caption:
+the ``CAPTION`` of its plot module, kept there once so docs can quote it, and the panels it left
+out, the cost view (when the source is a benchmark JSON with kernel timings) and a provenance
+footer. The lede defines the tables' terms; "effective length" is
 `lenbench.report.markdown.EFFECTIVE_LENGTH`. The cells are the strings of `leaderboard.md`
 (`lenbench.report.markdown.board_table_rows`), so the two never disagree.
 """
@@ -24,10 +25,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
+import io
 import re
 from pathlib import Path
 
 import pandas as pd
+from PIL import Image
 
 from lenbench.report.formatting import fmt_ci, fmt_seconds, fmt_times
 from lenbench.report.markdown import (
@@ -46,6 +49,7 @@ from lenbench.report.markdown import (
     overall_lines,
     variant_table,
 )
+from lenbench.report.plots._style import DPI
 from lenbench.report.secondary import ranking_note
 from lenbench.report.tables import Leaderboard
 
@@ -220,9 +224,30 @@ class Figure:
     caption: str
 
 
+#: The page shows each figure at this resolution; its files keep the print one (`plots._style.DPI`).
+SCREEN_DPI = 100
+#: What the figures section says of them, once.
+SCREEN_NOTE = (f"The figures are shown at {SCREEN_DPI} dpi in 256 colours; each lies beside this page under "
+               f"its own name at {DPI} dpi (PNG) and as SVG and PDF.")
+
+
+def screen_png(path: Path) -> bytes:
+    """A 300 dpi figure PNG as the page embeds it: scaled to `SCREEN_DPI` (Lanczos) and reduced to
+    a 256-colour palette (fast octree, no dithering, so text stays clean). The print files of a
+    catalog board (26 entries × 13 lengths per panel) reach 10 MB, which as ``data:`` URIs made a
+    13 MB page; this keeps it to a few."""
+    with Image.open(path) as im:
+        scale = SCREEN_DPI / DPI
+        small = im.convert("RGB").resize((max(1, round(im.width * scale)), max(1, round(im.height * scale))),
+                                         Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    small.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
+
+
 def _figure(title: str, figure: Figure) -> str:
     imgs = "".join(f'<img alt="{_esc(title)}" src="data:image/png;base64,'
-                   f'{base64.b64encode(path.read_bytes()).decode("ascii")}">'
+                   f'{base64.b64encode(screen_png(path)).decode("ascii")}">'
                    for path in figure.paths if path.is_file())
     return (f'<figure>{imgs}<figcaption><strong>{_esc(title)}.</strong> {_esc(figure.caption)}</figcaption>'
             "</figure>")
@@ -277,7 +302,7 @@ def render_page(board: Leaderboard | None, df: pd.DataFrame, cost: pd.DataFrame 
                      "</section>"]
         nav.append(("overall", "overall"))
     if figures:
-        sections.append('<section id="figures"><h2>Figures</h2>')
+        sections.append(f'<section id="figures"><h2>Figures</h2><p>{_esc(SCREEN_NOTE)}</p>')
         sections += [_figure(title, figure) for title, figure in figures.items()]
         sections.append("</section>")
         nav.append(("figures", "figures"))

@@ -2,6 +2,7 @@
 
 import base64
 import html
+import io
 import json
 import math
 import re
@@ -228,3 +229,27 @@ def test_effective_length_is_defined_on_the_page_and_na_for_an_entry_at_zero(tmp
     assert "<em>effective length</em>" in text
     assert "<td class=\"r\" data-v=\"NaN\">n/a</td>" in text  # sorts with the missing values
     assert EFFECTIVE_LENGTH in (tmp_path / "leaderboard.md").read_text()
+
+
+def test_the_page_embeds_each_figure_at_screen_resolution_and_leaves_the_print_files_whole(report):
+    """Every embedded image is its figure file scaled from 300 to 100 dpi in a 256-colour palette;
+    the files beside the page stay at 300 dpi (full RGB)."""
+    from PIL import Image
+
+    from lenbench.report.page import SCREEN_NOTE
+
+    page = Page()
+    page.feed((report / "index.html").read_text(encoding="utf-8"))
+    files = sorted(report.glob("*.png")) + sorted(report.glob("encodings/*.png"))
+    widths = {}
+    for path in files:
+        with Image.open(path) as im:
+            assert im.mode == "RGBA" and im.info["dpi"][0] == pytest.approx(300, abs=1)
+            widths[path.name] = (round(im.width / 3), round(im.height / 3))
+    embedded = []
+    for src in page.imgs:
+        with Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))) as im:
+            assert im.mode == "P"
+            embedded.append(im.size)
+    assert len(embedded) >= 4 and set(embedded) <= set(widths.values())
+    assert SCREEN_NOTE in html.unescape((report / "index.html").read_text(encoding="utf-8"))
