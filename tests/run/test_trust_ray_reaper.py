@@ -35,7 +35,8 @@ SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IG
           "f = open(sys.argv[1], sys.argv[2]) if len(sys.argv) > 2 else None; print('up', flush=True); time.sleep(600)"
 
 #: The stand-in driver: argv session directory, "kill" (wait to be SIGKILLed) or "close" (close
-#: the reaper at once). Prints the pids it started as JSON.
+#: the reaper once a line arrives on stdin, so the test sees every process alive first). Prints
+#: the pids it started as JSON.
 DRIVER = textwrap.dedent("""
     import json, subprocess, sys, time
     from lenbench.run.executors.ray_reaper import Reaper
@@ -53,6 +54,7 @@ DRIVER = textwrap.dedent("""
     later = start()  # neither marked nor writing the session's files: not Ray's
     print(json.dumps({"marked": marked, "agent": agent, "later": later}), flush=True)
     if how == "close":
+        sys.stdin.readline()
         reaper.close()
     time.sleep(600)
 """)
@@ -86,7 +88,8 @@ def test_the_reaper_ends_the_marked_and_the_session_writing_processes_only(tmp_p
     reader = subprocess.Popen([sys.executable, "-c", SLEEPER, str(session / "logs" / "raylet.out"), "r"],
                               stdout=subprocess.PIPE)
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(session), how, SLEEPER], stdout=subprocess.PIPE,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+                              stdin=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              start_new_session=True)
     pids: dict[str, int] = {}
     try:
         reader.stdout.readline()
@@ -95,6 +98,9 @@ def test_the_reaper_ends_the_marked_and_the_session_writing_processes_only(tmp_p
         if how == "kill":
             driver.kill()
             driver.wait()
+        else:
+            driver.stdin.write(b"close\n")
+            driver.stdin.flush()
         assert wait_gone([pids["marked"], pids["agent"]]) == []
         assert alive(pids["later"]) and alive(reader.pid)
         if how == "close":
@@ -103,6 +109,7 @@ def test_the_reaper_ends_the_marked_and_the_session_writing_processes_only(tmp_p
         kill([driver.pid, reader.pid, *pids.values()])
         driver.wait()
         reader.wait()
+        driver.stdin.close()
 
 
 def test_no_process_is_started_where_processes_cannot_be_found(monkeypatch):
