@@ -340,6 +340,23 @@ def test_log_colour_bar_has_three_or_more_ticks(tmp_path, capture, published):
         assert len(ticks) >= 3 and all(lo <= t <= hi for t in ticks), (lo, hi, ticks)
 
 
+
+@pytest.mark.parametrize("scale", [1.0, 30.0])
+def test_a_log_metric_axis_inside_one_decade_is_labelled(tmp_path, capture, scale):
+    """Perplexities of 150-240 (or 5-8) lie inside one decade, where matplotlib's log locator puts
+    no labelled tick: the panel's y axis carries three or more labelled round values in its view."""
+    figures = capture("extrapolation")
+    rows = [row("lm", enc, "none", ratio, "perplexity", scale * (5.0 + i * 0.5 + ratio * 0.2 + 0.1 * seed), seed,
+                train_len=16) for seed in (0, 1) for i, enc in enumerate(("rope", "alibi", "nope")) for ratio in (1, 2, 4)]
+    extrapolation_plot(load_results(rows), tmp_path / "x.png")
+    (ax,) = [ax for ax in visible_axes(figures[0]) if ax.get_yscale() == "log"]
+    lo, hi = ax.get_ylim()
+    assert math.floor(math.log10(lo)) == math.floor(math.log10(hi)), "the view spans one decade, as meant"
+    labelled = [(t.get_position()[1], t.get_text()) for t in ax.get_yticklabels() if t.get_text()]
+    inside = [(v, text) for v, text in labelled if lo <= v <= hi]
+    assert len(inside) >= 3, labelled
+    assert all(float(text) == pytest.approx(v) for v, text in inside), inside  # plain labels: 5, 6, 7, not 5×10⁰
+
 # --- one colour per encoding, everywhere ---------------------------------------------------------
 
 

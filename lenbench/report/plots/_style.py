@@ -34,7 +34,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from lenbench import encoding_display
 from lenbench.atomic import atomic_path
@@ -209,6 +209,15 @@ def log_ticks(vmin: float, vmax: float) -> list[float]:
         if len(ticks) >= 3:
             break
     return ticks
+
+
+def round_log_axis(axis, vmin: float, vmax: float) -> None:
+    """Tick a log axis (a panel's or a colour bar's) over [vmin, vmax] at `log_ticks`' round values,
+    labelled plainly (5, 10, 20), without minor ticks: matplotlib's own locator leaves a range
+    inside one decade (a byte-level perplexity of 3 to 6) without a single label."""
+    axis.set_major_locator(FixedLocator(log_ticks(vmin, vmax)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
 
 
 def round_out(vmin: float, vmax: float, digits: int = 2) -> tuple[float, float]:

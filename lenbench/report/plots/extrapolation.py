@@ -29,7 +29,8 @@ from lenbench.report.plots._style import (
     grid,
     legend_handles,
     outside_legend,
-    plain_log_labels,
+    round_log_axis,
+    round_out,
     save_figure,
     series_groups,
     series_style,
@@ -102,7 +103,8 @@ def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
     after the models have set the view, which they never move: one wholly beyond it is an arrow
     and its value at that edge (`lenbench.report.plots._style.baseline_line`); results without
     baseline rows get a dotted chance line for token accuracy. The legend is below each row. × marks at the bottom where
-    every seed failed; perplexity on a log y axis. A board on which every model is at zero or not
+    every seed failed; perplexity on a log y axis ticked at three or more round values
+    (`lenbench.report.plots._style.round_log_axis`). A board on which every model is at zero or not
     learned is left out (`extrapolation_left_out`), unless every board is.
 
     Args:
@@ -193,7 +195,6 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
     values = bdf.loc[bdf["value"].notna() & ~bdf["encoding"].map(is_baseline), "value"].to_numpy(dtype=float)
     if facts is not None and facts.log_scale and len(values) and (values > 0).all():  # ratios read as distances
         ax.set_yscale("log")
-        plain_log_labels(ax.yaxis)
     any_not_learned = False
     for r in wide.to_dict("records"):
         if r["kind"] == "baseline" or (r["encoding"], r["variant"]) not in members:
@@ -222,6 +223,9 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
         pad = 0.03 * (high - low)
         ax.set_ylim(low - pad, high + pad)
     freeze_limits(ax)  # the models set the view; baselines annotate it
+    if ax.get_yscale() == "log":  # a view at short round ends, ticked at round values inside it
+        ax.set_ylim(*round_out(*ax.get_ylim()))
+        round_log_axis(ax.yaxis, *ax.get_ylim())
     for r in wide.to_dict("records"):
         if r["kind"] == "baseline":
             ys = np.array([r.get(c, np.nan) for c in cols], dtype=float)

@@ -11,7 +11,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from lenbench.metrics import find_metric
 from lenbench.report.figures import FigureSpec
@@ -21,8 +20,8 @@ from lenbench.report.plots._style import (
     board_label,
     boards_left_out,
     grid,
-    log_ticks,
     quiet,
+    round_log_axis,
     round_out,
     save_figure,
 )
@@ -115,9 +114,7 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
                         linecolor="white")
         if isinstance(norm, LogNorm):
             cbar = ax.collections[0].colorbar
-            cbar.ax.yaxis.set_major_locator(FixedLocator(log_ticks(norm.vmin, norm.vmax)))
-            cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            cbar.ax.yaxis.set_minor_locator(NullLocator())
+            round_log_axis(cbar.ax.yaxis, norm.vmin, norm.vmax)
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
             ax.text(j + 0.5, i + 0.5, "fail", ha="center", va="center", fontsize=6.5, color="0.3")
         for i, not_learned in enumerate(rows["not_learned"]):  # grey veil and hatching over a not-learned row
