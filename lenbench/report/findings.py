@@ -191,12 +191,13 @@ def board_findings(board: pd.DataFrame) -> list[str]:
             else ""
         lines.append(f"- {md_text(encoding)}'s variants ({len(table)} ranked entries), rank 1: {_named(top, ranked_by)}{where}")
     bound = models[models["runs_at_max"] > 0]
-    if len(bound):
-        lines.append("- depends on the budget: "
-                     + ", ".join(f"{md_text(r['series'])} ({int(r['runs_at_max'])} of {int(r['n_runs'])} runs)"
-                                 for r in bound.to_dict("records"))
-                     + " stopped at the maximum budget instead of converging; their verdicts and ranks may move "
-                       "with a larger maximum")
+    if len(bound):  # a board where no run converged (quick's) says so once instead of naming every entry
+        every = len(bound) == len(models) and bool((bound["runs_at_max"] == bound["n_runs"]).all())
+        what = (f"every run of all {len(models)} trained entries" if every else
+                ", ".join(f"{md_text(r['series'])} ({int(r['runs_at_max'])} of {int(r['n_runs'])} runs)"
+                          for r in bound.to_dict("records")))
+        lines.append(f"- depends on the budget: {what} stopped at the maximum budget instead of converging; "
+                     "their verdicts and ranks may move with a larger maximum")
     failed = int(entries["n_failed"].fillna(0).sum())
     if failed:
         lines.append(f"- failed lengths: {failed} (leaderboard.md's *failed lengths* column names the entries)")

@@ -176,6 +176,10 @@ def test_entries_whose_runs_reached_their_maximum_are_named_as_budget_dependent(
     lm = " ".join(section(text, "lm").split())
     assert ("- depends on the budget: rope (2 of 3 runs), nope (3 of 3 runs) stopped at the maximum budget instead "
             "of converging; their verdicts and ranks may move with a larger maximum") in lm
+    everything = findings_markdown(board(bound("alibi", 3, past=7.0, lo=6.9, hi=7.1, rank=1),
+                                         bound("rope", 3, past=9.0, lo=8.9, hi=9.1, rank=2)))
+    assert ("- depends on the budget: every run of all 2 trained entries stopped at the maximum budget instead "
+            "of converging") in " ".join(section(everything, "lm").split())
     fixed = findings_markdown(board(entry("alibi", past=7.0, lo=6.9, hi=7.1, rank=1),
                                     entry("rope", past=9.0, lo=8.9, hi=9.1, rank=2)))
     assert "budget" not in fixed
