@@ -23,6 +23,7 @@ from lenbench.train import train_model
 
 GEOMETRIES = {"d64 L2 h4 (head_dim 16)": {"d_model": 64, "n_layers": 2, "n_heads": 4},
               "d64 L2 h2 (head_dim 32)": {"d_model": 64, "n_layers": 2, "n_heads": 2},
+              "d128 L2 h4 (head_dim 32)": {"d_model": 128, "n_layers": 2, "n_heads": 4},
               "d128 L5 h4 (head_dim 32)": {"d_model": 128, "n_layers": 5, "n_heads": 4}}
 TASKS = {"sort": 8, "lm": 64}  # task: training length
 ENCODINGS = ("rope", "alibi")
