@@ -3,7 +3,7 @@
 A claim (`lenbench.report.claims.Claim`) names the facts of its regime (``regime=("rope", "prope")``);
 this module states each fact in one clause from what the board's cells trained: each entry's encoding is
 built from its cell's canonical config as the cell built it (`lenbench.run.cell.config_model`, untrained),
-and the clause reads the numbers off it (RoPE's head dimension, FIRE's threshold, xPos's scale base, the
+and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, FIRE's threshold, xPos's scale base, the
 range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's ramp). A board of another geometry, or a
 suite that sets a length-relative parameter, gets clauses true of it, not of the catalog.
 
@@ -116,6 +116,28 @@ def _rope(a: str, boards: list[Board]) -> str:
     return "; ".join(f"RoPE at head_dim {d} has {d // 2} frequency pairs" for d in dims)
 
 
+def _alibi(a: str, boards: list[Board]) -> str:
+    """ALiBi's slopes, which its head count sets (2^(-8i/n), Press et al. 2022, section 3): the paper's
+    8 heads span 1/2 to 1/256; 2 heads have only 1/16 and 1/256 (studies/protocol/README.md measures
+    what that costs ALiBi)."""
+    out = []
+    for _, _, entries in boards:
+        for e in entries.values():
+            if e.config.get("encoding") == "alibi":
+                slopes = [_fraction(float(v)) for v in e.encoding.slopes]
+                n = len(slopes)
+                listed = ", ".join(slopes[:-1]) + f" and {slopes[-1]}" if n > 1 else slopes[0]
+                out.append(f"ALiBi at {n} head{'s' * (n != 1)} has the slope{'s' * (n != 1)} {listed} "
+                           "(its paper's 8 heads: 1/2 to 1/256)")
+    return "; ".join(dict.fromkeys(out))
+
+
+def _fraction(value: float) -> str:
+    """A slope as 1/2^k writes it ("1/16"), else as a number."""
+    inverse = 1.0 / value
+    return f"1/{round(inverse)}" if math.isclose(inverse, round(inverse), rel_tol=1e-6) else f"{value:g}"
+
+
 def _fire(a: str, boards: list[Board]) -> str:
     values = sorted({float(e.encoding.threshold_init) for e in _each(boards, a)})
     return "" if not values else f"FIRE's threshold is {_numbers(values)} positions against {_lengths(boards)}"
@@ -178,7 +200,7 @@ def _count(n: int) -> str:
 
 #: Each regime fact: (the claim's entry A, its boards) → one clause ("" when the boards lack it).
 FACTS: dict[str, Callable[[str, list[Board]], str]] = {
-    "rope": _rope, "fire": _fire, "xpos": _xpos, "randomized": _randomized, "prope": _prope, "yarn": _yarn}
+    "rope": _rope, "alibi": _alibi, "fire": _fire, "xpos": _xpos, "randomized": _randomized, "prope": _prope, "yarn": _yarn}
 
 
 def regime_writer(df: pd.DataFrame, cells_dir: str | Path | None) -> Callable[[object, list[tuple[str, int, dict]]], str]:

@@ -47,14 +47,24 @@ def yarn_counts(head_dim: int, train_tokens: int, beta_fast=32.0, beta_slow=1.0,
     return kept, len(ramp) - kept - divided, divided
 
 
+def alibi_clause(n_heads: int) -> str:
+    """ALiBi's slopes for a power-of-two head count (Press et al. 2022, section 3): 2^(-8i/n), i = 1..n."""
+    slopes = [f"1/{2 ** (8 * i // n_heads)}" for i in range(1, n_heads + 1)]
+    return (f"ALiBi at {n_heads} heads has the slopes {', '.join(slopes[:-1])} and {slopes[-1]} "
+            "(its paper's 8 heads: 1/2 to 1/256)")
+
+
 def test_the_catalogs_clauses_from_its_preset():
     """A benchmark JSON's rows (no cells at hand) of a preset: the preset's cells, by id."""
     lm = [c for c in CATALOG.cells() if c.task.name == "lm" and c.seed == 0]
     head_dim = CATALOG.model.d_model // CATALOG.model.n_heads
     tokens = lm[0].train_len  # lm: one token per byte
     rope = f"RoPE at head_dim {head_dim} has {head_dim // 2} frequency pairs"
-    assert clause("ALiBi", lm) == rope
-    assert clause("FIRE", lm) == f"FIRE's threshold is {fire.PAPER_THRESHOLD:g} positions against a {tokens}-token training length"
+    alibi = alibi_clause(CATALOG.model.n_heads)
+    assert clause("ALiBi", lm) == f"{alibi}; {rope}"
+    assert clause("KERPLE", lm) == alibi
+    assert clause("FIRE", lm) == (f"FIRE's threshold is {fire.PAPER_THRESHOLD:g} positions against a {tokens}-token "
+                                  f"training length; {alibi}")
     assert clause("xPos", lm) == f"xPos's scale base is {xpos.PAPER_SCALE_BASE:g} positions against a {tokens}-token training length; {rope}"
     kept = int(0.75 * head_dim // 2)  # p-RoPE keeps int(p · head_dim / 2) pairs, the highest frequencies
     dropped = [10000.0 ** (-2 * i / head_dim) for i in range(kept, head_dim // 2)]
@@ -82,7 +92,10 @@ def test_a_board_of_another_geometry_gets_its_own_numbers(tmp_path):
                       {"name": "xpos", "params": {"scale_base_fraction": 0.5}}, {"name": "prope", "params": {"p": 0.5}}]})
     cells = suite.cells()
     cells_dir = write_cells(tmp_path, cells)
-    assert clause("FIRE", cells, cells_dir) == "FIRE's threshold is 12 positions against a 48-token training length"
+    assert clause("FIRE", cells, cells_dir) == ("FIRE's threshold is 12 positions against a 48-token training length; "
+                                                "ALiBi at 2 heads has the slopes 1/16 and 1/256 (its paper's 8 heads: "
+                                                "1/2 to 1/256)")
+    assert alibi_clause(2) == clause("KERPLE", cells, cells_dir)
     assert clause("xPos", cells, cells_dir) == ("xPos's scale base is 24 positions against a 48-token training length; "
                                                 "RoPE at head_dim 32 has 16 frequency pairs")
     dropped = [10000.0 ** (-2 * i / 32) for i in range(8, 16)]
