@@ -57,7 +57,7 @@ CLAIMS = (
     Claim("KERPLE", "Chi et al. 2022", "its logarithmic kernel extrapolates better than ALiBi",
           ("lm",), "kerple", ("alibi",), regime=("alibi",)),
     Claim("Sandwich", "Chi et al. 2023", "parameter-free, it extrapolates better than sinusoidal embeddings",
-          ("lm",), "sandwich", ("sinusoidal",)),
+          ("lm",), "sandwich", ("sinusoidal",), regime=("sandwich",)),
     Claim("FIRE", "Li et al. 2023", "it generalises past the training length better than ALiBi, KERPLE and T5's bias",
           ("lm",), "fire", ("alibi", "kerple", "t5"),
           regime=("fire", "alibi")),

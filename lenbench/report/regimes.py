@@ -3,7 +3,7 @@
 A claim (`lenbench.report.claims.Claim`) names the facts of its regime (``regime=("rope", "prope")``);
 this module states each fact in one clause from what the board's cells trained: each entry's encoding is
 built from its cell's canonical config as the cell built it (`lenbench.run.cell.config_model`, untrained),
-and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, FIRE's threshold, xPos's scale base, the
+and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, Sandwich's compression, FIRE's threshold, xPos's scale base, the
 range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's ramp). A board of another geometry, or a
 suite that sets a length-relative parameter, gets clauses true of it, not of the catalog.
 
@@ -132,6 +132,21 @@ def _alibi(a: str, boards: list[Board]) -> str:
     return "; ".join(dict.fromkeys(out))
 
 
+def _sandwich(a: str, boards: list[Board]) -> str:
+    """Sandwich's per-head compression 8h/H (Chi et al. 2023), which its head count sets: the paper's 8
+    heads divide by 1 to 8; 2 heads by 4 and 8 only (no head keeps the full bias)."""
+    from lenbench.encodings.sandwich import sandwich_head_divisors
+
+    out = []
+    for e in _each(boards, a):
+        divisors = [f"{float(v):g}" for v in sandwich_head_divisors(e.encoding.dims.n_heads)]
+        n = len(divisors)
+        listed = ", ".join(divisors[:-1]) + f" and {divisors[-1]}" if n > 1 else divisors[0]
+        out.append(f"Sandwich at {n} head{'s' * (n != 1)} divides its bias by {listed} "
+                   "(its paper's 8 heads: 1 to 8)")
+    return "; ".join(dict.fromkeys(out))
+
+
 def _fraction(value: float) -> str:
     """A slope as 1/2^k writes it ("1/16"), else as a number."""
     inverse = 1.0 / value
@@ -200,7 +215,7 @@ def _count(n: int) -> str:
 
 #: Each regime fact: (the claim's entry A, its boards) → one clause ("" when the boards lack it).
 FACTS: dict[str, Callable[[str, list[Board]], str]] = {
-    "rope": _rope, "alibi": _alibi, "fire": _fire, "xpos": _xpos, "randomized": _randomized, "prope": _prope, "yarn": _yarn}
+    "rope": _rope, "alibi": _alibi, "sandwich": _sandwich, "fire": _fire, "xpos": _xpos, "randomized": _randomized, "prope": _prope, "yarn": _yarn}
 
 
 def regime_writer(df: pd.DataFrame, cells_dir: str | Path | None) -> Callable[[object, list[tuple[str, int, dict]]], str]:

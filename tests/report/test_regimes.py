@@ -96,12 +96,25 @@ def test_a_board_of_another_geometry_gets_its_own_numbers(tmp_path):
                                                 "ALiBi at 2 heads has the slopes 1/16 and 1/256 (its paper's 8 heads: "
                                                 "1/2 to 1/256)")
     assert alibi_clause(2) == clause("KERPLE", cells, cells_dir)
+    assert clause("Sandwich", cells, cells_dir) == "", "no sandwich entry on this board: no clause"
     assert clause("xPos", cells, cells_dir) == ("xPos's scale base is 24 positions against a 48-token training length; "
                                                 "RoPE at head_dim 32 has 16 frequency pairs")
     dropped = [10000.0 ** (-2 * i / 32) for i in range(8, 16)]
     assert clause("p-RoPE", cells, cells_dir).endswith(f"its eight dropped pairs turn at most {max(dropped) * 48:.3f} rad over "
                                                        "48 positions")
     assert clause("FIRE", cells) == ""  # neither its cells nor a preset at hand: no clause, never the catalog's
+
+
+@pytest.mark.parametrize(("n_heads", "listed"), [(2, "4 and 8"), (8, "1, 2, 3, 4, 5, 6, 7 and 8")])
+def test_sandwich_states_its_per_head_compression(tmp_path, n_heads, listed):
+    """Sandwich divides head h = 1 … H by 8h/H (Chi et al. 2023): 4 and 8 at 2 heads, 1 to 8 at 8."""
+    suite = parse_suite({
+        "name": "mine", "seeds": [0], "model": {"d_model": 64, "n_layers": 1, "n_heads": n_heads},
+        "train": {"steps": 2}, "eval": {"ratios": [1, 2]}, "tasks": [{"name": "lm", "train_len": 48}],
+        "encodings": ["sandwich", "sinusoidal"]})
+    cells = suite.cells()
+    assert clause("Sandwich", cells, write_cells(tmp_path, cells)) == (
+        f"Sandwich at {n_heads} heads divides its bias by {listed} (its paper's 8 heads: 1 to 8)")
 
 
 def test_configs_are_only_those_of_the_rows_cells(tmp_path):
