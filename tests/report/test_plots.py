@@ -357,6 +357,29 @@ def test_a_log_metric_axis_inside_one_decade_is_labelled(tmp_path, capture, scal
     assert len(inside) >= 3, labelled
     assert all(float(text) == pytest.approx(v) for v, text in inside), inside  # plain labels: 5, 6, 7, not 5×10⁰
 
+
+def test_heatmap_rows_carry_the_boards_own_verdicts(tmp_path, capture):
+    """An unranked row is labelled as leaderboard.md labels it: "(uncertain)" where the interval of its
+    in-dist score straddles the threshold, "(not learned)" where it lies below; a learned row bare."""
+    from lenbench.report.markdown import leaderboard_markdown
+    from lenbench.report.tables import leaderboard
+
+    rows = [row("sort", enc, "none", ratio, "exact_match", value, seed)
+            for seed in (0, 1, 2) for enc, at_1x in (("rope", (1.0, 1.0, 1.0)), ("alibi", (1.0, 0.3, 0.9)),
+                                                     ("nope", (0.0, 0.05, 0.0)))
+            for ratio, value in ((1, at_1x[seed]), (2, at_1x[seed] / 2))]
+    df = load_results(rows)
+    board = leaderboard(df)
+    verdicts = dict(zip(board.per_task["encoding"], board.per_task["learnability"], strict=True))
+    assert verdicts == {"rope": "learned", "alibi": "uncertain", "nope": "not learned"}, verdicts
+    figures = capture("heatmap")
+    leaderboard_heatmap(df, tmp_path / "h.png", board=board)
+    (ax,) = [ax for ax in visible_axes(figures[0]) if ax.get_title()]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["alibi (uncertain)", "nope (not learned)", "rope"]
+    md = leaderboard_markdown(board)
+    assert all(f"| {label} " in md for label in labels)  # the tables' own labels
+
 # --- one colour per encoding, everywhere ---------------------------------------------------------
 
 

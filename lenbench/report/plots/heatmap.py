@@ -15,6 +15,7 @@ from matplotlib.patches import Rectangle
 from lenbench.metrics import find_metric
 from lenbench.report.figures import FigureSpec
 from lenbench.report.formatting import fixed
+from lenbench.report.markdown import entry_label
 from lenbench.report.plots._style import (
     PAPER_FONT_SIZE,
     board_label,
@@ -34,7 +35,8 @@ FIGURES = (FigureSpec(stem="leaderboard_heatmap", title="leaderboard heatmap", s
 #: The caption of the figure on the page (`lenbench.report.page`), and for docs to quote.
 CAPTION = ("The leaderboard as heatmaps: each task's primary metric (mean over seeds) for every trained model, "
            "inference-time variant and baseline at each length ratio (evaluation / training length); brighter is "
-           "better, \"fail\" marks a length where every seed failed, hatched grey rows did not learn the task at 1×. "
+           "better, \"fail\" marks a length where every seed failed, hatched grey rows did not learn the task at 1× "
+           "(labelled not learned or uncertain, as the tables label them). "
            "Perplexity has a log colour scale spanning the models (a baseline beyond it takes the end colour).")
 
 
@@ -61,7 +63,8 @@ def heatmap_left_out(board: Leaderboard) -> dict[str, str]:
 def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboard | None = None) -> Path:
     """The leaderboard as heatmaps (`CAPTION`): (encoding, variant) × length ratio, primary metric
     (mean over seeds), one panel per task; brighter is better; "fail" marks a failed length; a
-    model that did not learn the task at 1× is veiled grey, hatched and labelled "(not learned)".
+    model that did not learn the task at 1× with support is veiled grey, hatched and labelled as the
+    board's tables label it ("(not learned)", "(uncertain)").
     A board on which every model is at zero or not learned is left out (`heatmap_left_out`),
     unless every board is. Each panel has its own colour bar; a log one (perplexity) is ticked at
     three or more round values (`lenbench.report.plots._style.log_ticks`).
@@ -91,7 +94,7 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
         metric = rows["metric"].iloc[0]
         hib = bool(rows["higher_is_better"].iloc[0])
         cols = board.ratio_columns(task, train_len)
-        labels = [f"{sr} (not learned)" if nl else sr for sr, nl in zip(rows["series"], rows["not_learned"], strict=True)]
+        labels = _row_labels(board, rows, task, train_len)
         matrix = rows.set_index(pd.Index(labels, name="series"))[cols].astype(float)
         values = matrix.to_numpy()
         models = values[(rows["kind"] != "baseline").to_numpy()] if "kind" in rows else values
@@ -126,6 +129,15 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
     return save_figure(fig, path)
+
+
+def _row_labels(board: Leaderboard, rows: pd.DataFrame, task: str, train_len: int) -> list[str]:
+    """Each row's label as the board's tables write it (`lenbench.report.markdown.entry_label`): "(not
+    learned)", "(uncertain)" or "(incomplete)" after an unranked entry, from the board's own verdicts."""
+    per = board.per_task[(board.per_task["task"] == task) & (board.per_task["train_len"] == train_len)]
+    facts = {(r["encoding"], r["variant"]): r for r in per[["encoding", "variant", "learnability", "complete"]]
+             .to_dict("records")}
+    return [entry_label({**r, **facts.get((r["encoding"], r["variant"]), {})}) for r in rows.to_dict("records")]
 
 
 def draw_figure(inputs, path: str | Path) -> Path:
