@@ -233,15 +233,16 @@ SCREEN_NOTE = (f"The figures are shown at {SCREEN_DPI} dpi in 256 colours; each 
 
 def screen_png(path: Path) -> bytes:
     """A 300 dpi figure PNG as the page embeds it: scaled to `SCREEN_DPI` (Lanczos) and reduced to
-    a 256-colour palette (fast octree, no dithering, so text stays clean). The print files of a
-    catalog board (26 entries × 13 lengths per panel) reach 10 MB, which as ``data:`` URIs made a
-    13 MB page; this keeps it to a few."""
+    a 256-colour palette (fast octree, no dithering, so text stays clean). A catalog's print files
+    (26 entries × 13 lengths per heatmap panel) sum to about 10 MB, 13 MB as ``data:`` URIs; at
+    screen resolution the page is about 2 MB."""
     with Image.open(path) as im:
         scale = SCREEN_DPI / DPI
         small = im.convert("RGB").resize((max(1, round(im.width * scale)), max(1, round(im.height * scale))),
                                          Image.Resampling.LANCZOS)
     buf = io.BytesIO()
-    small.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(buf, format="PNG", optimize=True)
+    small.quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(
+        buf, format="PNG", optimize=True)
     return buf.getvalue()
 
 
