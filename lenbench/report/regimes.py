@@ -3,9 +3,10 @@
 A claim (`lenbench.report.claims.Claim`) names the facts of its regime (``regime=("rope", "prope")``);
 this module states each fact in one clause from what the board's cells trained: each entry's encoding is
 built from its cell's canonical config as the cell built it (`lenbench.run.cell.config_model`, untrained),
-and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, Sandwich's compression, FIRE's threshold, xPos's scale base, the
-range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's ramp). A board of another geometry, or a
-suite that sets a length-relative parameter, gets clauses true of it, not of the catalog.
+and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, Sandwich's compression,
+FIRE's threshold, xPos's scale base, the range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's
+ramp). A board of another geometry, or a suite that sets a length-relative parameter, gets clauses true
+of it, not of the catalog.
 
 The cells' configs come from the results directory's ``cells/`` (a benchmark JSON's own directory
 counts), else from the presets the rows name, each cell only where its id is one of the rows' (an id
@@ -119,17 +120,10 @@ def _rope(a: str, boards: list[Board]) -> str:
 def _alibi(a: str, boards: list[Board]) -> str:
     """ALiBi's slopes, which its head count sets (2^(-8i/n), Press et al. 2022, section 3): the paper's
     8 heads span 1/2 to 1/256; 2 heads have only 1/16 and 1/256 (studies/protocol/README.md measures
-    what that costs ALiBi)."""
-    out = []
-    for _, _, entries in boards:
-        for e in entries.values():
-            if e.config.get("encoding") == "alibi":
-                slopes = [_fraction(float(v)) for v in e.encoding.slopes]
-                n = len(slopes)
-                listed = ", ".join(slopes[:-1]) + f" and {slopes[-1]}" if n > 1 else slopes[0]
-                out.append(f"ALiBi at {n} head{'s' * (n != 1)} has the slope{'s' * (n != 1)} {listed} "
-                           "(its paper's 8 heads: 1/2 to 1/256)")
-    return "; ".join(dict.fromkeys(out))
+    what that costs ALiBi). ALiBi is the claim's A or one of its Bs."""
+    return "; ".join(dict.fromkeys(
+        _per_head("ALiBi", [_fraction(float(v)) for v in e.encoding.slopes], "has the slope", "s",
+                  "1/2 to 1/256") for e in _each(boards, "alibi")))
 
 
 def _sandwich(a: str, boards: list[Board]) -> str:
@@ -137,14 +131,18 @@ def _sandwich(a: str, boards: list[Board]) -> str:
     heads divide by 1 to 8; 2 heads by 4 and 8 only (no head keeps the full bias)."""
     from lenbench.encodings.sandwich import sandwich_head_divisors
 
-    out = []
-    for e in _each(boards, a):
-        divisors = [f"{float(v):g}" for v in sandwich_head_divisors(e.encoding.dims.n_heads)]
-        n = len(divisors)
-        listed = ", ".join(divisors[:-1]) + f" and {divisors[-1]}" if n > 1 else divisors[0]
-        out.append(f"Sandwich at {n} head{'s' * (n != 1)} divides its bias by {listed} "
-                   "(its paper's 8 heads: 1 to 8)")
-    return "; ".join(dict.fromkeys(out))
+    return "; ".join(dict.fromkeys(
+        _per_head("Sandwich", [f"{float(v):g}" for v in sandwich_head_divisors(e.encoding.dims.n_heads)],
+                  "divides its bias by", "", "1 to 8") for e in _each(boards, a)))
+
+
+def _per_head(name: str, values: list[str], verb: str, plural: str, paper: str) -> str:
+    """One clause of a method whose per-head strengths its head count sets: "ALiBi at 2 heads has the
+    slopes 1/16 and 1/256 (its paper's 8 heads: 1/2 to 1/256)"; `plural` is added to `verb` when there
+    are several heads."""
+    n = len(values)
+    listed = ", ".join(values[:-1]) + f" and {values[-1]}" if n > 1 else values[0]
+    return f"{name} at {n} head{'s' * (n != 1)} {verb}{plural * (n != 1)} {listed} (its paper's 8 heads: {paper})"
 
 
 def _fraction(value: float) -> str:
@@ -215,7 +213,8 @@ def _count(n: int) -> str:
 
 #: Each regime fact: (the claim's entry A, its boards) → one clause ("" when the boards lack it).
 FACTS: dict[str, Callable[[str, list[Board]], str]] = {
-    "rope": _rope, "alibi": _alibi, "sandwich": _sandwich, "fire": _fire, "xpos": _xpos, "randomized": _randomized, "prope": _prope, "yarn": _yarn}
+    "rope": _rope, "alibi": _alibi, "sandwich": _sandwich, "fire": _fire, "xpos": _xpos, "randomized": _randomized,
+    "prope": _prope, "yarn": _yarn}
 
 
 def regime_writer(df: pd.DataFrame, cells_dir: str | Path | None) -> Callable[[object, list[tuple[str, int, dict]]], str]:
