@@ -155,8 +155,8 @@ def slim(data: Any, cell_seconds: Mapping[str, float] | None = None, where: str 
                 raise ResultsError(f"{where}: benchmark {i}: extra_info.{LEGACY} is not a list of rows; "
                                    "give the file `pytest bench --benchmark-json FILE` wrote")
             extra[TABLE] = pack(rows)
-        info = extra.get(CELL)
-        if not isinstance(info, dict) or info.get("timed") == CELL_TIMED:
+        info = _cell_record(bench)
+        if info is None or info.get("timed") == CELL_TIMED:
             continue
         seconds = info.get("seconds")
         if not _finite_positive(seconds):
