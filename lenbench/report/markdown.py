@@ -65,6 +65,15 @@ def entry_label(r: dict) -> str:
     return r["series"] + (" (not learned)" if r["not_learned"] else "")
 
 
+def wide_labels(wide: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
+    """`entry_label` of each row of one board's `Leaderboard.wide`, its learnability and completeness
+    taken from the board's own entries `rows` (`Leaderboard.per_task`): the by-ratio table and the
+    heatmap label an entry as the main table does."""
+    facts = {(r["encoding"], r["variant"]): r for r in rows[["encoding", "variant", "learnability", "complete"]]
+             .to_dict("records")}
+    return [entry_label({**r, **facts.get((r["encoding"], r["variant"]), {})}) for r in wide.to_dict("records")]
+
+
 BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r", "r", "r"]
 
 
@@ -209,9 +218,8 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
     ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
     if ratio_cols:
         parts += [f"{md_text(metric)} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
-        lines = [[entry_label(r), *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
-                 for r in wide.assign(learnability=wide.set_index(["encoding", "variant"]).index.map(
-                     rows.set_index(["encoding", "variant"])["learnability"]).fillna("")).to_dict("records")]
+        lines = [[label, *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
+                 for label, r in zip(wide_labels(wide, rows), wide.to_dict("records"), strict=True)]
         parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
     parts += context_gain_section(board, task, train_len, rows)
     parts += [learnability_note(metric, hib, task), ""]

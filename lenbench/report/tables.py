@@ -275,7 +275,6 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     df = load_results(df) if not list(df.columns) == list(COLUMNS) else df
     df = whole_length(df)  # bucketed rows (per position, per needle depth) are not leaderboard rows
     per_task_parts, wide_rows, seed_parts, boards, context_parts, board_ratios = [], [], [], {}, [], {}
-    ratios_all: set[float] = set()
     for task in task_order(df["task"]):
         tdf = df[df["task"] == task]
         metric = primary_metric(task, tdf["metric"].unique())
@@ -302,7 +301,6 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
                 sdf = board[(board["encoding"] == e["encoding"]) & (board["variant"] == e["variant"])]
                 # A length where any seed failed shows as failed (NaN) in the wide table.
                 shown = sdf.groupby("ratio", sort=True)["value"].agg(lambda v: v.mean() if v.notna().all() else math.nan)
-                ratios_all.update(shown.index)
                 row = {"task": task, "train_len": int(train_len), "metric": metric, "higher_is_better": hib,
                        "encoding": e["encoding"], "variant": e["variant"], "series": e["series"], "kind": e["kind"],
                        "not_learned": e["not_learned"], "n_seeds": e["n_seeds"], "rank": e["rank"],
@@ -333,7 +331,7 @@ def leaderboard(df: pd.DataFrame, *, n_boot: int | None = None) -> Leaderboard:
     overall = overall.astype({"mean_rank": "float64", "n_tasks": "int64", "n_at_floor": "int64", "n_uncertain": "int64",
                               "n_not_learned": "int64", "rank": "float64"})
 
-    ratio_cols = sorted(ratios_all)
+    ratio_cols = sorted(set().union(*board_ratios.values()))  # every board's lengths
     ci_cols = [(r, side) for r in ratio_cols for side in ("lo", "hi")]
     wide = pd.DataFrame(wide_rows, columns=["task", "train_len", "metric", "higher_is_better", "encoding", "variant",
                                             "series", "kind", "not_learned", "n_seeds", "rank", "variant_rank",

@@ -15,7 +15,7 @@ from matplotlib.patches import Rectangle
 from lenbench.metrics import find_metric
 from lenbench.report.figures import FigureSpec
 from lenbench.report.formatting import fixed
-from lenbench.report.markdown import entry_label
+from lenbench.report.markdown import wide_labels
 from lenbench.report.plots._style import (
     PAPER_FONT_SIZE,
     board_label,
@@ -94,7 +94,8 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
         metric = rows["metric"].iloc[0]
         hib = bool(rows["higher_is_better"].iloc[0])
         cols = board.ratio_columns(task, train_len)
-        labels = _row_labels(board, rows, task, train_len)
+        labels = wide_labels(rows, board.per_task[(board.per_task["task"] == task)
+                                                  & (board.per_task["train_len"] == train_len)])
         matrix = rows.set_index(pd.Index(labels, name="series"))[cols].astype(float)
         values = matrix.to_numpy()
         models = values[(rows["kind"] != "baseline").to_numpy()] if "kind" in rows else values
@@ -129,15 +130,6 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
     return save_figure(fig, path)
-
-
-def _row_labels(board: Leaderboard, rows: pd.DataFrame, task: str, train_len: int) -> list[str]:
-    """Each row's label as the board's tables write it (`lenbench.report.markdown.entry_label`): "(not
-    learned)", "(uncertain)" or "(incomplete)" after an unranked entry, from the board's own verdicts."""
-    per = board.per_task[(board.per_task["task"] == task) & (board.per_task["train_len"] == train_len)]
-    facts = {(r["encoding"], r["variant"]): r for r in per[["encoding", "variant", "learnability", "complete"]]
-             .to_dict("records")}
-    return [entry_label({**r, **facts.get((r["encoding"], r["variant"]), {})}) for r in rows.to_dict("records")]
 
 
 def draw_figure(inputs, path: str | Path) -> Path:
