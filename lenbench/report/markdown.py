@@ -74,6 +74,21 @@ def wide_labels(wide: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
     return [entry_label({**r, **facts.get((r["encoding"], r["variant"]), {})}) for r in wide.to_dict("records")]
 
 
+def by_ratio_table(board: Leaderboard, task: str, train_len: int,
+                   rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str], list[list[str]]]:
+    """One board's table by length ratio (leaderboard.md and the page alike): its `Leaderboard.wide`
+    rows (variants left out), its own ratio columns (`Leaderboard.ratio_columns`: a length where every
+    entry failed shows "fail", not a missing column) and the lines, each entry labelled as the main
+    table labels it (`wide_labels`) with the mean ± the 95 % half-width at each ratio."""
+    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
+                      & (board.wide["kind"] != "variant")]
+    cols = [c for c in board.ratio_columns(task, train_len) if c in wide.columns]
+    metric = str(rows["metric"].iloc[0]) if len(rows) else ""
+    lines = [[label, *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in cols)]
+             for label, r in zip(wide_labels(wide, rows), wide.to_dict("records"), strict=True)]
+    return wide, cols, lines
+
+
 BOARD_ALIGN = ["r", "l", "r", "r", "r", "r", "r", "r", "r", "r"]
 
 
@@ -213,13 +228,9 @@ def _board_sections(board: Leaderboard, task: str, train_len: int, rows: pd.Data
         parts += [md_text(floor), ""]
     main = rows[rows["kind"].isin(["model", "baseline"])]
     parts += [markdown_table(header, body(main, "rank"), align), ""]
-    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
-                      & (board.wide["kind"] != "variant")]
-    ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
+    _, ratio_cols, lines = by_ratio_table(board, task, train_len, rows)
     if ratio_cols:
         parts += [f"{md_text(metric)} {arrow[hib]} by length ratio (mean over seeds ± 95 % half-width):", ""]
-        lines = [[label, *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
-                 for label, r in zip(wide_labels(wide, rows), wide.to_dict("records"), strict=True)]
         parts += [markdown_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)]), ""]
     parts += context_gain_section(board, task, train_len, rows)
     parts += [learnability_note(metric, hib, task), ""]

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from lenbench.report.formatting import fmt_ci, fmt_seconds, fmt_times
+from lenbench.report.formatting import fmt_seconds, fmt_times
 from lenbench.report.markdown import (
     EFFECTIVE_LENGTH,
     OVERALL_HEADER,
@@ -43,6 +43,7 @@ from lenbench.report.markdown import (
     board_header,
     board_second,
     board_table_rows,
+    by_ratio_table,
     floor_sentence,
     learnability_lines,
     learnability_note,
@@ -174,14 +175,9 @@ def _task_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFr
     main = rows[rows["kind"].isin(["model", "baseline"])]
     parts.append(_html_table(board_header(metric, hib, second, board_degrades(rows)), board_table_rows(main, "rank", metric),
                              board_align(second, board_degrades(rows)), group, _row_classes(main), key=1))
-    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
-                      & (board.wide["kind"] != "variant")]
-    ratio_cols = [c for c in wide.columns if c.endswith("x") and wide[c].notna().any()]
+    wide, ratio_cols, lines = by_ratio_table(board, task, train_len, rows)
     if ratio_cols:
         parts.append(f"<h3>{_esc(metric)} by length ratio (mean over seeds ± 95 % half-width)</h3>")
-        lines = [[r["series"] + (" (not learned)" if r["not_learned"] else ""),
-                  *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in ratio_cols)]
-                 for r in wide.to_dict("records")]
         parts.append(_html_table(["encoding", *ratio_cols], lines, ["l", *["r"] * len(ratio_cols)], group,
                                  _row_classes(wide)))
     parts.append("<h3>Learnability at the training length</h3>")

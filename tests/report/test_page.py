@@ -253,3 +253,27 @@ def test_the_page_embeds_each_figure_at_screen_resolution_and_leaves_the_print_f
             embedded.append(im.size)
     assert len(embedded) >= 4 and set(embedded) <= set(widths.values())
     assert SCREEN_NOTE in html.unescape((report / "index.html").read_text(encoding="utf-8"))
+
+
+def test_the_pages_by_ratio_table_labels_entries_as_leaderboard_md_does(tmp_path):
+    """An uncertain entry (the interval of its in-dist score straddles the threshold) is "(uncertain)" in
+    the page's by-ratio table as in leaderboard.md's, not "(not learned)"; every by-ratio row of
+    leaderboard.md is on the page, cell for cell."""
+    from test_results import row
+
+    rows = [row("sort", enc, "none", 10, ratio, "exact_match", value, seed)
+            for seed in (0, 1, 2) for enc, at_1x in (("rope", (1.0, 1.0, 1.0)), ("alibi", (1.0, 0.3, 0.9)),
+                                                     ("nope", (0.0, 0.05, 0.0)))
+            for ratio, value in ((1, at_1x[seed]), (2, at_1x[seed] / 2))]
+    write_report(bench_json(tmp_path / "bench.json", rows), tmp_path)
+    page = Page()
+    page.feed((tmp_path / "index.html").read_text(encoding="utf-8"))
+    by_ratio = [r for r in markdown_rows((tmp_path / "leaderboard.md").read_text()) if r[0] == "encoding"
+                and r[1:] == ["1x", "2x"]]
+    assert by_ratio, "leaderboard.md has a by-ratio table"
+    md = markdown_rows((tmp_path / "leaderboard.md").read_text())
+    start = md.index(by_ratio[0])
+    table = md[start:start + 4]
+    assert sorted(r[0] for r in table[1:]) == ["alibi (uncertain)", "nope (not learned)", "rope"], table
+    for r in table:
+        assert r in page.rows, f"leaderboard.md's by-ratio row {r} is not on the page"
