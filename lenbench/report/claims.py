@@ -178,14 +178,21 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
     t, metric = w["table"], w["metric"]
     where = f"{task}'s RoPE variant table" if c.table == "variant_rank" else task
 
+    ranked_on = str(t["ranked_on"].iloc[0])
+
+    def rank(s: str, stat: str) -> str:
+        """" (rank N)" where the table ranks on `stat` and ranked `s`: a rank beside another statistic
+        would not be that statistic's."""
+        r = t.loc[s][c.table]
+        return f" (rank {int(r)})" if stat == ranked_on and r == r else ""
+
     def show(s: str) -> str:
         r = t.loc[s]
         stat = stats.AREA if metric == r["metric"] else f"secondary_{stats.AREA}"
         score = fmt_ci(r[stat], r[f"{stat}_ci_low"], r[f"{stat}_ci_high"], metric)
         if r["learnability"] != stats.LEARNED:
             return f"{s} {score} ({r['learnability']})"
-        rank = r[c.table]
-        return f"{s} {score}" + (f" (rank {int(rank)})" if rank == rank else "")
+        return f"{s} {score}{rank(s, stats.AREA)}"
 
     text = f"On {where}, area of {metric} past the training length: {show(c.a)} against {', '.join(show(s) for s in c.bs)}"
     if not w["learned"]:
@@ -198,10 +205,10 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
             parts.append(f"{text}: **{_verdict(sides)}**")
         else:
             r = t.loc[c.a]
-            diffs = ", ".join(f"{x.b} {fmt_value(-x.est.mean)}" for x in own)  # oriented back: A − B in nats
+            diffs = ", ".join(f"{x.b}{rank(x.b, stat)} {fmt_value(-x.est.mean)}" for x in own)  # A − B in nats
             parts.append(f"degradation (nll past training − nll at 1×, nats): {md_text(c.a)} "
-                         f"{fmt_ci(r['degradation'], r['degradation_ci_low'], r['degradation_ci_high'], 'retention')}, "
-                         f"A − B {diffs}: **{_verdict(sides)}**")
+                         f"{fmt_ci(r['degradation'], r['degradation_ci_low'], r['degradation_ci_high'], 'retention')}"
+                         f"{rank(c.a, stat)}, A − B {diffs}: **{_verdict(sides)}**")
     return "; ".join(parts) + "."
 
 
@@ -210,8 +217,11 @@ INTRO = ("Each claim is judged by the board's own paired test: the t test over s
          "(nll past the training length minus nll at 1×, the same scored bytes), every comparison of every claim "
          f"Holm-corrected together at a family-wise {ranks.ALPHA:g}. *agrees*: A better than every B with support; "
          "*disagrees*: worse than every B; *not separated*: no comparison supported; *mixed*: otherwise; *cannot "
-         "tell*: an entry is not learned (or uncertain) at 1×. Each claim says where the method ran outside its "
-         "designed regime at this scale.")
+         "tell*: an entry is not learned (or uncertain) at 1×. A rank is the entry's in its table (leaderboard.md), "
+         "quoted beside the statistic the table ranks on; it comes from every pair of the table in one family, so "
+         "a claim's fewer comparisons can separate entries that share a rank there, or that a noisier entry's "
+         "rank places the other way round. Each claim says where the method ran outside its designed regime at "
+         "this scale.")
 
 
 def claims_markdown(board: Leaderboard, claims=CLAIMS,

@@ -3,6 +3,7 @@ Holm family, on the level and (lm) the degradation; the regime each claim states
 catalog's geometry and the encodings' defaults."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -58,6 +59,21 @@ def test_the_reverse_claim_disagrees():
 def test_a_difference_inside_the_seed_noise_is_not_separated():
     text = verdicts(lm_rows("alibi", 0.0, 0.0, 0.3, 1) + lm_rows("rope", 0.05, 0.05, 0.3, 2))
     assert text.count("**not separated**") == 2
+
+
+def test_a_rank_is_quoted_beside_the_statistic_its_table_ranks_on():
+    """lm ranks on the degradation: the ranks sit in the degradation phrase, as the table's, and the
+    area phrase carries none (a rank beside the area would read as the area's)."""
+    board = leaderboard(load_results(lm_rows("alibi", 0.0, 0.0, 0.01, 1) + lm_rows("rope", 0.5, 0.0, 0.01, 2)
+                                     + unigram()))
+    t = board.per_task[board.per_task["task"] == "lm"].set_index("encoding")
+    assert set(t["ranked_on"]) == {"degradation"}
+    (_, [sentence]), = claims.judge(board, [CLAIM])
+    area, degradation = sentence.split("; degradation")
+    assert "(rank" not in area, area
+    assert re.search(rf"alibi [0-9.]+ ± [0-9.]+ \(rank {int(t.at['alibi', 'rank'])}\), A − B", degradation), degradation
+    assert f"rope (rank {int(t.at['rope', 'rank'])}) " in degradation, degradation
+    assert t.at["alibi", "rank"] < t.at["rope", "rank"]
 
 
 def test_a_claim_on_an_entry_that_did_not_learn_cannot_tell():
