@@ -1,5 +1,6 @@
 """Figures render from a tiny results set, in PNG and SVG, with one fixed style per line."""
 
+import itertools
 import math
 import random
 import zlib
@@ -356,6 +357,25 @@ def test_a_log_metric_axis_inside_one_decade_is_labelled(tmp_path, capture, scal
     inside = [(v, text) for v, text in labelled if lo <= v <= hi]
     assert len(inside) >= 3, labelled
     assert all(float(text) == pytest.approx(v) for v, text in inside), inside  # plain labels: 5, 6, 7, not 5×10⁰
+
+
+def test_a_panels_narrow_log_range_gets_evenly_spaced_round_ticks():
+    """A panel's axis (no ends) inside too narrow a range for the log mantissas gets round values at one
+    step (31-48: 35, 40, 45; a colour bar keeps its ends: 31 ... 48); three or more, inside, over any range."""
+    from lenbench.report.plots._style import log_ticks
+
+    assert log_ticks(31, 48, ends=False) == [35, 40, 45]
+    assert log_ticks(31, 39, ends=False) == [32, 34, 36, 38]
+    assert log_ticks(31, 48)[0] == 31 and log_ticks(31, 48)[-1] == 48
+    assert log_ticks(5, 12, ends=False) == log_ticks(5, 12) == [5, 7, 10]  # the mantissas first, as before
+    rng = random.Random(1)
+    for _ in range(300):
+        lo = 10 ** rng.uniform(-3, 4)
+        hi = lo * 10 ** rng.uniform(0.0005, 3)
+        ticks = log_ticks(lo, hi, ends=False)
+        assert len(ticks) >= 3 and all(lo <= t <= hi for t in ticks), (lo, hi, ticks)
+        steps = {round((b - a) / hi, 9) for a, b in itertools.pairwise(ticks)}
+        assert len(steps) == 1 or ticks[1] / ticks[0] >= 1.1, (lo, hi, ticks)  # one step, or the log mantissas
 
 
 def test_heatmap_rows_carry_the_boards_own_verdicts(tmp_path, capture):

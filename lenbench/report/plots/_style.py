@@ -34,7 +34,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from lenbench import encoding_display
 from lenbench.atomic import atomic_path
@@ -190,12 +190,14 @@ def plain_log_labels(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
 
 
-def log_ticks(vmin: float, vmax: float) -> list[float]:
+def log_ticks(vmin: float, vmax: float, ends: bool = True) -> list[float]:
     """At least three round ticks for a log scale over [vmin, vmax] (a log colour bar over less than
     a decade keeps a scale): the sparsest of 10^k, {1, 3}, {1, 2, 5}, {1, 2, 3, 5}, {1, 1.5, 2, 3, 5, 7}
-    × 10^k that puts three or more inside the range, else both ends and five values spread evenly in
-    log space, with as few significant digits (two or more) as keep three apart; a range that is one
-    value gets that value."""
+    × 10^k that puts three or more inside the range. A range too narrow for those (31 to 48) is nearly
+    linear on a log scale: without `ends` (a panel's axis), three or more evenly spaced round values
+    inside it (35, 40, 45: matplotlib's `MaxNLocator` steps); with them (a colour bar, whose ends are
+    the data's), both ends and five values spread evenly in log space, with as few significant digits
+    (two or more) as keep three apart. A range that is one value gets that value."""
     if not (0 < vmin < vmax):
         return [vmin, vmax] if vmin < vmax else [vmin]
     decades = range(math.floor(math.log10(vmin)), math.ceil(math.log10(vmax)) + 1)
@@ -203,6 +205,12 @@ def log_ticks(vmin: float, vmax: float) -> list[float]:
         ticks = sorted(t for t in {float(f"{m * 10.0 ** k:.12g}") for k in decades for m in mantissas} if vmin <= t <= vmax)
         if len(ticks) >= 3:
             return ticks
+    if not ends:
+        for bins in range(3, 10):
+            values = MaxNLocator(nbins=bins, steps=[1, 2, 5, 10]).tick_values(vmin, vmax)
+            ticks = [float(f"{t:.12g}") for t in values if vmin <= t <= vmax]
+            if len(ticks) >= 3:
+                return ticks
     for digits in range(2, 17):
         spread = {float(f"{v:.{digits}g}") for v in np.geomspace(vmin, vmax, 5)}
         ticks = sorted({t for t in spread if vmin <= t <= vmax} | {vmin, vmax})
@@ -211,11 +219,11 @@ def log_ticks(vmin: float, vmax: float) -> list[float]:
     return ticks
 
 
-def round_log_axis(axis, vmin: float, vmax: float) -> None:
-    """Tick a log axis (a panel's or a colour bar's) over [vmin, vmax] at `log_ticks`' round values,
-    labelled plainly (5, 10, 20), without minor ticks: matplotlib's own locator leaves a range
-    inside one decade (a byte-level perplexity of 3 to 6) without a single label."""
-    axis.set_major_locator(FixedLocator(log_ticks(vmin, vmax)))
+def round_log_axis(axis, vmin: float, vmax: float, ends: bool = True) -> None:
+    """Tick a log axis (a panel's, `ends` False, or a colour bar's) over [vmin, vmax] at `log_ticks`'
+    round values, labelled plainly (5, 10, 20), without minor ticks: matplotlib's own locator leaves a
+    range inside one decade (a byte-level perplexity of 3 to 6) without a single label."""
+    axis.set_major_locator(FixedLocator(log_ticks(vmin, vmax, ends)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_locator(NullLocator())
 

@@ -225,7 +225,7 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
     freeze_limits(ax)  # the models set the view; baselines annotate it
     if ax.get_yscale() == "log":  # a view at short round ends, ticked at round values inside it
         ax.set_ylim(*round_out(*ax.get_ylim()))
-        round_log_axis(ax.yaxis, *ax.get_ylim())
+        round_log_axis(ax.yaxis, *ax.get_ylim(), ends=False)
     for r in wide.to_dict("records"):
         if r["kind"] == "baseline":
             ys = np.array([r.get(c, np.nan) for c in cols], dtype=float)
