@@ -378,6 +378,26 @@ def test_a_panels_narrow_log_range_gets_evenly_spaced_round_ticks():
         assert len(steps) == 1 or ticks[1] / ticks[0] >= 1.1, (lo, hi, ticks)  # one step, or the log mantissas
 
 
+def test_only_learned_entries_draw_an_interval_band(tmp_path, capture):
+    """A learned entry's 95 % band is drawn; an uncertain or not-learned one is a faded line without one
+    (its interval is in the tables), so 26 entries with bimodal seeds do not wash the panel over."""
+    from matplotlib.collections import PolyCollection
+
+    rows = [row("sort", enc, "none", ratio, "exact_match", value, seed)
+            for seed in (0, 1, 2) for enc, at_1x in (("rope", (1.0, 0.98, 1.0)), ("alibi", (1.0, 0.3, 0.9)),
+                                                     ("nope", (0.0, 0.05, 0.1)))
+            for ratio, value in ((1, at_1x[seed]), (2, at_1x[seed] / 2))]
+    df = load_results(rows)
+    figures = capture("extrapolation")
+    extrapolation_plot(df, tmp_path / "x.png")
+    (ax,) = [ax for ax in visible_axes(figures[0]) if ax.get_title()]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 1, bands
+    assert bands[0].get_facecolor()[0][:3] == pytest.approx(to_rgb(series_style("rope", "none")["color"]))
+    faded = [line for line in ax.get_lines() if line.get_alpha() is not None and line.get_alpha() < 1]
+    assert len(faded) == 2  # alibi (uncertain) and nope (not learned): their lines stay
+
+
 def test_heatmap_rows_carry_the_boards_own_verdicts(tmp_path, capture):
     """An unranked row is labelled as leaderboard.md labels it: "(uncertain)" where the interval of its
     in-dist score straddles the threshold, "(not learned)" where it lies below; a learned row bare."""

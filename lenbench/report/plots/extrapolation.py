@@ -48,7 +48,8 @@ CAPTION = ("Each task's primary metric (exact match ↑, perplexity ↓) against
            "the mean over seeds with its 95 % interval band (a t interval over seeds), the training length dashed. "
            "Top row: the trained encodings, each in the colour and marker it has in every figure; below, one row "
            "per encoding with inference-time variants: its plain model beside them (colour by rope_type, "
-           "▲ fine-tuned, ■ pinned factor). Faded: not learned at 1× (or uncertain); ×: every seed failed at that length; "
+           "▲ fine-tuned, ■ pinned factor). Faded, without a band: not learned at 1× (or uncertain; their intervals are in "
+           "the tables); ×: every seed failed at that length; "
            "grey: baselines, drawn over the range the models set (one beyond it is an arrow and its value at the edge).")
 
 #: Panels per row of a band (one band: the trained encodings, or one encoding and its variants).
@@ -77,7 +78,8 @@ def extrapolation_left_out(df: pd.DataFrame, board: Leaderboard | None = None) -
     return boards_left_out(board, [(t, n) for t, n, _, _ in _boards(df)])[1]
 
 
-def _draw_series(ax, xs, mean, lo, hi, style: dict, alpha: float, marker: str | None) -> None:
+def _draw_series(ax, xs, mean, lo, hi, style: dict, alpha: float, marker: str | None, band: bool = True) -> None:
+    """One series' mean line and, with `band`, its interval band."""
     finite = np.isfinite(mean)
     if not finite.any():
         return
@@ -85,9 +87,9 @@ def _draw_series(ax, xs, mean, lo, hi, style: dict, alpha: float, marker: str | 
                       linewidth=1.2 if marker else 1.2, alpha=alpha)
     if style["dashes"]:
         line.set_dashes(style["dashes"])
-    band = finite & np.isfinite(lo) & np.isfinite(hi)
-    if band.any() and (hi[band] > lo[band]).any():
-        ax.fill_between(xs[band], lo[band], hi[band], color=style["color"], alpha=0.15 * alpha, linewidth=0)
+    inside = finite & np.isfinite(lo) & np.isfinite(hi)
+    if band and inside.any() and (hi[inside] > lo[inside]).any():
+        ax.fill_between(xs[inside], lo[inside], hi[inside], color=style["color"], alpha=0.15 * alpha, linewidth=0)
 
 
 def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard | None = None) -> Path:
@@ -98,7 +100,8 @@ def extrapolation_plot(df: pd.DataFrame, path: str | Path, *, board: Leaderboard
     variants). log2 x axis at the evaluated lengths, a dashed vertical line at the training length,
     one line per (encoding, variant) in the shared style (`lenbench.report.plots._style`): the mean
     over seeds with its 95 % interval band (`lenbench.report.stats`); a model that
-    did not learn the task at 1× (`not_learned`) is drawn faded. Baselines (``baseline:<name>``
+    did not learn the task at 1× (`not_learned`: not learned or uncertain) is drawn faded, without a
+    band (a board of 26 entries with bimodal seeds is otherwise washed over by bands of ±0.5). Baselines (``baseline:<name>``
     rows: chance, repeat-previous, unigram) are grey lines without markers in every row, drawn
     after the models have set the view, which they never move: one wholly beyond it is an arrow
     and its value at that edge (`lenbench.report.plots._style.baseline_line`); results without
@@ -203,7 +206,8 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
                         for suffix in ("", "_ci_low", "_ci_high"))
         style = series_style(r["encoding"], r["variant"])
         any_not_learned |= bool(r["not_learned"])
-        _draw_series(ax, xs, mean, lo, hi, style, NOT_LEARNED_ALPHA if r["not_learned"] else 1.0, style["marker"])
+        faded = bool(r["not_learned"])  # an unranked entry: its line for context, its interval in the tables
+        _draw_series(ax, xs, mean, lo, hi, style, NOT_LEARNED_ALPHA if faded else 1.0, style["marker"], band=not faded)
     data = bdf.assign(series=[series_label(e, v) for e, v in zip(bdf["encoding"], bdf["variant"], strict=True)])
     failed = data.groupby(["encoding", "variant", "eval_len"], sort=True)["value"].apply(lambda v: v.isna().all())
     any_failed = False
