@@ -181,8 +181,8 @@ def _sentence(c: Claim, task: str, train_len: int, w: dict, tests: list[_Test]) 
     ranked_on = str(t["ranked_on"].iloc[0])
 
     def rank(s: str, stat: str) -> str:
-        """" (rank N)" where the table ranks on `stat` and ranked `s`: a rank beside another statistic
-        would not be that statistic's."""
+        """The suffix " (rank N)" where the table ranks on `stat` and ranked `s`: a rank beside another
+        statistic would not be that statistic's."""
         r = t.loc[s][c.table]
         return f" (rank {int(r)})" if stat == ranked_on and r == r else ""
 

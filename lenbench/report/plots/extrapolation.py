@@ -84,7 +84,7 @@ def _draw_series(ax, xs, mean, lo, hi, style: dict, alpha: float, marker: str | 
     if not finite.any():
         return
     (line,) = ax.plot(xs[finite], mean[finite], color=style["color"], marker=marker, markersize=3.5 if marker else 0,
-                      linewidth=1.2 if marker else 1.2, alpha=alpha)
+                      linewidth=1.2, alpha=alpha)
     if style["dashes"]:
         line.set_dashes(style["dashes"])
     inside = finite & np.isfinite(lo) & np.isfinite(hi)
