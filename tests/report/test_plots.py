@@ -333,6 +333,8 @@ def test_log_colour_bar_has_three_or_more_ticks(tmp_path, capture, published):
     assert log_ticks(6.2, 31.9) == [10, 20, 30]
     assert log_ticks(1, 1000) == [1, 10, 100, 1000]
     assert log_ticks(5, 12) == [5, 7, 10]
+    assert log_ticks(4.7, 42) == [5, 10, 20, 42]  # the staged catalog's lm: its top third labelled at its end
+    assert log_ticks(4.7, 42, ends=False) == [5, 10, 20]  # a panel's axis: round values only
     rng = random.Random(0)
     for _ in range(200):
         lo = 10 ** rng.uniform(-3, 4)

@@ -193,7 +193,8 @@ def plain_log_labels(axis) -> None:
 def log_ticks(vmin: float, vmax: float, ends: bool = True) -> list[float]:
     """At least three round ticks for a log scale over [vmin, vmax] (a log colour bar over less than
     a decade keeps a scale): the sparsest of 10^k, {1, 3}, {1, 2, 5}, {1, 2, 3, 5}, {1, 1.5, 2, 3, 5, 7}
-    × 10^k that puts three or more inside the range. A range too narrow for those (31 to 48) is nearly
+    × 10^k that puts three or more inside the range, with `ends` (a colour bar) each end beyond a third
+    of the range from its nearest tick as well (4.7 to 42: 5, 10, 20, 42). A range too narrow for those (31 to 48) is nearly
     linear on a log scale: without `ends` (a panel's axis), three or more evenly spaced round values
     inside it (35, 40, 45: matplotlib's `MaxNLocator` steps); with them (a colour bar, whose ends are
     the data's), both ends and five values spread evenly in log space, with as few significant digits
@@ -204,7 +205,9 @@ def log_ticks(vmin: float, vmax: float, ends: bool = True) -> list[float]:
     for mantissas in ((1,), (1, 3), (1, 2, 5), (1, 2, 3, 5), (1, 1.5, 2, 3, 5, 7)):
         ticks = sorted(t for t in {float(f"{m * 10.0 ** k:.12g}") for k in decades for m in mantissas} if vmin <= t <= vmax)
         if len(ticks) >= 3:
-            return ticks
+            span = math.log(vmax / vmin)  # a colour bar labels an end its round ticks leave a third of it short of
+            return ([float(vmin)] if ends and math.log(ticks[0] / vmin) > span / 3 else []) + ticks + \
+                ([float(vmax)] if ends and math.log(vmax / ticks[-1]) > span / 3 else [])
     if not ends:
         for bins in range(3, 10):
             values = MaxNLocator(nbins=bins, steps=[1, 2, 5, 10]).tick_values(vmin, vmax)

@@ -67,7 +67,8 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
     board's tables label it ("(not learned)", "(uncertain)").
     A board on which every model is at zero or not learned is left out (`heatmap_left_out`),
     unless every board is. Each panel has its own colour bar; a log one (perplexity) is ticked at
-    three or more round values (`lenbench.report.plots._style.log_ticks`).
+    three or more round values, and at an end they leave a third of the bar short of
+    (`lenbench.report.plots._style.log_ticks`).
 
     Args:
         df: the tidy results frame (`lenbench.report.rows.load_results`).
