@@ -9,7 +9,8 @@ smaller maxima (`train.steps`), every other setting equal. Under the plateau sch
 before its maximum depends on the maximum (the warm-up, min(warmup, steps / 10), is the same for both
 maxima once they are at least ten warm-ups), so a run that stopped on convergence at step s <= M in the
 full suite is the same run, bit for bit, at maximum M: its rows are its twin's. `run` retrains only the
-runs that went past M (each cell of SMALL_SUITE whose twin trained more than M steps, or has no twin),
+runs that went past M (each cell of SMALL_SUITE whose twin trained more than M steps, or has no twin, and
+every cell of an entry under another schedule: a cosine schedule spans its maximum),
 plus `--witness N` runs that converged by M, to check that claim rather than assume it. `table` prints,
 per task, the full maximum against M with `scale.findings` (the board's own verdicts, statistics
 and ranks; M's board from the retrained cells and, for the rest, their twins' rows), then each witness:
@@ -60,7 +61,8 @@ def plan(small_suite: str, full_cells: Path, witness: int) -> tuple[list[str], l
     for cell in load_suite(small_suite).cells():
         twin = full.get(_key(cell))
         steps = cell.train.steps
-        if twin is None or twin["rows"][0]["stop_reason"] != "converged" or twin["rows"][0]["train_steps"] > steps:
+        if (cell.train.schedule != "plateau" or twin is None or twin["rows"][0]["stop_reason"] != "converged"
+                or twin["rows"][0]["train_steps"] > steps):  # a cosine run's rate depends on its maximum
             retrain.append(cell.cell_id)
         else:
             borrowed.append((twin["rows"][0]["train_steps"], cell.task.key, cell.cell_id))
