@@ -8,7 +8,6 @@ Reads the leaderboard frames (`lenbench.report.tables`) and formats their number
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -357,13 +356,12 @@ def overall_lines(board: Leaderboard) -> list[list[str]]:
 SUMMARY_MAX_RATIOS = 5
 
 
-def summary_ratios(wide: pd.DataFrame, ratios: Iterable[float] | None = None) -> list[str]:
-    """The ratio columns of a board's summary: `ratios` among those measured, by default the board's
-    own: every measured ratio when there are at most `SUMMARY_MAX_RATIOS`, else that many spread
-    evenly over the sorted measured ratios, the shortest and the longest always in (a suite evaluated
-    to 8× or 32× shows its own end, one at 1.5× its own first step)."""
-    measured = sorted((c for c in wide.columns if re.fullmatch(r"[0-9.]+x", c) and wide[c].notna().any()),
-                      key=lambda c: float(c[:-1]))
+def summary_ratios(measured: list[str], ratios: Iterable[float] | None = None) -> list[str]:
+    """The ratio columns of a board's summary from `measured`, the board's own, ascending
+    (`Leaderboard.ratio_columns`: a length where every entry failed is one, shown "fail"): `ratios`
+    among them, by default every one when there are at most `SUMMARY_MAX_RATIOS`, else that many
+    spread evenly over them, the shortest and the longest always in (a suite evaluated to 8× or 32×
+    shows its own end, one at 1.5× its own first step)."""
     if ratios is not None:
         return list(dict.fromkeys(c for c in (ratio_label(r) for r in ratios) if c in measured))
     if len(measured) <= SUMMARY_MAX_RATIOS:
@@ -400,7 +398,7 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None, 
         hib = bool(rows["higher_is_better"].iloc[0])
         wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
             ["encoding", "variant"])
-        cols = summary_ratios(wide, ratios)
+        cols = summary_ratios(board.ratio_columns(task, train_len), ratios)
         header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"area past train {arrow[hib]}",
                   "effective length ↑"]
         align = ["r", "l", *["r"] * (len(cols) + 2)]

@@ -277,3 +277,26 @@ def test_the_pages_by_ratio_table_labels_entries_as_leaderboard_md_does(tmp_path
     assert sorted(r[0] for r in table[1:]) == ["alibi (uncertain)", "nope (not learned)", "rope"], table
     for r in table:
         assert r in page.rows, f"leaderboard.md's by-ratio row {r} is not on the page"
+
+
+def test_a_length_where_every_entry_failed_stays_a_column_marked_fail(tmp_path):
+    """The board's own ratios (`Leaderboard.ratio_columns`) are the columns of summary.md and of
+    leaderboard.md's by-ratio table: a length at which every entry failed shows "fail" there, it does not
+    drop out."""
+    from test_results import row
+
+    from lenbench.report.markdown import leaderboard_markdown, summary_markdown
+    from lenbench.report.rows import load_results
+    from lenbench.report.tables import leaderboard
+
+    rows = [row("sort", enc, "none", 10, ratio, "exact_match", None if ratio == 4 else value, seed)
+            for seed in (0, 1, 2) for enc, value in (("rope", 1.0), ("alibi", 0.95))
+            for ratio in (1, 2, 4)]
+    board = leaderboard(load_results(rows))
+    assert board.ratio_columns("sort", 10) == ["1x", "2x", "4x"]
+    summary = markdown_rows(summary_markdown(board).split("**overall**")[0])  # the sort board's table
+    assert [c.split()[-1] for c in summary[0][2:5]] == ["1×", "2×", "4×"]
+    assert [(r[1], r[4]) for r in summary[1:]] == [("rope", "fail"), ("alibi", "fail")]
+    by_ratio = markdown_rows(leaderboard_markdown(board))
+    start = by_ratio.index(["encoding", "1x", "2x", "4x"])
+    assert [r[3] for r in by_ratio[start + 1:start + 3]] == ["fail", "fail"]
