@@ -28,6 +28,7 @@ from lenbench.escape import md_text
 from lenbench.metrics import METRICS
 from lenbench.report import intervals, ranks, stats
 from lenbench.report.formatting import fmt_ci, fmt_value, wrap_prose
+from lenbench.report.rows import board_rows
 from lenbench.report.tables import Leaderboard
 
 
@@ -126,7 +127,7 @@ def _boards(board: Leaderboard, c: Claim) -> list[tuple[str, int, pd.DataFrame]]
     rows, out = board.per_task, []
     for task in c.tasks:
         for train_len in sorted(rows.loc[rows["task"] == task, "train_len"].unique()):
-            t = rows[(rows["task"] == task) & (rows["train_len"] == train_len)].set_index("series")
+            t = board_rows(rows, task, train_len).set_index("series")
             if {c.a, *c.bs} <= set(t.index) and (task, int(train_len)) in board.boards:
                 out.append((task, int(train_len), t))
     return out

@@ -28,9 +28,7 @@ from lenbench.report.formatting import (
     wrap_prose,
 )
 from lenbench.report.ranks import ALPHA
-from lenbench.report.rows import (
-    variant_sort_key,
-)
+from lenbench.report.rows import board_rows, variant_sort_key
 from lenbench.report.tables import Leaderboard, in_table_order, ratio_label
 
 #: What "effective length" means, where a table shows it (leaderboard.md and the page quote this one sentence).
@@ -79,8 +77,8 @@ def by_ratio_table(board: Leaderboard, task: str, train_len: int,
     rows (variants left out), its own ratio columns (`Leaderboard.ratio_columns`: a length where every
     entry failed shows "fail", not a missing column) and the lines, each entry labelled as the main
     table labels it (`wide_labels`) with the mean ± the 95 % half-width at each ratio."""
-    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
-                      & (board.wide["kind"] != "variant")]
+    wide = board_rows(board.wide, task, train_len)
+    wide = wide[wide["kind"] != "variant"]
     cols = [c for c in board.ratio_columns(task, train_len) if c in wide.columns]
     metric = str(rows["metric"].iloc[0]) if len(rows) else ""
     lines = [[label, *(fmt_ci(r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"], metric) for c in cols)]
@@ -172,8 +170,7 @@ def floor_sentence(rows: pd.DataFrame) -> str | None:
 def learnability_lines(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[list[str]]:
     """Rows of a board's learnability table: series, the pooled verdict with the interval it used,
     and each seed's verdict with its 1× score."""
-    seeds = board.seeds[(board.seeds["task"] == task) & (board.seeds["train_len"] == train_len)] \
-        if len(board.seeds) else board.seeds
+    seeds = board_rows(board.seeds, task, train_len)
     metric = rows["metric"].iloc[0]
     out = []
     for r in rows[rows["kind"] != "baseline"].to_dict("records"):
@@ -256,8 +253,7 @@ CONTEXT_NOTE = ("context_gain ↑ by length ratio (mean over seeds ± 95 % half-
 
 def context_gain_section(board: Leaderboard, task: str, train_len: int, rows: pd.DataFrame) -> list[str]:
     """An lm board's context gain per ratio of its trained models and variants (empty elsewhere)."""
-    cg = board.context[(board.context["task"] == task) & (board.context["train_len"] == train_len)] \
-        if len(board.context) else board.context
+    cg = board_rows(board.context, task, train_len)
     if cg.empty:
         return []
     ratios = sorted(cg["ratio"].unique())
@@ -396,8 +392,7 @@ def summary_markdown(board: Leaderboard, ratios: Iterable[float] | None = None, 
     for (task, train_len), rows in board.per_task.groupby(["task", "train_len"], sort=False):
         metric = rows["metric"].iloc[0]
         hib = bool(rows["higher_is_better"].iloc[0])
-        wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)].set_index(
-            ["encoding", "variant"])
+        wide = board_rows(board.wide, task, train_len).set_index(["encoding", "variant"])
         cols = summary_ratios(board.ratio_columns(task, train_len), ratios)
         header = ["rank", "encoding", *(f"{metric} {c.replace('x', '×')}" for c in cols), f"area past train {arrow[hib]}",
                   "effective length ↑"]

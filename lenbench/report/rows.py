@@ -228,6 +228,14 @@ def whole_length(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["bucket"] == ""] if "bucket" in df.columns else df
 
 
+def board_rows(frame: pd.DataFrame, task: str, train_len: int) -> pd.DataFrame:
+    """The rows of one board, (task, train_len), of any frame with those columns (a results frame,
+    or a leaderboard's `per_task`, `wide`, `seeds` or `context`); an empty frame stays empty."""
+    if frame.empty:
+        return frame
+    return frame[(frame["task"] == task) & (frame["train_len"] == train_len)]
+
+
 def primary_metric(task: str, metrics: Iterable[str]) -> str:
     """The leaderboard metric of a task's rows: the primary metric of the kind its metrics belong
     to (a task records the metrics of one kind, `lenbench.metrics.task_metrics`), else the first

@@ -13,7 +13,7 @@ from lenbench.cli import main
 from lenbench.report.build import write_report
 from lenbench.report.formatting import to_csv_text
 from lenbench.report.markdown import leaderboard_markdown
-from lenbench.report.rows import load_results
+from lenbench.report.rows import board_rows, load_results
 from lenbench.report.tables import LEADERBOARD_SCHEMA_VERSION, leaderboard, read_leaderboard_csv
 from lenbench.report.timings import load_kernel_timings
 from lenbench.results.schema import COLUMNS, ResultsError
@@ -177,6 +177,15 @@ def test_cells_sharing_only_baseline_rows_load(tmp_path):
             for cid in ("copy-rope-10-0", "copy-alibi-10-0") for r in rows[:1]]
     frame = load_results(write_cells(tmp_path / "run", rows + base))
     assert (frame["encoding"] == "baseline:chance").sum() == 1
+
+
+def test_board_rows_select_one_board_of_any_frame():
+    frame = pd.DataFrame({"task": ["copy", "copy", "copy", "sort"], "train_len": [16, 32, 16, 16],
+                          "value": [1.0, 2.0, 3.0, 4.0]})
+    assert board_rows(frame, "copy", 16)["value"].tolist() == [1.0, 3.0]
+    assert board_rows(frame, "sort", 32).empty
+    empty = pd.DataFrame()  # a board without seeds or context rows: no task column at all
+    assert board_rows(empty, "copy", 16) is empty
 
 
 def test_kernel_timings(tmp_path):

@@ -38,7 +38,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from lenbench import encoding_display
 from lenbench.atomic import atomic_path
-from lenbench.report.rows import BASE_VARIANT, series_label, variant_rope_type
+from lenbench.report.rows import BASE_VARIANT, board_rows, series_label, variant_rope_type
 
 # --- saving -------------------------------------------------------------------------------------
 
@@ -371,15 +371,15 @@ def board_left_out(board, task: str, train_len: int) -> str | None:
         board: the `lenbench.report.tables.Leaderboard` of the results.
         task, train_len: the board.
     """
-    rows = board.per_task[(board.per_task["task"] == task) & (board.per_task["train_len"] == train_len)
-                          & (board.per_task["kind"] != "baseline")]
+    rows = board_rows(board.per_task, task, train_len)
+    rows = rows[rows["kind"] != "baseline"]
     if not len(rows):
         return None
     if rows["not_learned"].all():
         return NOT_LEARNED
-    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)
-                      & (board.wide["kind"] != "baseline")]
-    cols = [c for c in wide.columns if c.endswith("x") and c[:-1].replace(".", "", 1).isdigit()]
+    wide = board_rows(board.wide, task, train_len)
+    wide = wide[wide["kind"] != "baseline"]
+    cols = [c for c in board.ratio_columns(task, train_len) if c in wide.columns]
     values = wide[cols].to_numpy(dtype=float) if cols else np.zeros((0, 0))
     if values.size and np.all(np.nan_to_num(values, nan=0.0) == 0):
         return ALL_ZERO

@@ -35,7 +35,7 @@ from lenbench.report.plots._style import (
     series_groups,
     series_style,
 )
-from lenbench.report.rows import primary_metric, series_label, task_order, whole_length
+from lenbench.report.rows import board_rows, primary_metric, series_label, task_order, whole_length
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
 from lenbench.task_display import task_chance
 
@@ -188,7 +188,7 @@ def _draw_board(ax, task: str, train_len: int, metric: str, bdf: pd.DataFrame, b
     drew a failed mark and a not-learned line."""
     from lenbench.report.stats import is_baseline
 
-    wide = board.wide[(board.wide["task"] == task) & (board.wide["train_len"] == train_len)]
+    wide = board_rows(board.wide, task, train_len)
     ratios = sorted(bdf["ratio"].unique())
     cols = [ratio_label(r) for r in ratios]
     eval_len = bdf.groupby("ratio")["eval_len"].first()

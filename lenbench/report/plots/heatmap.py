@@ -26,6 +26,7 @@ from lenbench.report.plots._style import (
     round_out,
     save_figure,
 )
+from lenbench.report.rows import board_rows
 from lenbench.report.tables import Leaderboard, leaderboard
 
 #: The figures this module draws (read by `lenbench.report.figures` without importing it).
@@ -86,17 +87,16 @@ def leaderboard_heatmap(df: pd.DataFrame, path: str | Path, *, board: Leaderboar
 
 def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str | Path) -> Path:
     wide = board.wide
-    n_rows = max(int(((wide["task"] == t) & (wide["train_len"] == n)).sum()) for t, n in keys)
+    n_rows = max(len(board_rows(wide, t, n)) for t, n in keys)
     n_cols = max(len(board.ratio_columns(t, n)) for t, n in keys)
     # wide enough for a dense length axis: each annotated value needs about 0.42 in at 6.5 pt
     fig, axes = grid(len(keys), max(5.0, 2.6 + 0.42 * n_cols), 0.9 + 0.26 * n_rows)
     for ax, (task, train_len) in zip(axes, keys, strict=True):
-        rows = wide[(wide["task"] == task) & (wide["train_len"] == train_len)]
+        rows = board_rows(wide, task, train_len)
         metric = rows["metric"].iloc[0]
         hib = bool(rows["higher_is_better"].iloc[0])
         cols = board.ratio_columns(task, train_len)
-        labels = wide_labels(rows, board.per_task[(board.per_task["task"] == task)
-                                                  & (board.per_task["train_len"] == train_len)])
+        labels = wide_labels(rows, board_rows(board.per_task, task, train_len))
         matrix = rows.set_index(pd.Index(labels, name="series"))[cols].astype(float)
         values = matrix.to_numpy()
         models = values[(rows["kind"] != "baseline").to_numpy()] if "kind" in rows else values

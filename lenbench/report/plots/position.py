@@ -25,7 +25,7 @@ from lenbench.report.plots._style import (
     series_groups,
     series_style,
 )
-from lenbench.report.rows import series_order
+from lenbench.report.rows import board_rows, series_order
 from lenbench.report.tables import Leaderboard, leaderboard, ratio_label
 
 #: The figures this module draws (read by `lenbench.report.figures` without importing it).
@@ -96,7 +96,7 @@ def _position_figure(df: pd.DataFrame, board: Leaderboard, keys: list[tuple[str,
         _, axes = grid(len(keys), 0, 0, ncols, parent=band)
         faded = False
         for ax, (task, train_len) in zip(axes, keys, strict=True):
-            bdf = df[(df["task"] == task) & (df["train_len"] == train_len)]
+            bdf = board_rows(df, task, train_len)
             ratio = bdf["ratio"].max()
             bdf = bdf[bdf["ratio"] == ratio]
             for encoding, variant in series_order(zip(bdf["encoding"], bdf["variant"], strict=True)):
