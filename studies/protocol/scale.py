@@ -1,6 +1,6 @@
 """Which findings and paper verdicts survive a change of scale: the protocol's scale check.
 
-    python studies/protocol/scale.py SMALL LARGE [--task TASK ...]
+    python studies/protocol/scale.py SMALL LARGE [--task TASK ...] [--names A B]
 
 SMALL and LARGE are two runs (results directories or results.csv files) of the same tasks, seeds and
 settings at two model sizes (the catalog, results/catalog, at its size; scale-large.yaml at 9.6-9.9x
@@ -10,7 +10,9 @@ encoding: the board's learnability verdict, its ranked statistic with the 95 % h
 holds at both: the same verdict and, for entries ranked at both, the same rank. Then each paper claim
 the core 8 can judge (`lenbench.report.claims`), with its verdict at each size. Every statistic is the
 board's own (`lenbench.report.tables.leaderboard`), computed on each size's rows alone. A FIRE entry
-labelled ``fire-relthresh`` is read as ``fire`` (the claims name the encoding).
+labelled ``fire-relthresh`` is read as ``fire`` (the claims name the encoding). ``--names`` labels the two
+sides (default "small" and "large") when the two runs differ in something else, e.g. lm's schedule:
+``scale.py studies/protocol/lm-plateau staging/catalog --task lm --names plateau cosine``.
 """
 
 from __future__ import annotations
@@ -50,20 +52,22 @@ def findings(small: pd.DataFrame, large: pd.DataFrame, task: str, names: tuple[s
                               "and the same rank); * = stopped on convergence", ""]
 
 
-def claims(small: pd.DataFrame, large: pd.DataFrame, tasks: list[str]) -> list[str]:
+def claims(small: pd.DataFrame, large: pd.DataFrame, tasks: list[str],
+           names: tuple[str, str] = ("small", "large"), across: str = "size") -> list[str]:
+    """Each paper claim the two runs can judge, with its verdict on each (named `names`)."""
     verdicts = {}
-    for size, rows in (("small", small), ("large", large)):
+    for size, rows in zip(names, (small, large), strict=True):
         for claim, sentences in judge(leaderboard(rows[rows["task"].isin(tasks)])):
             for sentence in sentences:
                 task = sentence.split(",", 1)[0].removeprefix("On ").split("'s RoPE")[0]
                 found = VERDICT.findall(sentence)
                 verdicts.setdefault((claim.label, task), {})[size] = " / ".join(found)
-    out = ["| claim | task | small | large | survives |", "|---|---|---|---|---|"]
+    out = [f"| claim | task | {names[0]} | {names[1]} | survives |", "|---|---|---|---|---|"]
     for (label, task), by in verdicts.items():
-        s, lg = by.get("small", "–"), by.get("large", "–")
+        s, lg = by.get(names[0], "–"), by.get(names[1], "–")
         out.append(f"| {label} | {task} | {s} | {lg} | {'yes' if s == lg else 'no'} |")
     return [*out, "", "verdicts: on the area past train, then (lm) on the degradation, by the board's paired test, "
-                      "Holm-corrected over each size's claims"]
+                      f"Holm-corrected over each {across}'s claims"]
 
 
 def main() -> None:
@@ -71,6 +75,8 @@ def main() -> None:
     parser.add_argument("small")
     parser.add_argument("large")
     parser.add_argument("--task", action="append", help="a task of both runs (default: every one they share)")
+    parser.add_argument("--names", nargs=2, default=("small", "large"), metavar=("A", "B"),
+                        help="the two sides' labels (default: small large)")
     args = parser.parse_args()
     small, large = _rows(args.small), _rows(args.large)
     # the small side may be the whole catalog: compare the entries and seeds both sides hold, so that the
@@ -79,8 +85,10 @@ def main() -> None:
     both = small[key].drop_duplicates().merge(large[key].drop_duplicates())
     small, large = (r.merge(both, on=key) for r in (small, large))
     tasks = args.task or [t for t in dict.fromkeys(large["task"]) if t in set(small["task"])]
-    lines = [line for task in tasks for line in findings(small, large, task)]
-    print("\n".join([*lines, *claims(small, large, tasks)]))
+    names = tuple(args.names)
+    across = "sizes" if names == ("small", "large") else f"{names[0]} and {names[1]}"
+    lines = [line for task in tasks for line in findings(small, large, task, names, across)]
+    print("\n".join([*lines, *claims(small, large, tasks, names, "side" if across != "sizes" else "size")]))
 
 
 if __name__ == "__main__":
