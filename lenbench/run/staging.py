@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import time
 from collections.abc import Callable
@@ -211,6 +212,9 @@ class StageStatus:
     missing: list[str]  # cells of the suite not staged
     extra: list[str]  # staged cells the suite no longer has (left alone, never published)
     kinds: dict[str, int]  # numeric kind → staged cells of the suite
+    #: task key → (cells done, cells of the suite, mean wall seconds of its done cells, NaN if none):
+    #: where a resumed run stands, and what a cell of each begun task has cost on the staging machine.
+    tasks: dict[str, tuple[int, int, float]] = dataclasses.field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -226,6 +230,10 @@ class StageStatus:
             key = "; ".join(why)
             reasons[key] = reasons.get(key, 0) + 1
         out += [f"  stale ({n}): {why}" for why, n in reasons.items()]
+        if self.tasks:
+            out.append("  by task: " + ", ".join(
+                f"{task} {done} of {total}" + (f" ({seconds:.0f} s a cell)" if math.isfinite(seconds) else "")
+                for task, (done, total, seconds) in self.tasks.items()))
         if len(self.kinds) > 1:
             out.append("  cells of several numeric kinds: " + ", ".join(f"{k or '(none)'} ({n})" for k, n in self.kinds.items()))
         out.append("complete: publish it with `lenbench publish` (docs/regression.md, staging publications)" if self.complete else
@@ -257,8 +265,11 @@ def stage_status(path: str | Path, fingerprint_of: FingerprintOf) -> StageStatus
     cells = suite.cells()
     ids = {cell.cell_id for cell in cells}
     done, stale, missing, kinds = [], {}, [], {}
+    tasks: dict[str, list] = {}  # task key → [done, cells, the done cells' wall seconds (those timed)]
     for cell in cells:
         file = cell_path(path, cell)
+        task = tasks.setdefault(cell.task.key, [0, 0, []])
+        task[1] += 1
         if not file.is_file():
             missing.append(cell.cell_id)
             continue
@@ -272,9 +283,15 @@ def stage_status(path: str | Path, fingerprint_of: FingerprintOf) -> StageStatus
         why = stale_reasons(result.fingerprint, fingerprint_of(cell, marker["device"], marker["threads"]))
         if result.outside:
             why = [*why, f"failed outside the cell: {result.outside}"]
-        (stale.__setitem__(cell.cell_id, why) if why else done.append(cell.cell_id))
+        if why:
+            stale[cell.cell_id] = why
+        else:
+            done.append(cell.cell_id)
+            task[0] += 1
+            task[2] += [result.seconds] if math.isfinite(result.seconds) else []
     extra = sorted(p.stem for p in cells_dir(path).glob("*.json") if p.stem not in ids)
-    return StageStatus(marker["suite"], marker["numeric_kind"], done, stale, missing, extra, kinds)
+    return StageStatus(marker["suite"], marker["numeric_kind"], done, stale, missing, extra, kinds,
+                       {key: (d, n, sum(sec) / len(sec) if sec else math.nan) for key, (d, n, sec) in tasks.items()})
 
 
 def check_complete(path: str | Path, fingerprint_of: FingerprintOf) -> list[str]:

@@ -93,6 +93,11 @@ def test_cells_of_another_numeric_kind_or_other_code_are_never_reused(tmp_path):
     stage = tmp_path / "stage"
     first = run_suite(suite, tmp_path / "a", device="cpu", progress=False, staging=staging_for(stage, suite_file, suite))
     assert len(first.computed) == 2 and stage_status(stage, expected_fingerprint).complete
+    status = stage_status(stage, expected_fingerprint)  # where it stands per task, with a cell's measured cost
+    (task,) = [t.key for t in suite.tasks]
+    seconds = [r.seconds for r in first.computed]
+    assert status.tasks == {task: (2, 2, pytest.approx(sum(seconds) / 2))}, status.tasks
+    assert f"by task: {task} 2 of 2 ({sum(seconds) / 2:.0f} s a cell)" in "\n".join(status.lines())
 
     marker = json.loads((stage / MARKER).read_text())
     (stage / MARKER).write_text(json.dumps({**marker, "numeric_kind": "pinned:x86-avx2@other"}))
