@@ -230,10 +230,8 @@ class StageStatus:
             key = "; ".join(why)
             reasons[key] = reasons.get(key, 0) + 1
         out += [f"  stale ({n}): {why}" for why, n in reasons.items()]
-        if self.tasks:
-            out.append("  by task: " + ", ".join(
-                f"{task} {done} of {total}" + (f" ({seconds:.0f} s a cell)" if math.isfinite(seconds) else "")
-                for task, (done, total, seconds) in self.tasks.items()))
+        out += [f"  {task}: {done} of {total} done" + (f", {seconds:.0f} s a cell" if math.isfinite(seconds) else "")
+                for task, (done, total, seconds) in self.tasks.items()]
         if len(self.kinds) > 1:
             out.append("  cells of several numeric kinds: " + ", ".join(f"{k or '(none)'} ({n})" for k, n in self.kinds.items()))
         out.append("complete: publish it with `lenbench publish` (docs/regression.md, staging publications)" if self.complete else

@@ -97,7 +97,7 @@ def test_cells_of_another_numeric_kind_or_other_code_are_never_reused(tmp_path):
     (task,) = [t.key for t in suite.tasks]
     seconds = [r.seconds for r in first.computed]
     assert status.tasks == {task: (2, 2, pytest.approx(sum(seconds) / 2))}, status.tasks
-    assert f"by task: {task} 2 of 2 ({sum(seconds) / 2:.0f} s a cell)" in "\n".join(status.lines())
+    assert f"  {task}: 2 of 2 done, {sum(seconds) / 2:.0f} s a cell" in status.lines()
 
     marker = json.loads((stage / MARKER).read_text())
     (stage / MARKER).write_text(json.dumps({**marker, "numeric_kind": "pinned:x86-avx2@other"}))
