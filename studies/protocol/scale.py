@@ -86,9 +86,10 @@ def main() -> None:
     small, large = (r.merge(both, on=key) for r in (small, large))
     tasks = args.task or [t for t in dict.fromkeys(large["task"]) if t in set(small["task"])]
     names = tuple(args.names)
-    across = "sizes" if names == ("small", "large") else f"{names[0]} and {names[1]}"
+    by_size = names == ("small", "large")
+    across = "sizes" if by_size else " and ".join(names)
     lines = [line for task in tasks for line in findings(small, large, task, names, across)]
-    print("\n".join([*lines, *claims(small, large, tasks, names, "side" if across != "sizes" else "size")]))
+    print("\n".join([*lines, *claims(small, large, tasks, names, "size" if by_size else "side")]))
 
 
 if __name__ == "__main__":
