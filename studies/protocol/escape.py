@@ -48,6 +48,9 @@ def main() -> None:
         escaped = next((int(step) for step, loss, _ in history if loss < args.below), None)
         runs.setdefault(encoding, []).append((seed, escaped, history[-1][1], cell["training"]["best_step"],
                                               int(history[-1][0]), score.get((encoding, seed), float("nan"))))
+    if not runs:
+        sys.exit(f"escape.py: no {args.task!r} cell of {args.directory}/cells has a validation curve "
+                 "(cells trained with train.patience > 0 keep one)")
     print(f"| entry | runs escaped (loss < {args.below:g} nats) | escape step per seed | last val loss per seed "
           f"| {metric} 1x per seed |")
     print("|---|---|---|---|---|")
