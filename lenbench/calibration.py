@@ -105,10 +105,12 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
             train_seconds, status, train_steps, stop_reason.
     """
     from lenbench.metrics import learned_min
+    from lenbench.report.rows import board_rows
     from lenbench.results.schema import STOP_CONVERGED
 
     train_len = spec.train_len[0]
-    rows = board[(board["task"] == spec.key) & (board["train_len"] == train_len) & (board["kind"] == "model")]
+    rows = board_rows(board, spec.key, train_len)
+    rows = rows[rows["kind"] == "model"]
     keys = [e.key for e in suite.encodings]
     rows = rows[rows["encoding"].isin(keys)]
     learned_here = set(rows.loc[~rows["not_learned"].astype(bool), "encoding"])
@@ -122,7 +124,8 @@ def rung_result(board: pd.DataFrame, cells: pd.DataFrame, spec: TaskSpec, suite:
         r = r.iloc[0]
         half = (r["in_dist_ci_high"] - r["in_dist_ci_low"]) / 2
         scores.append(f"{e} {r['in_dist']:.3f}±{half:.3f}")
-    mine = cells[(cells["task"] == spec.key) & (cells["train_len"] == train_len) & cells["encoding"].isin(keys)]
+    mine = board_rows(cells, spec.key, train_len)
+    mine = mine[mine["encoding"].isin(keys)]
     failed = mine[mine["status"] != "ok"]
     mine = mine[mine["status"] == "ok"]
     metric = rows["metric"].iloc[0] if len(rows) else ""

@@ -15,7 +15,7 @@ import pandas as pd
 
 from lenbench.escape import md_text
 from lenbench.report.formatting import fmt_seconds, fmt_times, markdown_table
-from lenbench.report.rows import encoding_sort_key
+from lenbench.report.rows import board_rows, encoding_sort_key
 from lenbench.report.tables import Leaderboard
 
 #: Implementations that are references, not fused kernels (`bench/test_kernels.py`).
@@ -125,8 +125,8 @@ def quality_cost_frame(board: Leaderboard, cost: pd.DataFrame) -> pd.DataFrame:
                                       "retention_ci_high", "not_learned"])
     front = []
     for r in out.to_dict("records"):
-        rivals = out[(out["task"] == r["task"]) & (out["train_len"] == r["train_len"]) & ~out["not_learned"]
-                     & out["retention"].notna()]
+        rivals = board_rows(out, r["task"], r["train_len"])
+        rivals = rivals[~rivals["not_learned"] & rivals["retention"].notna()]
         dominated = ((rivals["cost"] <= r["cost"]) & (rivals["retention"] >= r["retention"])
                      & ((rivals["cost"] < r["cost"]) | (rivals["retention"] > r["retention"]))).any()
         front.append(bool(not r["not_learned"] and not math.isnan(r["retention"]) and not dominated))
