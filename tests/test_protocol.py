@@ -4,6 +4,7 @@ realistic RoPE factors, context gain, needle depth and Hugging Face rope dicts."
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,13 +111,49 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
             assert model.pos_enc.threshold.item() == expected
 
 
-def test_every_preset_lists_fire_as_the_authors_and_the_relative_threshold_as_a_labelled_entry():
-    for name in ("standard", "paper"):
-        fire = {e.key: e for e in load_suite(name).encodings if e.name == "fire"}
-        assert sorted(fire) == ["fire", "fire-relthresh"], name
-        assert fire["fire"].params == {} and fire["fire-relthresh"].params == {"threshold_fraction": 0.25}, name
+#: The catalog under issue 42's protocol; the `catalog` preset from its republication on.
+CATALOG_DRAFT = Path(__file__).resolve().parents[1] / "studies" / "protocol" / "presets" / "catalog.yaml"
+
+
+def test_the_protocol_presets_set_fire_xpos_and_randomized_relative_with_the_authors_values_labelled():
+    """Issue 42, item 2: FIRE's threshold, xPos's scale base and randomized PE's L relative to the training
+    length in the protocol's presets, the authors' absolute values as labelled entries; the main command's
+    quick keeps the authors' FIRE (its published board's entry)."""
+    relative = {"fire": {"threshold_fraction": 0.25}, "fire-512": {"threshold": 512},
+                "xpos": {"scale_base_fraction": 0.5}, "xpos-512": {"scale_base": 512},
+                "randomized-rope": {"base": "rope", "max_position_factor": 4},
+                "randomized-rope-2048": {"base": "rope", "max_position": 2048}}
+    for suite in (load_suite(CATALOG_DRAFT), load_suite("standard"), load_suite("paper")):
+        entries = {e.key: e.params for e in suite.encodings if e.name in ("fire", "xpos", "randomized")}
+        assert entries == relative, suite.name
     quick = {e.key: e for e in load_suite("quick").encodings if e.name == "fire"}  # the main command's budget
     assert sorted(quick) == ["fire"] and quick["fire"].params == {}
+
+
+def test_standard_is_the_catalog_protocol_at_the_scale_checks_larger_model():
+    """standard differs from the catalog draft only in its model (head_dim 32 at ~10x the FLOPs per token,
+    the scale check's large side) and its kernel timings; paper shares its entries and variants."""
+    catalog, standard = load_suite(CATALOG_DRAFT), load_suite("standard")
+    for field in ("seeds", "train", "eval", "tasks", "encodings", "variants"):
+        assert getattr(standard, field) == getattr(catalog, field), field
+    assert (standard.model.d_model, standard.model.n_layers, standard.model.n_heads) == (128, 5, 4)
+    assert standard.model == load_suite(CATALOG_DRAFT.parents[1] / "scale-large.yaml").model
+    paper = load_suite("paper")
+    assert paper.encodings == catalog.encodings and paper.train.schedule == catalog.train.schedule
+    assert [v.key for v in paper.variants] == [v.key for v in catalog.variants]
+    assert {t.name for t in paper.tasks} == {t.name for t in catalog.tasks}
+    for suite in (standard, paper):
+        assert suite.model.d_model // suite.model.n_heads == 32, suite.name  # 16 frequency pairs for RoPE
+
+
+def test_papers_mqar_and_count_can_draw_their_longest_evaluation():
+    paper = load_suite("paper")
+    for cell in paper.cells():
+        if cell.task.name in ("mqar", "count") and cell.encoding.key == "nope" and cell.seed == 0:
+            task = build_task(cell.task.name, **cell.task.params)
+            longest = round(max(cell.eval.ratios) * cell.train_len)
+            assert longest == 16 * cell.train_len
+            task.sample(1, longest, torch.Generator().manual_seed(0))  # raises past num_keys / max_count
 
 
 # --- 7. Hugging Face rope dicts as they are ----------------------------------------------------

@@ -113,13 +113,13 @@ def test_the_example_plugin_suite_fits_this_machine(monkeypatch):
 
 
 def test_paper_needs_an_accelerators_memory(monkeypatch):
-    """`paper` trains 128 sequences at a time and fine-tunes RoPE at 4x of 512 tokens: 2048-token
-    batches of a 6-layer d_model-256 model, measured at 292 MB of activations per sequence on the
-    CPU (37 GB a batch). It is refused on a 24 GB machine and fits an H200, within the time limit."""
+    """`paper` trains 128 sequences at a time of a 6-layer d_model-256 model: DAPE's per-head MLP over
+    the (T, T) scores is the first cell past a 24 GB machine (passkey at 256 tokens, ~22.4 GiB); it is
+    refused there and fits an H200, within the time limit."""
     monkeypatch.delenv(MAX_CELL_HOURS_ENV, raising=False)
     paper = load_suite("paper")
-    with pytest.raises(ValueError, match=r"^suite 'paper', cell passkey-rope-L512-s0: training needs ~.* of 128 "
-                                         r"sequences of 2048 tokens\), more than the 22 GiB of memory available"):
+    with pytest.raises(ValueError, match=r"^suite 'paper', cell passkey-dape-L256-s0: training needs ~.* of 128 "
+                                         r"sequences of 256 tokens\), more than the 22 GiB of memory available"):
         check_suite_fits(paper, available=HERE)
     check_suite_fits(paper, available=H200)
 
