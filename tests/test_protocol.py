@@ -547,3 +547,58 @@ def test_rows_of_pinned_dynamic_equal_oracle_ntk_at_the_training_length_and_diff
     assert ppl[("none", 1.0)] == ppl[("ntk", 1.0)] == ppl[("dynamic@2", 1.0)]  # plain RoPE at the training length
     for ratio in (2.0, 4.0):
         assert ppl[("dynamic@2", ratio)] != ppl[("ntk", ratio)]  # no duplicate row past it
+
+
+# --- issue 42: the catalog's budgets come from calibration runs on other seeds ------------------
+
+#: Each catalog task's calibration entry: (study, task label there).
+CALIBRATED = {name: ("calibration-patience", name) for name in ("copy", "reverse", "sort", "addition", "count",
+                                                                   "passkey")}
+CALIBRATED["mqar"] = ("mqar-rate", "mqar_b128")
+
+
+def _converged_steps(study: str, label: str) -> list[int]:
+    import json
+
+    steps = []
+    for path in (CATALOG_DRAFT.parents[1] / study / "cells").glob("*.json"):
+        rows = json.loads(path.read_text())["rows"]
+        steps += [r["train_steps"] for r in rows[:1] if r["task"] == label and r["stop_reason"] == "converged"]
+    return steps
+
+
+@pytest.mark.parametrize("name", sorted(CALIBRATED))
+def test_each_catalog_task_is_its_calibration_entry_on_disjoint_seeds_under_a_maximum_no_converged_run_reached(name):
+    """Issue 42, items 1 and 4: the draft trains each task exactly as the calibration run that chose its
+    settings (model, rule, rate, batch, evaluation), on seeds the calibration did not use, and its maximum
+    is a ceiling: every calibration run that converged did so below it."""
+    catalog = load_suite(CATALOG_DRAFT)
+    study_name, label = CALIBRATED[name]
+    study = load_suite(CATALOG_DRAFT.parents[1] / f"{study_name}.yaml")
+    (ours,) = [t for t in catalog.tasks if t.key == name]
+    (theirs,) = [t for t in study.tasks if t.key == label]
+    assert (theirs.name, theirs.train_len, theirs.params) == (ours.name, ours.train_len, ours.params)
+    assert theirs.model_spec(study.model) == ours.model_spec(catalog.model)
+    assert theirs.train_spec(study.train) == ours.train_spec(catalog.train)
+    assert theirs.eval_spec(study.eval) == ours.eval_spec(catalog.eval)
+    assert not set(study.seeds) & set(catalog.seeds)
+    converged = _converged_steps(study_name, label)
+    assert converged, f"no {label} run of {study_name} converged"
+    assert max(converged) < ours.train_spec(catalog.train).steps
+
+
+def test_catalog_lm_is_budget_bound_at_its_calibrations_maximum():
+    """lm does not converge within the 6000 steps its calibration ran (23 of 24 runs stopped at the
+    maximum): the draft keeps that maximum and anneals over it (cosine), on seeds the calibration did not
+    use, and its board says it is budget-bound."""
+    import json
+
+    catalog = load_suite(CATALOG_DRAFT)
+    (ours,) = [t for t in catalog.tasks if t.key == "lm"]
+    spec = ours.train_spec(catalog.train)
+    assert spec.steps == 6000 and spec.schedule == "cosine"
+    runs = [json.loads(p.read_text()) for p in (CATALOG_DRAFT.parents[1] / "calibration-plateau" / "cells").glob("*.json")]
+    lm = [(d["rows"][0], d["config"]) for d in runs if d["rows"][0]["task"] == "lm"]
+    assert len(lm) == 24 and all(config["train"]["steps"] == spec.steps for _, config in lm)
+    assert sum(row["stop_reason"] == "budget" for row, _ in lm) >= 0.9 * len(lm)
+    assert not {row["seed"] for row, _ in lm} & set(catalog.seeds)
