@@ -3,6 +3,7 @@ closed forms written here (float64, the papers' formulas), at the catalog's geom
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ from lenbench.config import load_suite, parse_suite
 from lenbench.encodings import fire, xpos
 from lenbench.report import regimes
 from lenbench.report.claims import CLAIMS
+from lenbench.tasks import build_task
 
 CATALOG = load_suite("catalog")
 
@@ -54,31 +56,55 @@ def alibi_clause(n_heads: int) -> str:
             "(its paper's 8 heads: 1/2 to 1/256)")
 
 
-def test_the_catalogs_clauses_from_its_preset():
-    """A benchmark JSON's rows (no cells at hand) of a preset: the preset's cells, by id."""
-    lm = [c for c in CATALOG.cells() if c.task.name == "lm" and c.seed == 0]
-    head_dim = CATALOG.model.d_model // CATALOG.model.n_heads
+#: The catalog under issue 42's protocol (relative FIRE, xPos and randomized PE; the authors' values labelled):
+#: the `catalog` preset from its republication on.
+CATALOG_DRAFT = Path(__file__).resolve().parents[2] / "studies" / "protocol" / "presets" / "catalog.yaml"
+
+
+def _params(suite, key: str) -> dict:
+    return next(e.params for e in suite.encodings if e.key == key)
+
+
+@pytest.mark.parametrize("preset", ["catalog", CATALOG_DRAFT], ids=["published", "draft"])
+def test_the_catalogs_clauses_from_its_preset(preset, tmp_path):
+    """A benchmark JSON's rows of the published preset (no cells at hand: the preset's cells, by id), and
+    the draft's cells: each clause states the entry's own value, relative or the authors'."""
+    suite = load_suite(preset)
+    cells_dir = None if preset == "catalog" else write_cells(tmp_path, [c for c in suite.cells() if c.seed == 0])
+    lm = [c for c in suite.cells() if c.task.name == "lm" and c.seed == 0]
+    head_dim = suite.model.d_model // suite.model.n_heads
     tokens = lm[0].train_len  # lm: one token per byte
     rope = f"RoPE at head_dim {head_dim} has {head_dim // 2} frequency pairs"
-    alibi = alibi_clause(CATALOG.model.n_heads)
-    assert clause("ALiBi", lm) == f"{alibi}; {rope}"
-    assert clause("KERPLE", lm) == alibi
-    assert clause("FIRE", lm) == (f"FIRE's threshold is {fire.PAPER_THRESHOLD:g} positions against a {tokens}-token "
-                                  f"training length; {alibi}")
-    assert clause("xPos", lm) == f"xPos's scale base is {xpos.PAPER_SCALE_BASE:g} positions against a {tokens}-token training length; {rope}"
+    alibi = alibi_clause(suite.model.n_heads)
+    assert clause("ALiBi", lm, cells_dir) == f"{alibi}; {rope}"
+    assert clause("KERPLE", lm, cells_dir) == alibi
+    threshold = fire.initial_threshold(None, _params(suite, "fire").get("threshold_fraction"), tokens)
+    assert threshold == (fire.PAPER_THRESHOLD if preset == "catalog" else tokens / 4)
+    assert clause("FIRE", lm, cells_dir) == (f"FIRE's threshold is {threshold:g} positions against a {tokens}-token "
+                                             f"training length; {alibi}")
+    scale = xpos.xpos_scale_base(None, _params(suite, "xpos").get("scale_base_fraction"), tokens)
+    assert scale == (xpos.PAPER_SCALE_BASE if preset == "catalog" else tokens / 2)
+    assert clause("xPos", lm, cells_dir) == (f"xPos's scale base is {scale:g} positions against a {tokens}-token "
+                                             f"training length; {rope}")
     kept = int(0.75 * head_dim // 2)  # p-RoPE keeps int(p · head_dim / 2) pairs, the highest frequencies
     dropped = [10000.0 ** (-2 * i / head_dim) for i in range(kept, head_dim // 2)]
     n = len(dropped)
-    assert clause("p-RoPE", lm) == (f"{rope}; its {['no', 'one', 'two', 'three', 'four'][n]} dropped pairs turn at most "
-                                    f"{max(dropped) * tokens:.3f} rad over {tokens} positions")
+    assert clause("p-RoPE", lm, cells_dir) == (f"{rope}; its {['no', 'one', 'two', 'three', 'four'][n]} dropped "
+                                               f"pairs turn at most {max(dropped) * tokens:.3f} rad over {tokens} positions")
     k, r, i = yarn_counts(head_dim, tokens)
-    assert clause("YaRN", lm) == f"{rope}; YaRN keeps {k}, ramps {r} and interpolates {i} of them at {tokens} tokens"
-    algorithmic = [c for c in CATALOG.cells() if c.task.name in ("copy", "reverse", "sort", "addition") and c.seed == 0]
+    assert clause("YaRN", lm, cells_dir) == (f"{rope}; YaRN keeps {k}, ramps {r} and interpolates {i} of them at "
+                                             f"{tokens} tokens")
+    algorithmic = [c for c in suite.cells() if c.task.name in ("copy", "reverse", "sort", "addition") and c.seed == 0]
     lengths = sorted({c.train_len for c in algorithmic})
-    longest = max(math.ceil(max(c.eval.ratios) * c.train_len) for c in algorithmic)
-    assert longest < 2048  # so the default range is the paper's L = 2048
-    assert clause("Randomized PE", algorithmic) == (
-        f"positions are drawn from L = 2048 for training lengths of {lengths[0]}–{lengths[-1]}; {rope}")
+    factor = _params(suite, "randomized-rope").get("max_position_factor")
+    if factor is None:  # the default: the paper's L = 2048 (every sequence here is shorter)
+        ranges = "2048"
+    else:  # ⌈factor × the longest sequence⌉ of each task, in tokens
+        longest = {c.task.name: build_task(c.task.name, **c.task.params).seq_len(math.ceil(max(c.eval.ratios) * c.train_len))
+                   for c in algorithmic}
+        ranges = " / ".join(f"{v:g}" for v in sorted({math.ceil(factor * n) for n in longest.values()}))
+    assert clause("Randomized PE", algorithmic, cells_dir) == (
+        f"positions are drawn from L = {ranges} for training lengths of {lengths[0]}–{lengths[-1]}; {rope}")
 
 
 def test_a_board_of_another_geometry_gets_its_own_numbers(tmp_path):
