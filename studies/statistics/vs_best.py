@@ -17,8 +17,9 @@ best unless its mean trails the best of the others by more than d · s · sqrt(2
 the two-way (entry x seed) model with (K - 1)(n - 1) degrees of freedom, d the one-sided 95 % point of the
 largest of K - 1 equicorrelated (rho 1/2) t statistics (by Monte Carlo). MCB's exclusion says "i is no
 better than the best of the others", which a tie satisfies, so dropping a tied entry is no error of its
-own; the rate printed counts it, because rank 1 claims that no entry is better with support. Its pooled s borrows strength
-across entries, which is where its power comes from, and assumes every entry is equally noisy: the
+own; the rate printed counts it, because rank 1 claims that no entry is better with support. Its pooled s
+borrows strength across entries, which is where its power comes from, and assumes every entry is equally
+noisy: the
 "unequal noise" rows draw each entry's own SD log-uniformly over 0.05-2 (a board's spread: lm's interval
 half-widths run from 0.000 to 0.400), where pooling misstates the noise of each comparison.
 """
