@@ -19,9 +19,8 @@ largest of K - 1 equicorrelated (rho 1/2) t statistics (by Monte Carlo). MCB's e
 better than the best of the others", which a tie satisfies, so dropping a tied entry is no error of its
 own; the rate printed counts it, because rank 1 claims that no entry is better with support. Its pooled s
 borrows strength across entries, which is where its power comes from, and assumes every entry is equally
-noisy: the
-"unequal noise" rows draw each entry's own SD log-uniformly over 0.05-2 (a board's spread: lm's interval
-half-widths run from 0.000 to 0.400), where pooling misstates the noise of each comparison.
+noisy: the "unequal noise" rows draw each entry's own SD log-uniformly over 0.05-2 (a board's spread:
+lm's interval half-widths run from 0.000 to 0.400), where pooling misstates the noise of each comparison.
 """
 
 from __future__ import annotations
