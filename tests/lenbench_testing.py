@@ -9,6 +9,10 @@ import torch
 
 from lenbench.atomic import atomic_write_json
 
+#: The catalog under issue 42's protocol (relative FIRE, xPos and randomized PE, the authors' values
+#: labelled): the `catalog` preset from its republication on, when this becomes `load_suite("catalog")`'s path.
+CATALOG_DRAFT = Path(__file__).resolve().parents[1] / "studies" / "protocol" / "presets" / "catalog.yaml"
+
 #: A suite that trains in a second or two: the engine tests' common ground (copy, nope and rope, PI).
 TINY_SUITE = {
     "name": "tiny",

@@ -4,10 +4,10 @@ realistic RoPE factors, context gain, needle depth and Hugging Face rope dicts."
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
+from lenbench_testing import CATALOG_DRAFT
 
 from lenbench.config import TrainSpec, load_suite
 from lenbench.model import ModelConfig, Transformer
@@ -111,8 +111,6 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
             assert model.pos_enc.threshold.item() == expected
 
 
-#: The catalog under issue 42's protocol; the `catalog` preset from its republication on.
-CATALOG_DRAFT = Path(__file__).resolve().parents[1] / "studies" / "protocol" / "presets" / "catalog.yaml"
 
 
 def test_the_protocol_presets_set_fire_xpos_and_randomized_relative_with_the_authors_values_labelled():

@@ -3,10 +3,10 @@ closed forms written here (float64, the papers' formulas), at the catalog's geom
 
 import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from lenbench_testing import CATALOG_DRAFT
 
 from lenbench.config import load_suite, parse_suite
 from lenbench.encodings import fire, xpos
@@ -56,9 +56,6 @@ def alibi_clause(n_heads: int) -> str:
             "(its paper's 8 heads: 1/2 to 1/256)")
 
 
-#: The catalog under issue 42's protocol (relative FIRE, xPos and randomized PE; the authors' values labelled):
-#: the `catalog` preset from its republication on.
-CATALOG_DRAFT = Path(__file__).resolve().parents[2] / "studies" / "protocol" / "presets" / "catalog.yaml"
 
 
 def _params(suite, key: str) -> dict:
