@@ -111,8 +111,6 @@ def test_engine_builds_each_cell_model_with_its_training_length_in_tokens():
             assert model.pos_enc.threshold.item() == expected
 
 
-
-
 def test_the_protocol_presets_set_fire_xpos_and_randomized_relative_with_the_authors_values_labelled():
     """Issue 42, item 2: FIRE's threshold, xPos's scale base and randomized PE's L relative to the training
     length in the protocol's presets, the authors' absolute values as labelled entries; the main command's
@@ -555,14 +553,12 @@ CALIBRATED = {name: ("calibration-patience", name) for name in ("copy", "reverse
 CALIBRATED["mqar"] = ("mqar-rate", "mqar_b128")
 
 
-def _converged_steps(study: str, label: str) -> list[int]:
+def _runs(study: str) -> list[tuple[dict, dict]]:
+    """(first row, config) of every committed cell of a protocol study (one training run each)."""
     import json
 
-    steps = []
-    for path in (CATALOG_DRAFT.parents[1] / study / "cells").glob("*.json"):
-        rows = json.loads(path.read_text())["rows"]
-        steps += [r["train_steps"] for r in rows[:1] if r["task"] == label and r["stop_reason"] == "converged"]
-    return steps
+    cells = [json.loads(p.read_text()) for p in (CATALOG_DRAFT.parents[1] / study / "cells").glob("*.json")]
+    return [(c["rows"][0], c["config"]) for c in cells]
 
 
 @pytest.mark.parametrize("name", sorted(CALIBRATED))
@@ -580,7 +576,8 @@ def test_each_catalog_task_is_its_calibration_entry_on_disjoint_seeds_under_a_ma
     assert theirs.train_spec(study.train) == ours.train_spec(catalog.train)
     assert theirs.eval_spec(study.eval) == ours.eval_spec(catalog.eval)
     assert not set(study.seeds) & set(catalog.seeds)
-    converged = _converged_steps(study_name, label)
+    converged = [row["train_steps"] for row, _ in _runs(study_name)
+                 if row["task"] == label and row["stop_reason"] == "converged"]
     assert converged, f"no {label} run of {study_name} converged"
     assert max(converged) < ours.train_spec(catalog.train).steps
 
@@ -589,14 +586,11 @@ def test_catalog_lm_is_budget_bound_at_its_calibrations_maximum():
     """lm does not converge within the 6000 steps its calibration ran (23 of 24 runs stopped at the
     maximum): the draft keeps that maximum and anneals over it (cosine), on seeds the calibration did not
     use, and its board says it is budget-bound."""
-    import json
-
     catalog = load_suite(CATALOG_DRAFT)
     (ours,) = [t for t in catalog.tasks if t.key == "lm"]
     spec = ours.train_spec(catalog.train)
     assert spec.steps == 6000 and spec.schedule == "cosine"
-    runs = [json.loads(p.read_text()) for p in (CATALOG_DRAFT.parents[1] / "calibration-plateau" / "cells").glob("*.json")]
-    lm = [(d["rows"][0], d["config"]) for d in runs if d["rows"][0]["task"] == "lm"]
+    lm = [(row, config) for row, config in _runs("calibration-plateau") if row["task"] == "lm"]
     assert len(lm) == 24 and all(config["train"]["steps"] == spec.steps for _, config in lm)
     assert sum(row["stop_reason"] == "budget" for row, _ in lm) >= 0.9 * len(lm)
     assert not {row["seed"] for row, _ in lm} & set(catalog.seeds)

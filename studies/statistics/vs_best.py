@@ -76,16 +76,18 @@ def family_wise(k: int, seeds: int, reps: int, rng: np.random.Generator,
 def board(results: str, task: str) -> None:
     """On one board of a results directory: its rank 1 (all pairs) against MCB's possibly-best set."""
     from lenbench.report.rows import load_results
+    from lenbench.report.stats import RANKING
     from lenbench.report.tables import leaderboard
 
     rows = load_results(results)
     lb = leaderboard(rows[rows["task"] == task])
     per = lb.per_task[(lb.per_task["variant"] == "none") & lb.per_task["rank"].notna()]
     stat = per["ranked_on"].iloc[0]
-    hib = stat != "degradation"
+    declared = dict(RANKING.values())[stat]  # the statistic's own direction, else its metric's
+    up = bool(per["higher_is_better"].iloc[0]) if declared is None else declared
     (board_,) = [b for key, b in lb.boards.items() if key[0] == task]
     x = np.array([board_.seed_stats[(e, "none")][stat].theta for e in per["encoding"]])
-    x = x if hib else -x
+    x = x if up else -x
     rng = np.random.default_rng(0)
     d = mcb_critical(len(x), (len(x) - 1) * (x.shape[1] - 1), rng)
     keep = mcb_best(x, d)
