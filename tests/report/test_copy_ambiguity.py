@@ -1,22 +1,18 @@
 """studies/protocol/copy_ambiguity.py: a cell's 1x samples are regenerated in the order its scores were
 written, and each gets the ambiguous points of its answer in the order the answer is written."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from lenbench_testing import load_script
 
 from lenbench.tasks import build_task
 from lenbench.tasks.eval_data import eval_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "studies" / "protocol" / "copy_ambiguity.py"
-spec = importlib.util.spec_from_file_location("copy_ambiguity", STUDY)
-copy_ambiguity = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("copy_ambiguity", copy_ambiguity)
-spec.loader.exec_module(copy_ambiguity)
+copy_ambiguity = load_script(STUDY)
 
 
 def brute_force(answer: list[int]) -> int:
