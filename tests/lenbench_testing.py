@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 from pathlib import Path
 
 import torch
@@ -29,6 +31,17 @@ TINY_SUITE = {
 #: per session for the tests that only read a finished run (2 cells).
 TINY_RUN = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
             "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}
+
+def load_script(path: Path, name: str | None = None):
+    """Import a script that is not in a package (a study, a bench or workflow tool) by its path, registered
+    in `sys.modules` under `name` (default: the file's stem) so that its dataclasses and pickles resolve."""
+    name = name or path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
 
 def pid_running(pid: int) -> bool:
     """Whether process `pid` runs, read from /proc (a zombie, dead but not yet reaped, does not)."""

@@ -1,12 +1,12 @@
 """The workflow's Python tools under .github/: the summary and verdict (bench_summary.py) and the
 local runner (run_locally.py), checked cheaply: built artifacts, expressions, a dry run."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from lenbench_testing import load_script
 
 from lenbench.benchmark.speed_gate import SKIPPED, UNCHANGED, CaseResult, GateResult
 
@@ -15,10 +15,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "bench.yml"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".github" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / ".github" / f"{name}.py")
 
 
 summary = load("bench_summary")

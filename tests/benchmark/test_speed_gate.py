@@ -13,6 +13,7 @@ from pathlib import Path
 from statistics import median
 
 import pytest
+from lenbench_testing import load_script
 
 from lenbench.benchmark import speed_gate as G
 from lenbench.benchmark.speed_trials import plant_directory
@@ -185,7 +186,6 @@ def test_a_slower_case_must_be_confirmed_by_fresh_process_pairs(monkeypatch, ver
 def test_the_trials_script_keeps_every_finished_trial_when_stopped(tmp_path, monkeypatch, capsys):
     """bench/speed_gate_trials.py rewrites its JSON after every gate: a run stopped during its third
     gate keeps the first two (one unchanged, one planted), each with its verdict."""
-    import importlib.util
     import json
 
     from lenbench.benchmark import speed_trials
@@ -200,9 +200,7 @@ def test_the_trials_script_keeps_every_finished_trial_when_stopped(tmp_path, mon
                             threshold=0.1, rounds=21, base=str(base), head=str(head))
 
     monkeypatch.setattr(speed_trials, "run_gate", fake_gate)
-    spec = importlib.util.spec_from_file_location("speed_gate_trials", ROOT / "bench" / "speed_gate_trials.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(ROOT / "bench" / "speed_gate_trials.py")
     out = tmp_path / "trials.json"
     with pytest.raises(KeyboardInterrupt):
         script.main(["--tree", str(ROOT), "--trials", "5", "--json", str(out)])

@@ -1,16 +1,14 @@
 """The leaderboard's 95 % interval covers, measured by simulation with known truth: a reduced run of
 studies/statistics/coverage.py (docs/statistics.md has the full table and its command)."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lenbench_testing import load_script
 
 STUDY = Path(__file__).resolve().parents[2] / "studies" / "statistics" / "coverage.py"
-spec = importlib.util.spec_from_file_location("coverage_study", STUDY)
-coverage = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(coverage)
+coverage = load_script(STUDY, "coverage_study")
 
 REPS, BOOT = 600, 200
 

@@ -1,16 +1,13 @@
 """studies/protocol/decide_init.py: issue 42's initialisation rule, applied as written in
 studies/protocol/README.md (fewest tasks under the quorum, then most learned pairs, then the first arm)."""
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from lenbench_testing import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "studies" / "protocol" / "decide_init.py"
-spec = importlib.util.spec_from_file_location("decide_init", STUDY)
-decide_init = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("decide_init", decide_init)
-spec.loader.exec_module(decide_init)
+decide_init = load_script(STUDY)
 decide = decide_init.decide
 
 

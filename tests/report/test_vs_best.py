@@ -2,19 +2,15 @@
 decision weighs against the board's all-pairs ranks. Its critical value against closed forms and
 Dunnett's published table, and its possibly-best set on tables whose answer is known."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lenbench_testing import load_script
 from scipy import stats
 
 STUDY = Path(__file__).resolve().parents[2] / "studies" / "statistics" / "vs_best.py"
-spec = importlib.util.spec_from_file_location("vs_best", STUDY)
-vs_best = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("vs_best", vs_best)
-spec.loader.exec_module(vs_best)
+vs_best = load_script(STUDY)
 
 
 @pytest.mark.parametrize("df", [5, 10, 10**6])

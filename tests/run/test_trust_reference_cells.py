@@ -20,12 +20,12 @@ republication of the catalog.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
+from lenbench_testing import load_script
 
 from lenbench.config import parse_suite
 from lenbench.metrics import METRICS, get_metric
@@ -49,10 +49,7 @@ def expectation(kind: str, here: str) -> str:
 
 def _writer():
     """bench/reference_cell.py, which wrote the references: its row key and digest are what they hold."""
-    spec = importlib.util.spec_from_file_location("reference_cell", ROOT / "bench" / "reference_cell.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "reference_cell.py")
 
 
 WRITER = _writer()
