@@ -32,6 +32,7 @@ TINY_SUITE = {
 TINY_RUN = {**{k: v for k, v in TINY_SUITE.items() if k != "variants"},
             "train": {**TINY_SUITE["train"], "steps": 3, "warmup": 1}}
 
+
 def load_script(path: Path, name: str | None = None):
     """Import a script that is not in a package (a study, a bench or workflow tool) by its path, registered
     in `sys.modules` under `name` (default: the file's stem) so that its dataclasses and pickles resolve."""
