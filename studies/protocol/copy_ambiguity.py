@@ -12,7 +12,8 @@ optimiser that stopped early.
 Per entry (variant none) at 1x, over its seeds: failed samples (exact match 0) and the mean number of
 ambiguous points in failed and in passed samples; then, pooled over the entries that fail any sample, the
 share failed at each number of ambiguous points. The samples are regenerated from the evaluation
-generator (`lenbench.tasks.eval_data`), the scores read from each cell's `sample_scores`.
+generator (`lenbench.tasks.eval_data`), the scores unpacked from each cell's `sample_scores`
+(`lenbench.results.samples`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from lenbench.metrics import decode_arrays
+from lenbench.results.samples import sample_scores
 from lenbench.tasks import build_task
 from lenbench.tasks.eval_data import eval_batches
 
@@ -59,7 +62,7 @@ def samples(cells_dir: Path, task_name: str) -> dict[str, list[tuple[int, bool]]
         batches = eval_batches(task, n, samples=row["n_samples"], tokens_per_batch=config["eval"]["tokens_per_batch"],
                                seed=config["seed"])
         items = [seq[:n] for batch in batches for seq in batch.inputs.tolist()]
-        scores = [float(s) for s in row["sample_scores"].split()]
+        scores = sample_scores(row["metric"], *decode_arrays(row["sample_scores"]))  # (n,): the packed "num/den"
         for seq, score in zip(items, scores, strict=True):
             answer = task.transform(torch.tensor([seq]))[0].tolist()  # the answer in the order it is written
             out[config["label"]].append((ambiguous_points(answer), score < 1))
