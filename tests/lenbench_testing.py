@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -147,6 +148,66 @@ def assert_right_padding_is_invisible(m, tokens: torch.Tensor) -> None:
     pad_mask = (torch.arange(t + 5) < t)[None].expand(b, -1)
     with torch.no_grad():
         torch.testing.assert_close(m(padded, pad_mask=pad_mask)[:, :t], m(tokens), atol=1e-10, rtol=0)
+
+
+def float64_model(name: str, params: dict | None = None, *, vocab: int, d_model: int, n_heads: int,
+                  n_layers: int, seed: int = 0, train_len: int | None = None):
+    """A seeded float64 Transformer (ff_mult 2, max_len 64) with encoding `name`, in eval mode: the
+    subject that the float64 loops of the encodings' papers are compared against."""
+    from lenbench.model import ModelConfig, Transformer
+
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=vocab, d_model=d_model, n_layers=n_layers, n_heads=n_heads, ff_mult=2,
+                      encoding=name, encoding_params=params or {}, max_len=64, train_len=train_len)
+    return Transformer(cfg).double().eval()
+
+
+def attention_io(m, tokens: torch.Tensor, layer: int, pos: torch.Tensor | None = None):
+    """The input x (B, T, D) of layer `layer`'s attention and its output (B, T, D), via a forward hook."""
+    seen = {}
+    h = m.blocks[layer].attn.register_forward_hook(
+        lambda mod, args, out: seen.update(x=args[0].detach(), y=out.detach()))
+    with torch.no_grad():
+        m(tokens, pos)
+    h.remove()
+    return seen["x"], seen["y"]
+
+
+def split_qkv(attn, x: torch.Tensor, n_heads: int):
+    """q, k, v (B, H, T, Dh) each, in float64, from the attention's fused qkv weight and its input x (B, T, D)."""
+    q, k, v = (x.double() @ attn.qkv.weight.double().T).chunk(3, dim=-1)
+    split = lambda t: t.view(t.shape[0], t.shape[1], n_heads, -1).permute(0, 2, 1, 3)  # noqa: E731
+    return split(q), split(k), split(v)
+
+
+def softmax_rows(logits: list[list[float]]) -> list[list[float]]:
+    """Row-wise softmax of nested floats, −inf entries weighted 0."""
+    out = []
+    for row in logits:
+        mx = max(z for z in row if z != -math.inf)
+        e = [math.exp(z - mx) if z != -math.inf else 0.0 for z in row]
+        out.append([w / sum(e) for w in e])
+    return out
+
+
+def attend(attn, weights, v: torch.Tensor, extra=None) -> torch.Tensor:
+    """Σ_j w[b][h][i][j] v_j (+ extra[b][h][i] · v_i), heads merged and projected by attn.out.
+
+    Args:
+        weights: nested floats [b][h][i][j]; extra: nested floats [b][h][i] or None.
+        v: (B, H, T, Dh) float64.
+    Returns: (B, T, D).
+    """
+    B, H, n, dh = v.shape
+    y = torch.zeros(B, H, n, dh, dtype=torch.float64)
+    for b in range(B):
+        for h in range(H):
+            for i in range(n):
+                for j in range(n):
+                    y[b, h, i] += weights[b][h][i][j] * v[b, h, j]
+                if extra is not None:
+                    y[b, h, i] += extra[b][h][i] * v[b, h, i]
+    return y.transpose(1, 2).reshape(B, n, H * dh) @ attn.out.weight.double().T
 
 
 def run_tiny_suite_checked(suite: dict, out: Path) -> tuple[set[tuple[str, str, str]], list[Path]]:

@@ -13,10 +13,19 @@ import math
 
 import pytest
 import torch
-from lenbench_testing import assert_causal, assert_right_padding_is_invisible, run_tiny_suite_checked
+from lenbench_testing import (
+    assert_causal,
+    assert_right_padding_is_invisible,
+    attend,
+    attention_io,
+    float64_model,
+    run_tiny_suite_checked,
+    softmax_rows,
+    split_qkv,
+)
 
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
-from lenbench.model import ModelConfig, Transformer
+from lenbench.model import Transformer
 
 NEW = ["fox", "stickbreaking", "prope", "ssmax", "dape", "path", "path-fox"]
 V, D, H, L, T = 13, 16, 2, 2, 7
@@ -24,55 +33,7 @@ DH = D // H
 
 
 def model(name: str, params: dict | None = None, *, n_layers: int = L, seed: int = 0) -> Transformer:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=V, d_model=D, n_layers=n_layers, n_heads=H, ff_mult=2, encoding=name,
-                      encoding_params=params or {}, max_len=64)
-    return Transformer(cfg).double().eval()
-
-
-def layer_io(m: Transformer, tokens: torch.Tensor, layer: int):
-    """The input x (B, T, D) of layer `layer`'s attention, and that layer's output (B, T, D), via hooks."""
-    seen = {}
-    attn = m.blocks[layer].attn
-    h = attn.register_forward_hook(lambda mod, args, out: seen.update(x=args[0].detach(), y=out.detach()))
-    with torch.no_grad():
-        m(tokens)
-    h.remove()
-    return seen["x"], seen["y"]
-
-
-def qkv_lists(attn, x: torch.Tensor):
-    """q, k, v as nested float64 tensors [b][h] of (T, Dh), from the attention's qkv weight."""
-    W = attn.qkv.weight.double()  # (3D, D)
-    qkv = x.double() @ W.T  # (B, T, 3D)
-    q, k, v = qkv.split(D, dim=-1)
-    split = lambda t: t.view(t.shape[0], t.shape[1], H, DH).permute(0, 2, 1, 3)  # noqa: E731
-    return split(q), split(k), split(v)  # (B, H, T, Dh) each
-
-
-def softmax_rows(logits: list[list[float]]) -> list[list[float]]:
-    out = []
-    for row in logits:
-        finite = [z for z in row if z != -math.inf]
-        mx = max(finite)
-        e = [math.exp(z - mx) if z != -math.inf else 0.0 for z in row]
-        s = sum(e)
-        out.append([w / s for w in e])
-    return out
-
-
-def output_from_weights(attn, weights, v, extra=None) -> torch.Tensor:
-    """Σ_j w[b][h][i][j] v_j (+ extra[b][h][i] · v_i), heads merged and projected by attn.out: (B, T, D)."""
-    B = v.shape[0]
-    y = torch.zeros(B, H, T, DH, dtype=torch.float64)
-    for b in range(B):
-        for h in range(H):
-            for i in range(T):
-                for j in range(T):
-                    y[b, h, i] += weights[b][h][i][j] * v[b, h, j]
-                if extra is not None:
-                    y[b, h, i] += extra[b][h][i] * v[b, h, i]
-    return y.transpose(1, 2).reshape(B, T, D) @ attn.out.weight.double().T  # (B, T, D)
+    return float64_model(name, params, vocab=V, d_model=D, n_heads=H, n_layers=n_layers, seed=seed)
 
 
 def dot(a, b) -> float:
@@ -93,9 +54,9 @@ def test_fox_equals_the_forget_gate_formula(layer):
     with torch.no_grad():
         gate.bias.copy_(torch.tensor([1.5, -0.5]))  # gates away from 1/2, differently per head
         gate.weight.mul_(20)
-    x, y = layer_io(m, TOKENS, layer)
+    x, y = attention_io(m, TOKENS, layer)
     attn = m.blocks[layer].attn
-    q, k, v = qkv_lists(attn, x)
+    q, k, v = split_qkv(attn, x, H)
     W, bias = gate.weight.detach().double(), gate.bias.detach().double()
     weights = []
     for b in range(2):
@@ -106,7 +67,7 @@ def test_fox_equals_the_forget_gate_formula(layer):
                      for j in range(T)] for i in range(T)]
             per_head.append(softmax_rows(rows))
         weights.append(per_head)
-    torch.testing.assert_close(y, output_from_weights(attn, weights, v), atol=1e-10, rtol=0)
+    torch.testing.assert_close(y, attend(attn, weights, v), atol=1e-10, rtol=0)
 
 
 def test_fox_with_every_gate_open_is_nope():
@@ -133,9 +94,9 @@ def test_stickbreaking_equals_the_stick_breaking_formula(params):
     """A_ij = β_ij Π_{j<k<i} (1 − β_ik), β = σ(q·k/√d), keys j < i (≤ i with attend_current);
     o_i = Σ_j A_ij v_j + (1 − Σ_j A_ij) v_i unless the remainder is dropped."""
     m = model("stickbreaking", params)
-    x, y = layer_io(m, TOKENS, 1)
+    x, y = attention_io(m, TOKENS, 1)
     attn = m.blocks[1].attn
-    q, k, v = qkv_lists(attn, x)
+    q, k, v = split_qkv(attn, x, H)
     last = (lambda i: i) if params.get("attend_current") else (lambda i: i - 1)
     weights, rest = [], []
     for b in range(2):
@@ -159,7 +120,7 @@ def test_stickbreaking_equals_the_stick_breaking_formula(params):
             rh.append(rems)
         weights.append(wh)
         rest.append(rh)
-    torch.testing.assert_close(y, output_from_weights(attn, weights, v, rest), atol=1e-10, rtol=0)
+    torch.testing.assert_close(y, attend(attn, weights, v, rest), atol=1e-10, rtol=0)
 
 
 def test_stickbreaking_weights_are_sub_stochastic():
@@ -223,9 +184,9 @@ def test_ssmax_equals_softmax_of_logits_scaled_by_s_log_n(params):
     if params.get("learnable", True):
         with torch.no_grad():
             m.pos_enc.s.copy_(torch.tensor([[0.3, 0.9], [1.4, 0.6]]))
-    x, y = layer_io(m, TOKENS, 1)
+    x, y = attention_io(m, TOKENS, 1)
     attn = m.blocks[1].attn
-    q, k, v = qkv_lists(attn, x)
+    q, k, v = split_qkv(attn, x, H)
     pos = torch.arange(T)[None].expand(2, T)
     q, k = m.pos_enc.base_enc.rotate(q, k, pos)  # the wrapped encoding's own hooks, then the formula
     bias = m.pos_enc.base_enc.bias(pos[:1], pos[:1])
@@ -233,7 +194,7 @@ def test_ssmax_equals_softmax_of_logits_scaled_by_s_log_n(params):
     weights = [[softmax_rows([[float(s[h]) * math.log(i + 1) * (dot(q[b, h, i], k[b, h, j]) / math.sqrt(DH)
                                 + (0.0 if bias is None else float(bias[0, h, i, j]))) if j <= i else -math.inf
                                for j in range(T)] for i in range(T)]) for h in range(H)] for b in range(2)]
-    torch.testing.assert_close(y, output_from_weights(attn, weights, v), atol=1e-10, rtol=0)
+    torch.testing.assert_close(y, attend(attn, weights, v), atol=1e-10, rtol=0)
 
 
 def test_ssmax_with_s_one_over_log_n_is_plain_softmax_at_that_n():
@@ -241,7 +202,7 @@ def test_ssmax_with_s_one_over_log_n_is_plain_softmax_at_that_n():
     ss = model("ssmax", {"s": 1 / math.log(n), "learnable": False}, n_layers=1)
     nope = model("nope", n_layers=1)
     nope.load_state_dict({k: v for k, v in ss.state_dict().items() if not k.startswith("pos_enc")})
-    (_, y_ss), (_, y_nope) = layer_io(ss, TOKENS, 0), layer_io(nope, TOKENS, 0)
+    (_, y_ss), (_, y_nope) = attention_io(ss, TOKENS, 0), attention_io(nope, TOKENS, 0)
     torch.testing.assert_close(y_ss[:, n - 1], y_nope[:, n - 1], atol=1e-10, rtol=0)  # query n − 1 attends to n keys
     assert (y_ss[:, n] - y_nope[:, n]).abs().max() > 1e-6  # other n: a different scale
 
@@ -259,9 +220,9 @@ def test_ssmax_counts_the_keys_a_padding_mask_allows():
 def test_dape_equals_base_bias_plus_mlp_across_heads(base):
     """logits_ij = z_ij + B_ij + W2 · LeakyReLU(W1 · [z_ij^(1..H), B_ij^(1..H)] + b1) + b2, softmax over j ≤ i."""
     m = model("dape", {"base": base})
-    x, y = layer_io(m, TOKENS, 1)
+    x, y = attention_io(m, TOKENS, 1)
     attn = m.blocks[1].attn
-    q, k, v = qkv_lists(attn, x)
+    q, k, v = split_qkv(attn, x, H)
     mlp = m.pos_enc.mlps[1]
     W1, b1, W2, b2 = (t.detach().double() for t in (mlp[0].weight, mlp[0].bias, mlp[2].weight, mlp[2].bias))
     enc = m.pos_enc.base_enc
@@ -285,7 +246,7 @@ def test_dape_equals_base_bias_plus_mlp_across_heads(base):
                 for h in range(H):
                     rows_h[h][i][j] = z[h] + bb[h] + float(f[h]) if j <= i else -math.inf
         weights.append([softmax_rows(rows_h[h]) for h in range(H)])
-    torch.testing.assert_close(y, output_from_weights(attn, weights, v), atol=1e-10, rtol=0)
+    torch.testing.assert_close(y, attend(attn, weights, v), atol=1e-10, rtol=0)
 
 
 def test_dape_with_its_mlp_zeroed_is_its_base():
@@ -358,9 +319,9 @@ def test_path_equals_the_householder_product_formula(name, layer):
     """logits_ij = (q_iᵀ H_i ⋯ H_{j+1} k_j + c_i − c_j) / √Dh for j ≤ i (c: path-fox's cumulative log
     gates; the products D×D matrices multiplied out), softmax over j ≤ i, from the layer's own weights."""
     m = strong_path(name)
-    x, y = layer_io(m, TOKENS, layer)
+    x, y = attention_io(m, TOKENS, layer)
     attn = m.blocks[layer].attn
-    q, k, v = qkv_lists(attn, x)
+    q, k, v = split_qkv(attn, x, H)
     w, beta, log_f = path_w_beta_g(m.pos_enc, x, layer)
     assert beta.min() < 0.5 and beta.max() > 1.5
     weights = []
@@ -375,7 +336,7 @@ def test_path_equals_the_householder_product_formula(name, layer):
                              for j in range(T)])
             per_head.append(softmax_rows(rows))
         weights.append(per_head)
-    ref = output_from_weights(attn, weights, v)
+    ref = attend(attn, weights, v)
     print(f"{name} layer {layer}: max |ours - loop| = {(y - ref).abs().max():.2e}")
     torch.testing.assert_close(y, ref, atol=1e-10, rtol=0)
 
@@ -385,7 +346,7 @@ def test_path_transforms_are_reflections_at_beta_two_and_projections_at_one():
     norms; β = 1: H_t w_t = 0 (a projection, eigenvalue 1 − β = 0), which PaTH also allows."""
     m = strong_path("path")
     enc = m.pos_enc
-    x, _ = layer_io(m, TOKENS, 0)
+    x, _ = attention_io(m, TOKENS, 0)
     with torch.no_grad():
         enc.beta_proj[0].weight.zero_()
         enc.beta_proj[0].bias.fill_(1e4)  # σ = 1 exactly: β = 2

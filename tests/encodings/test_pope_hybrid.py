@@ -10,11 +10,20 @@ import math
 
 import pytest
 import torch
-from lenbench_testing import assert_causal, assert_right_padding_is_invisible, run_tiny_suite_checked
+from lenbench_testing import (
+    assert_causal,
+    assert_right_padding_is_invisible,
+    attend,
+    attention_io,
+    float64_model,
+    run_tiny_suite_checked,
+    softmax_rows,
+    split_qkv,
+)
 
 from lenbench import kernels as K
 from lenbench.encodings import ENCODINGS, EncodingDims, build_encoding
-from lenbench.model import ModelConfig, Transformer
+from lenbench.model import Transformer
 
 V, D, H, L, T = 13, 16, 2, 2, 7
 DH = D // H
@@ -22,41 +31,12 @@ TOKENS = torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(5))
 
 
 def model(name: str, params: dict | None = None, *, n_layers: int = L, seed: int = 0) -> Transformer:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=V, d_model=D, n_layers=n_layers, n_heads=H, ff_mult=2, encoding=name,
-                      encoding_params=params or {}, max_len=64, train_len=8)
-    return Transformer(cfg).double().eval()
-
-
-def layer_io(m: Transformer, tokens: torch.Tensor, layer: int, pos: torch.Tensor | None = None):
-    """The input x (B, T, D) of layer `layer`'s attention and its output (B, T, D)."""
-    seen = {}
-    h = m.blocks[layer].attn.register_forward_hook(lambda mod, args, out: seen.update(x=args[0], y=out))
-    with torch.no_grad():
-        m(tokens, pos)
-    h.remove()
-    return seen["x"], seen["y"]
-
-
-def qkv(attn, x: torch.Tensor):
-    q, k, v = (x.double() @ attn.qkv.weight.double().T).split(D, dim=-1)
-    split = lambda t: t.view(t.shape[0], t.shape[1], H, DH).permute(0, 2, 1, 3)  # noqa: E731
-    return split(q), split(k), split(v)  # (B, H, T, Dh) each
+    return float64_model(name, params, vocab=V, d_model=D, n_heads=H, n_layers=n_layers, seed=seed, train_len=8)
 
 
 def output(attn, logits, v) -> torch.Tensor:
     """softmax over each row of logits[b][h][i] (−inf masked), times v, heads merged, out-projected: (B, T, D)."""
-    B, n = v.shape[0], v.shape[2]
-    y = torch.zeros(B, H, n, DH, dtype=torch.float64)
-    for b in range(B):
-        for h in range(H):
-            for i in range(n):
-                row = logits[b][h][i]
-                mx = max(z for z in row if z != -math.inf)
-                e = [math.exp(z - mx) if z != -math.inf else 0.0 for z in row]
-                for j in range(n):
-                    y[b, h, i] += e[j] / sum(e) * v[b, h, j]
-    return y.transpose(1, 2).reshape(B, n, D) @ attn.out.weight.double().T
+    return attend(attn, [[softmax_rows(per_head) for per_head in per_b] for per_b in logits], v)
 
 
 def softplus(x: float) -> float:
@@ -95,8 +75,8 @@ def test_pope_equals_the_polar_formula(layer):
     m = model("pope")
     with torch.no_grad():  # a phase bias inside [−2π, 0], different per head and frequency
         m.pos_enc.delta.copy_(-torch.rand(H, DH, generator=torch.Generator().manual_seed(2)).double() * 2 * math.pi)
-    x, y = layer_io(m, TOKENS, layer)
-    q, k, v = qkv(m.blocks[layer].attn, x)
+    x, y = attention_io(m, TOKENS, layer)
+    q, k, v = split_qkv(m.blocks[layer].attn, x, H)
     pos = torch.arange(T).expand(2, T)
     want = output(m.blocks[layer].attn, pope_logits(q, k, m.pos_enc.delta.detach(), pos), v)
     err = (y - want).abs().max().item()
@@ -105,14 +85,14 @@ def test_pope_equals_the_polar_formula(layer):
 
 def test_pope_clamps_its_phase_bias_to_minus_two_pi_zero():
     m = model("pope")
-    x, _ = layer_io(m, TOKENS, 0)
+    x, _ = attention_io(m, TOKENS, 0)
     with torch.no_grad():
         m.pos_enc.delta.fill_(1.0)  # above 0: clamped to 0
-        a = layer_io(m, TOKENS, 0)[1]
+        a = attention_io(m, TOKENS, 0)[1]
         m.pos_enc.delta.fill_(0.0)
-        b = layer_io(m, TOKENS, 0)[1]
+        b = attention_io(m, TOKENS, 0)[1]
         m.pos_enc.delta.fill_(-10.0)  # below −2π: clamped to −2π, the same phase as 0
-        c = layer_io(m, TOKENS, 0)[1]
+        c = attention_io(m, TOKENS, 0)[1]
     assert torch.equal(a, b)
     torch.testing.assert_close(c, b, atol=1e-12, rtol=0)
 
@@ -223,8 +203,8 @@ def test_hybrid_equals_rope_local_and_nope_global_layers(params, n_layers):
     m = model("hybrid", params, n_layers=n_layers)
     enc = m.pos_enc
     for layer in range(n_layers):
-        x, y = layer_io(m, TOKENS, layer)
-        q, k, v = qkv(m.blocks[layer].attn, x)
+        x, y = attention_io(m, TOKENS, layer)
+        q, k, v = split_qkv(m.blocks[layer].attn, x, H)
         err = (y - output(m.blocks[layer].attn, hybrid_logits(q, k, layer, enc), v)).abs().max().item()
         assert err < 1e-12, (layer, err)
 
