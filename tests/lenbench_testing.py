@@ -186,7 +186,8 @@ def softmax_rows(logits: list[list[float]]) -> list[list[float]]:
     for row in logits:
         mx = max(z for z in row if z != -math.inf)
         e = [math.exp(z - mx) if z != -math.inf else 0.0 for z in row]
-        out.append([w / sum(e) for w in e])
+        total = sum(e)
+        out.append([w / total for w in e])
     return out
 
 
