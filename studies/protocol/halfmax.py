@@ -13,8 +13,10 @@ runs that went past M (each cell of SMALL_SUITE whose twin trained more than M s
 every cell of an entry under another schedule: a cosine schedule spans its maximum),
 plus `--witness N` runs that converged by M, to check that claim rather than assume it. `table` prints,
 per task, the full maximum against M with `scale.findings` (the board's own verdicts, statistics
-and ranks; M's board from the retrained cells and, for the rest, their twins' rows), then each witness:
-whether its rows equal its twin's.
+and ranks; M's board from the retrained cells and, for the rest, their twins' rows; both sides cut to the
+entries and seeds SMALL_SUITE holds, so that ranks count the same entries), then each paper claim the two
+boards judge (`scale.claims`), then each witness: whether its rows equal its twin's. DIR may be the run
+directory or the staging publication (`--stage`); `table` refuses while a retrained cell is missing from it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
-from scale import findings  # noqa: E402
+from scale import claims, common, findings  # noqa: E402
 
 from lenbench.config import load_suite  # noqa: E402
 from lenbench.report.rows import load_results  # noqa: E402
@@ -121,13 +123,24 @@ def small_rows(small_suite: str, full_cells: Path, run_dir: Path) -> tuple[pd.Da
         return load_results(Path(tmp)), lines
 
 
+def missing(small_suite: str, full_cells: Path, run_dir: Path, witness: int) -> list[str]:
+    """The cells `run` retrains (and its witnesses) that `run_dir` holds no finished file for."""
+    retrain, witnesses, _ = plan(small_suite, full_cells, witness)
+    return [cid for cid in retrain + witnesses if not (run_dir / "cells" / f"{cid}.json").is_file()]
+
+
 def _table(args: argparse.Namespace) -> int:
     full_cells, run_dir = Path(args.full_cells), Path(args.run_dir)
+    if gone := missing(args.small_suite, full_cells, run_dir, 0):
+        print(f"halfmax: {len(gone)} retrained cell(s) missing from {run_dir / 'cells'} (e.g. {gone[0]}): finish "
+              f"`halfmax.py run` first (it resumes from its --stage directory)", file=sys.stderr)
+        return 2
     small, lines = small_rows(args.small_suite, full_cells, run_dir)
-    full = load_results(full_cells)
-    for task in sorted(set(small["task"]) & set(full["task"])):
+    full, small = common(load_results(full_cells), small)
+    tasks = sorted(set(small["task"]) & set(full["task"]))
+    for task in tasks:
         print("\n".join(findings(full, small, task, ("full", "M"), "maxima")))
-    print("\n".join(lines))
+    print("\n".join([*claims(full, small, tasks, ("full", "M"), "maximum"), "", *lines]))
     return 0
 
 

@@ -40,6 +40,14 @@ def _rows(source: str) -> pd.DataFrame:
     return rows.assign(encoding=rows["encoding"].replace({"fire-relthresh": "fire"}))
 
 
+def common(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both runs' rows of the (encoding, variant, seed) both hold. One side may be the whole catalog and the
+    other its core 8: a rank counts every entry of its board, so ranks compare only among the same entries."""
+    key = ["encoding", "variant", "seed"]
+    both = a[key].drop_duplicates().merge(b[key].drop_duplicates())
+    return a.merge(both, on=key), b.merge(both, on=key)
+
+
 def findings(small: pd.DataFrame, large: pd.DataFrame, task: str, names: tuple[str, str] = ("small", "large"),
              across: str = "sizes") -> list[str]:
     """One task's sensitivity table of two runs (`holds_table`), named `names`, compared across `across`."""
@@ -78,12 +86,7 @@ def main() -> None:
     parser.add_argument("--names", nargs=2, default=("small", "large"), metavar=("A", "B"),
                         help="the two sides' labels (default: small large)")
     args = parser.parse_args()
-    small, large = _rows(args.small), _rows(args.large)
-    # the small side may be the whole catalog: compare the entries and seeds both sides hold, so that the
-    # ranks are among the same entries (a rank counts every entry of its board)
-    key = ["encoding", "variant", "seed"]
-    both = small[key].drop_duplicates().merge(large[key].drop_duplicates())
-    small, large = (r.merge(both, on=key) for r in (small, large))
+    small, large = common(_rows(args.small), _rows(args.large))
     tasks = args.task or [t for t in dict.fromkeys(large["task"]) if t in set(small["task"])]
     names = tuple(args.names)
     by_size = names == ("small", "large")
