@@ -98,25 +98,34 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _measurement(row: dict) -> tuple:
+    return row["encoding"], row["variant"], row["metric"], row["eval_len"]
+
+
 def small_rows(small_suite: str, full_cells: Path, run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """The board at the smaller maxima: the retrained cells' rows and each borrowed twin's rows under
-    its small cell's id and settings (read by the same loader); with one line per witness saying
-    whether its rows equal its twin's."""
+    its small cell's id and settings (read by the same loader), of the variants the retrained cells
+    evaluate (a catalog rope cell also evaluates RoPE's inference-time variants; SMALL_SUITE need not);
+    with one line per witness saying whether each of its rows equals its twin's row of that measurement."""
     _, _, pairs = plan(small_suite, full_cells, 0)
     by_id = {c.cell_id: c for c in load_suite(small_suite).cells()}
+    mine_rows = {path.stem: json.loads(path.read_text())["rows"] for path in (run_dir / "cells").glob("*.json")}
+    variants = {row["variant"] for rows in mine_rows.values() for row in rows}
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "cells").mkdir()
         for cid, twin in pairs.items():
-            mine = run_dir / "cells" / f"{cid}.json"
-            if mine.is_file():  # a witness: retrained although its twin converged by M
-                a, b = (sorted(json.dumps({k: v for k, v in row.items() if k not in BOOKKEEPING}, sort_keys=True)
-                               for row in rows) for rows in (twin["rows"], json.loads(mine.read_text())["rows"]))
-                lines.append(f"- witness {by_id[cid].title}: {'identical to' if a == b else 'DIFFERS from'} "
-                             f"its twin ({twin['rows'][0]['train_steps']} steps, converged)")
+            if cid in mine_rows:  # a witness: retrained although its twin converged by M
+                theirs = {_measurement(row): row for row in twin["rows"]}
+                same = all(_measurement(row) in theirs and all(
+                    theirs[_measurement(row)][k] == v for k, v in row.items() if k not in BOOKKEEPING)
+                    for row in mine_rows[cid])
+                lines.append(f"- witness {by_id[cid].title}: each of its {len(mine_rows[cid])} rows "
+                             f"{'identical to' if same else 'NOT all equal to'} its twin's "
+                             f"({twin['rows'][0]['train_steps']} steps, converged)")
                 continue
             settings = by_id[cid].settings
-            rows = [{**row, "cell_id": cid, "settings": settings} for row in twin["rows"]]
+            rows = [{**row, "cell_id": cid, "settings": settings} for row in twin["rows"] if row["variant"] in variants]
             (Path(tmp) / "cells" / f"{cid}.json").write_text(json.dumps({**twin, "cell_id": cid, "rows": rows}))
         for path in (run_dir / "cells").glob("*.json"):  # one load, so baselines shared by a task and seed are kept once
             shutil.copyfile(path, Path(tmp) / "cells" / path.name)

@@ -41,9 +41,9 @@ def _rows(source: str) -> pd.DataFrame:
 
 
 def common(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both runs' rows of the (encoding, variant, seed) both hold. One side may be the whole catalog and the
-    other its core 8: a rank counts every entry of its board, so ranks compare only among the same entries."""
-    key = ["encoding", "variant", "seed"]
+    """Both runs' rows of the (task, encoding, variant, seed) both hold. One side may be the whole catalog and
+    the other its core 8: a rank counts every entry of its board, so ranks compare only among the same entries."""
+    key = ["task", "encoding", "variant", "seed"]
     both = a[key].drop_duplicates().merge(b[key].drop_duplicates())
     return a.merge(both, on=key), b.merge(both, on=key)
 
@@ -73,7 +73,8 @@ def claims(small: pd.DataFrame, large: pd.DataFrame, tasks: list[str],
     out = [f"| claim | task | {names[0]} | {names[1]} | survives |", "|---|---|---|---|---|"]
     for (label, task), by in verdicts.items():
         s, lg = by.get(names[0], "–"), by.get(names[1], "–")
-        out.append(f"| {label} | {task} | {s} | {lg} | {'yes' if s == lg else 'no'} |")
+        survives = "–" if "–" in (s, lg) else "yes" if s == lg else "no"  # "–": judged on one side only
+        out.append(f"| {label} | {task} | {s} | {lg} | {survives} |")
     return [*out, "", "verdicts: on the area past train, then (lm) on the degradation, by the board's paired test, "
                       f"Holm-corrected over each {across}'s claims"]
 
