@@ -102,12 +102,12 @@ def _measurement(row: dict) -> tuple:
     return row["encoding"], row["variant"], row["metric"], row["eval_len"]
 
 
-def small_rows(small_suite: str, full_cells: Path, run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+def small_rows(small_suite: str, pairs: dict, run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """The board at the smaller maxima: the retrained cells' rows and each borrowed twin's rows under
     its small cell's id and settings (read by the same loader), of the variants the retrained cells
     evaluate (a catalog rope cell also evaluates RoPE's inference-time variants; SMALL_SUITE need not);
-    with one line per witness saying whether each of its rows equals its twin's row of that measurement."""
-    _, _, pairs = plan(small_suite, full_cells, 0)
+    with one line per witness saying whether each of its rows equals its twin's row of that measurement.
+    `pairs` is `plan`'s third value: each borrowed or witnessed small cell's twin."""
     by_id = {c.cell_id: c for c in load_suite(small_suite).cells()}
     mine_rows = {path.stem: json.loads(path.read_text())["rows"] for path in (run_dir / "cells").glob("*.json")}
     variants = {row["variant"] for rows in mine_rows.values() for row in rows}
@@ -132,19 +132,19 @@ def small_rows(small_suite: str, full_cells: Path, run_dir: Path) -> tuple[pd.Da
         return load_results(Path(tmp)), lines
 
 
-def missing(small_suite: str, full_cells: Path, run_dir: Path, witness: int) -> list[str]:
-    """The cells `run` retrains (and its witnesses) that `run_dir` holds no finished file for."""
-    retrain, witnesses, _ = plan(small_suite, full_cells, witness)
-    return [cid for cid in retrain + witnesses if not (run_dir / "cells" / f"{cid}.json").is_file()]
+def missing(cell_ids: list[str], run_dir: Path) -> list[str]:
+    """The cells of `cell_ids` (those `run` retrains) that `run_dir` holds no finished file for."""
+    return [cid for cid in cell_ids if not (run_dir / "cells" / f"{cid}.json").is_file()]
 
 
 def _table(args: argparse.Namespace) -> int:
     full_cells, run_dir = Path(args.full_cells), Path(args.run_dir)
-    if gone := missing(args.small_suite, full_cells, run_dir, 0):
+    retrain, _, pairs = plan(args.small_suite, full_cells, 0)  # reads the full cells once
+    if gone := missing(retrain, run_dir):
         print(f"halfmax: {len(gone)} retrained cell(s) missing from {run_dir / 'cells'} (e.g. {gone[0]}): finish "
               f"`halfmax.py run` first (it resumes from its --stage directory)", file=sys.stderr)
         return 2
-    small, lines = small_rows(args.small_suite, full_cells, run_dir)
+    small, lines = small_rows(args.small_suite, pairs, run_dir)
     full, small = common(load_results(full_cells), small)
     tasks = sorted(set(small["task"]) & set(full["task"]))
     for task in tasks:

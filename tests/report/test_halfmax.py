@@ -77,7 +77,7 @@ def test_table_refuses_while_a_retrained_cell_is_missing(study, tmp_path, capsys
     retrain = halfmax.plan(suite, full, 0)[0]
     for cid in retrain[1:]:
         (run / "cells" / f"{cid}.json").write_text("{}")
-    assert halfmax.missing(suite, full, run, 0) == retrain[:1]
+    assert halfmax.missing(retrain, run) == retrain[:1]
     assert halfmax.main(["table", str(full), suite, str(run)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "1 retrained cell(s) missing" in err and "halfmax.py run" in err
