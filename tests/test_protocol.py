@@ -551,6 +551,7 @@ def test_rows_of_pinned_dynamic_equal_oracle_ntk_at_the_training_length_and_diff
 CALIBRATED = {name: ("calibration-patience", name) for name in ("copy", "reverse", "sort", "addition", "count",
                                                                    "passkey")}
 CALIBRATED["mqar"] = ("mqar-rate", "mqar_b128")
+CALIBRATED["copy"] = ("copy-b128", "copy_b128")
 
 
 def _runs(study: str) -> list[tuple[dict, dict]]:
