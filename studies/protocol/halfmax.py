@@ -36,6 +36,7 @@ from scale import claims, common, findings  # noqa: E402
 
 from lenbench.config import load_suite  # noqa: E402
 from lenbench.report.rows import load_results  # noqa: E402
+from lenbench.results.schema import ROW_KEY  # noqa: E402
 
 #: Row fields that differ between a run and its twin at another maximum without changing what it measured.
 BOOKKEEPING = ("cell_id", "suite", "settings", "timestamp", "train_seconds", "git_sha", "code_fingerprint")
@@ -99,7 +100,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _measurement(row: dict) -> tuple:
-    return row["encoding"], row["variant"], row["metric"], row["eval_len"]
+    """A row's identity (`ROW_KEY`) but its suite, which a witness and its twin do not share."""
+    return tuple(row.get(k) for k in ROW_KEY if k != "suite")
+
+
+def same_rows(mine: list[dict], theirs: list[dict]) -> bool:
+    """Whether each row of `mine` equals the row of `theirs` of the same measurement, bookkeeping aside."""
+    by_measurement = {_measurement(row): row for row in theirs}
+    return all((twin := by_measurement.get(_measurement(row))) is not None
+               and all(k in twin and twin[k] == v for k, v in row.items() if k not in BOOKKEEPING) for row in mine)
 
 
 def small_rows(small_suite: str, pairs: dict, run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -116,10 +125,7 @@ def small_rows(small_suite: str, pairs: dict, run_dir: Path) -> tuple[pd.DataFra
         (Path(tmp) / "cells").mkdir()
         for cid, twin in pairs.items():
             if cid in mine_rows:  # a witness: retrained although its twin converged by M
-                theirs = {_measurement(row): row for row in twin["rows"]}
-                same = all(_measurement(row) in theirs and all(
-                    theirs[_measurement(row)][k] == v for k, v in row.items() if k not in BOOKKEEPING)
-                    for row in mine_rows[cid])
+                same = same_rows(mine_rows[cid], twin["rows"])
                 lines.append(f"- witness {by_id[cid].title}: each of its {len(mine_rows[cid])} rows "
                              f"{'identical to' if same else 'NOT all equal to'} its twin's "
                              f"({twin['rows'][0]['train_steps']} steps, converged)")

@@ -83,6 +83,20 @@ def test_table_refuses_while_a_retrained_cell_is_missing(study, tmp_path, capsys
     assert err.count("\n") == 1 and "1 retrained cell(s) missing" in err and "halfmax.py run" in err
 
 
+def test_a_witness_equals_its_twin_row_by_measurement_the_buckets_of_one_metric_apart():
+    """A passkey or lm cell holds one row per depth bucket of each metric and length: each is its own
+    measurement, so an identical witness is identical even though the bucketed rows share the rest."""
+    def row(bucket, value, suite):
+        return {"suite": suite, "task": "passkey", "encoding": "rope", "variant": "none", "train_len": 32, "seed": 0,
+                "ratio": 2.0, "eval_len": 64, "metric": "exact_match", "bucket": bucket, "value": value,
+                "timestamp": suite}
+    twin = [row("", 0.5, "catalog"), row("0-25%", 0.25, "catalog"), row("75-100%", 0.75, "catalog")]
+    witness = [row("", 0.5, "half"), row("0-25%", 0.25, "half"), row("75-100%", 0.75, "half")]
+    assert halfmax.same_rows(witness, twin)
+    assert not halfmax.same_rows([*witness[:1], row("0-25%", 0.3, "half"), witness[2]], twin)
+    assert not halfmax.same_rows([*witness, row("25-50%", 0.5, "half")], twin)  # a measurement the twin lacks
+
+
 def test_the_two_boards_compare_over_the_entries_and_seeds_both_hold():
     scale = load_script(ROOT / "studies" / "protocol" / "scale.py")
     full = pd.DataFrame({"task": ["sort"] * 5 + ["lm"], "encoding": ["nope", "rope", "pope", "rope", "rope", "rope"],
