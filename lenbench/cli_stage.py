@@ -17,6 +17,9 @@ def add_stage_parser(sub, formatter: type[argparse.HelpFormatter]) -> None:
                              "and whether it is complete (publishable)", formatter_class=formatter)
     p_stage.add_argument("directory", metavar="DIR", help="a staging publication (`lenbench run --stage DIR`)")
     p_stage.add_argument("--check", action="store_true", help="exit 1 when it is not complete")
+    p_stage.add_argument("--not-in-suite", action="store_true",
+                         help="print only the paths of staged cells the suite no longer has (left by an earlier "
+                         "configuration of it; never published), one per line, e.g. for `git rm`")
 
 
 def open_run_staging(args: argparse.Namespace, suite):
@@ -36,9 +39,15 @@ def open_run_staging(args: argparse.Namespace, suite):
 def _stage(args: argparse.Namespace) -> int:
     from lenbench.run.driver import expected_fingerprint
     from lenbench.run.staging import stage_status
+    from lenbench.run.store import cell_path
 
     status = stage_status(args.directory, expected_fingerprint)
-    print("\n".join(status.lines()))
+    if args.not_in_suite:
+        lines = [str(cell_path(args.directory, cell_id)) for cell_id in status.extra]
+    else:
+        lines = status.lines()
+    if lines:
+        print("\n".join(lines))
     return 1 if args.check and not status.complete else 0
 
 

@@ -170,6 +170,13 @@ def test_publish_takes_a_staging_publication_only_when_complete(tmp_path):
     assert published == sorted(f"{c.cell_id}.json" for c in parse_suite(TINY_SUITE).cells())
     assert metric_rows(tmp_path / "board") == metric_rows(tmp_path / "a")
 
+    # the suite drops nope: its staged cell stays (never deleted), is listed for `git rm`, and is not published
+    write_suite(tmp_path, {**TINY_SUITE, "encodings": ["rope"]})
+    (nope,) = (c.cell_id for c in parse_suite({**TINY_SUITE, "encodings": ["nope"]}).cells())
+    assert "1 staged cell(s) not in the suite" in cli("stage", "stage", cwd=tmp_path).stdout
+    listed = cli("stage", "stage", "--not-in-suite", cwd=tmp_path).stdout
+    assert listed == f"{Path('stage', 'cells', nope + '.json')}\n" and (tmp_path / listed.strip()).is_file()
+
 
 def test_a_stale_cell_left_out_by_only_is_not_staged(tmp_path):
     """`only` (a `pytest -k` selection) leaves a cell out of this run; that does not make its stale
