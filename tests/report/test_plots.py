@@ -422,6 +422,63 @@ def test_heatmap_rows_carry_the_boards_own_verdicts(tmp_path, capture):
     md = leaderboard_markdown(board)
     assert all(f"| {label} " in md for label in labels)  # the tables' own labels
 
+
+def test_heatmap_panel_matches_seaborns_annotated_heatmap():
+    """A panel is drawn by matplotlib directly; against `seaborn.heatmap` with the same texts (the
+    reference it replaces): the same cell colours, masked NaN cells, and each text at the same place
+    in the same colour (dark on bright cells, white on dark ones)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+    import seaborn as sns
+    from matplotlib.colors import LogNorm, Normalize
+
+    from lenbench.report.plots.heatmap import _panel
+
+    rng = np.random.default_rng(0)
+    for norm in (Normalize(0.0, 1.0), LogNorm(2.0, 50.0)):
+        values = rng.uniform(norm.vmin, norm.vmax, size=(5, 4))
+        values[1, 2] = np.nan
+        matrix = pd.DataFrame(values, index=[f"e{i}" for i in range(5)], columns=["1×", "2×", "4×", "8×"])
+        texts = [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in values]
+        drawn = []
+        for ours in (True, False):
+            fig, ax = plt.subplots()
+            if ours:
+                _panel(ax, matrix, cmap="viridis_r", norm=norm, label="m", texts=texts)
+            else:
+                sns.heatmap(matrix, ax=ax, cmap="viridis_r", norm=norm, annot=np.array(texts, dtype=object), fmt="",
+                            annot_kws={"fontsize": 6.5}, linewidths=0.5, linecolor="white")
+            mesh = ax.collections[0]
+            mesh.update_scalarmappable()
+            drawn.append((np.ma.getmaskarray(mesh.get_array()).ravel().tolist(), mesh.to_rgba(mesh.get_array()),
+                          sorted((t.get_position(), t.get_text(), t.get_color()) for t in ax.texts if t.get_text()),
+                          [t.get_text() for t in ax.get_yticklabels()], ax.get_ylim()))
+            plt.close(fig)
+        (mask, rgba, texts_ours, ylabels, ylim), (mask_ref, rgba_ref, texts_ref, ylabels_ref, ylim_ref) = drawn
+        assert mask == mask_ref and sum(mask) == 1
+        assert np.allclose(np.ma.filled(rgba, 0), np.ma.filled(rgba_ref, 0))
+        assert texts_ours == texts_ref and len(texts_ours) == 19
+        assert {c for _, _, c in texts_ours} == {".15", "w"}  # both text colours occur
+        assert ylabels == ylabels_ref == list(matrix.index) and ylim == ylim_ref
+
+
+def test_leaderboard_heatmap_draws_the_figure_once_per_save(tmp_path, monkeypatch):
+    """Drawing a panel does not render the figure (seaborn's heatmap did, once per call: a 26-entry,
+    8-task catalog drew its figure 8 times over before saving it once per format)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from lenbench.report.plots._style import save_figure
+
+    renders = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (renders.append(1), draw(self, renderer))[1])
+    save_figure(plt.subplots()[0], tmp_path / "plain.png")  # what saving itself renders (a tight bounding box: 2)
+    saving, renders[:] = len(renders), []
+    leaderboard_heatmap(tiny(), tmp_path / "h.png")  # two panels
+    assert saving >= 1 and len(renders) == saving, (len(renders), saving)
+
 # --- one colour per encoding, everywhere ---------------------------------------------------------
 
 

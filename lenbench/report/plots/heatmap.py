@@ -8,7 +8,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.patches import Rectangle
 
@@ -21,7 +20,6 @@ from lenbench.report.plots._style import (
     board_label,
     boards_left_out,
     grid,
-    quiet,
     round_log_axis,
     round_out,
     save_figure,
@@ -111,14 +109,10 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
             norm = LogNorm(*round_out(float(finite.min()), float(finite.max())))  # short labels at its ends
         elif len(finite):
             norm = Normalize(vmin=float(finite.min()), vmax=float(finite.max()))
-        annot = [[_cell_text(v, metric) for v in row] for row in values]
-        with quiet():
-            sns.heatmap(matrix, ax=ax, cmap="viridis" if hib else "viridis_r", annot=np.array(annot, dtype=object),
-                        fmt="", norm=norm, annot_kws={"fontsize": 6.5},
-                        cbar_kws={"label": f"{metric} {'↑' if hib else '↓'}", "pad": 0.02}, linewidths=0.5,
-                        linecolor="white")
+        cbar = _panel(ax, matrix, cmap="viridis" if hib else "viridis_r", norm=norm,
+                      label=f"{metric} {'↑' if hib else '↓'}",
+                      texts=[[_cell_text(v, metric) for v in row] for row in values])
         if isinstance(norm, LogNorm):
-            cbar = ax.collections[0].colorbar
             round_log_axis(cbar.ax.yaxis, norm.vmin, norm.vmax)
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
             ax.text(j + 0.5, i + 0.5, "fail", ha="center", va="center", fontsize=6.5, color="0.3")
@@ -131,6 +125,37 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle("lenbench leaderboard: primary metric by length ratio (brighter is better)")
     return save_figure(fig, path)
+
+
+def _panel(ax, matrix: pd.DataFrame, *, cmap: str, norm, label: str, texts: list[list[str]]):
+    """One task's heatmap on `ax` (rows top to bottom, a white grid, its colour bar, each cell's text in
+    dark grey or white by the W3C luminance of its colour, as seaborn's annotated heatmap); returns the
+    colour bar. Drawn with matplotlib directly: `seaborn.heatmap` renders the whole figure once per call
+    (to check its tick labels for overlap), so a figure of one panel per task drew every earlier panel
+    again, and a 26-entry catalog's heatmap spent most of its report time there."""
+    values = np.ma.masked_invalid(matrix.to_numpy(dtype=float))
+    n_rows, n_cols = values.shape
+    mesh = ax.pcolormesh(values, cmap=cmap, norm=norm, edgecolors="white", linewidth=0.5)
+    ax.set(xlim=(0, n_cols), ylim=(n_rows, 0))
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    cbar = ax.figure.colorbar(mesh, ax=ax, label=label, pad=0.02)
+    cbar.outline.set_linewidth(0)
+    ax.set_xticks(np.arange(n_cols) + 0.5, [str(c) for c in matrix.columns])
+    ax.set_yticks(np.arange(n_rows) + 0.5, [str(i) for i in matrix.index], va="center")
+    colors = mesh.to_rgba(values)
+    for (i, j), text in np.ndenumerate(np.array(texts, dtype=object)):
+        if text and not np.ma.is_masked(values[i, j]):
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5,
+                    color=".15" if _luminance(colors[i, j]) > 0.408 else "w")
+    return cbar
+
+
+def _luminance(rgba) -> float:
+    """The W3C relative luminance of a colour (what seaborn picks an annotation's colour by)."""
+    rgb = np.asarray(rgba, dtype=float)[:3]
+    rgb = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return float(rgb @ np.array([0.2126, 0.7152, 0.0722]))
 
 
 def draw_figure(inputs, path: str | Path) -> Path:
