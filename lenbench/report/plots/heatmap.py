@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.patches import Rectangle
+from seaborn.utils import relative_luminance
 
 from lenbench.metrics import find_metric
 from lenbench.report.figures import FigureSpec
@@ -129,7 +130,7 @@ def _heatmap_figure(board: Leaderboard, keys: list[tuple[str, int]], path: str |
 
 def _panel(ax, matrix: pd.DataFrame, *, cmap: str, norm, label: str, texts: list[list[str]]):
     """One task's heatmap on `ax` (rows top to bottom, a white grid, its colour bar, each cell's text in
-    dark grey or white by the W3C luminance of its colour, as seaborn's annotated heatmap); returns the
+    dark grey or white by the W3C luminance of its colour, seaborn's rule for its annotated heatmap); returns the
     colour bar. Drawn with matplotlib directly: `seaborn.heatmap` renders the whole figure once per call
     (to check its tick labels for overlap), so a figure of one panel per task drew every earlier panel
     again, and a 26-entry catalog's heatmap spent most of its report time there."""
@@ -143,19 +144,12 @@ def _panel(ax, matrix: pd.DataFrame, *, cmap: str, norm, label: str, texts: list
     cbar.outline.set_linewidth(0)
     ax.set_xticks(np.arange(n_cols) + 0.5, [str(c) for c in matrix.columns])
     ax.set_yticks(np.arange(n_rows) + 0.5, [str(i) for i in matrix.index], va="center")
-    colors = mesh.to_rgba(values)
+    luminance = relative_luminance(mesh.to_rgba(values).reshape(-1, 4)).reshape(values.shape)
     for (i, j), text in np.ndenumerate(np.array(texts, dtype=object)):
         if text and not np.ma.is_masked(values[i, j]):
             ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5,
-                    color=".15" if _luminance(colors[i, j]) > 0.408 else "w")
+                    color=".15" if luminance[i, j] > 0.408 else "w")
     return cbar
-
-
-def _luminance(rgba) -> float:
-    """The W3C relative luminance of a colour (what seaborn picks an annotation's colour by)."""
-    rgb = np.asarray(rgba, dtype=float)[:3]
-    rgb = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    return float(rgb @ np.array([0.2126, 0.7152, 0.0722]))
 
 
 def draw_figure(inputs, path: str | Path) -> Path:
