@@ -552,6 +552,7 @@ CALIBRATED = {name: ("calibration-patience", name) for name in ("copy", "reverse
                                                                    "passkey")}
 CALIBRATED["mqar"] = ("mqar-rate", "mqar_b128")
 CALIBRATED["copy"] = ("copy-b128", "copy_b128")
+CALIBRATED["addition"] = ("addition-plateau", "addition_b128_24k")
 
 
 def _runs(study: str) -> list[tuple[dict, dict]]:
