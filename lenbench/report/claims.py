@@ -37,7 +37,7 @@ class Claim:
     """One paper's claim as a comparison: on each of `tasks`, entry `a` (a series label) against
     each of `bs`, in the main table (`table` "rank") or an encoding's variant table ("variant_rank").
     `regime`: the facts of the method's designed regime this scale may leave, stated from each board's
-    cells (`lenbench.report.regimes.FACTS`: "rope", "fire", "xpos", "randomized", "prope", "yarn")."""
+    cells (`lenbench.report.regimes.FACTS`: "rope", "fire", "xpos", "randomized", "prope", "yarn", "hybrid")."""
 
     label: str
     paper: str
@@ -97,6 +97,24 @@ CLAIMS = (
           ("lm",), "ssmax+rope", ("rope",), regime=("rope",)),
     Claim("SSMax over NoPE", "Nakanishi 2025", "the same over a decoder without positions",
           ("lm",), "ssmax", ("nope",)),
+    Claim("PaTH", "S. Yang et al. 2025",
+          "its data-dependent Householder positions hold up past the training length, in retrieval and language "
+          "modelling, where RoPE does not", ("lm", "passkey"), "path", ("rope",), regime=("rope",)),
+    Claim("PaTH-FoX", "S. Yang et al. 2025", "PaTH with FoX's forget gate extrapolates better than either alone",
+          ("lm", "passkey"), "path-fox", ("path", "fox")),
+    Claim("PoPE", "Gopalakrishnan et al. 2025",
+          "with position in the phase alone it extrapolates zero-shot where RoPE degrades, and beats RoPE with YaRN",
+          ("lm",), "pope", ("rope", "rope+yarn"), regime=("rope",)),
+    Claim("RNoPE-SWA", "B. Yang et al. 2025",
+          "NoPE global layers interleaved with RoPE sliding-window layers retrieve past the training length better "
+          "than RoPE or NoPE alone", ("passkey", "lm"), "rnope-swa", ("rope", "nope"), regime=("hybrid", "rope")),
+    Claim("iRoPE", "Meta's Llama 4, 2025",
+          "interleaving NoPE layers with chunked RoPE layers generalises past the training length where RoPE does not",
+          ("passkey", "lm"), "irope", ("rope",), regime=("hybrid", "rope")),
+    Claim("DroPE", "Gelberg et al. 2025",
+          "dropping RoPE after training and recalibrating briefly retrieves past the training length better than "
+          "RoPE, RoPE with YaRN and NoPE", ("passkey",), "rope+drope", ("rope", "rope+yarn", "nope"),
+          "variant_rank", ("rope",)),
 )
 
 

@@ -5,7 +5,7 @@ this module states each fact in one clause from what the board's cells trained: 
 built from its cell's canonical config as the cell built it (`lenbench.run.cell.config_model`, untrained),
 and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, Sandwich's compression,
 FIRE's threshold, xPos's scale base, the range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's
-ramp). A board of another geometry, or a suite that sets a length-relative parameter, gets clauses true
+ramp, a NoPE/RoPE hybrid's NoPE layers and local span). A board of another geometry, or a suite that sets a length-relative parameter, gets clauses true
 of it, not of the catalog.
 
 The cells' configs come from the results directory's ``cells/`` (a benchmark JSON's own directory
@@ -203,6 +203,29 @@ def _yarn(a: str, boards: list[Board]) -> str:
     return "; ".join(dict.fromkeys(out))
 
 
+def _hybrid(a: str, boards: list[Board]) -> str:
+    """A NoPE/RoPE hybrid's layer schedule and local span (Llama 4's ``(layer + 1) % interval == 0``):
+    how many of the model's layers are NoPE-global, and the window or chunk its RoPE layers attend over
+    on each board, against the training length (Llama 4 Scout and RNoPE-SWA: one NoPE layer in 4,
+    their local spans shorter than their training contexts)."""
+    heads, spans = [], []
+    for task, train_len, entries in boards:
+        if a not in entries:
+            continue
+        enc, unit = entries[a].encoding, entries[a].unit
+        layers = enc.dims.n_layers
+        nope = sum(enc.is_nope(layer) for layer in range(layers))
+        rest = "the other" if layers - nope == 1 else "the others"
+        heads.append(f"{_count(nope)} of its {_count(layers)} layers {'is' if nope == 1 else 'are'} NoPE-global, "
+                     f"{rest} RoPE over a {'sliding window' if enc.local == 'sliding' else 'chunk'} of")
+        spans.append(f"{enc.window} of the {train_len} training {unit} on {task}" if not spans else
+                     f"{enc.window} of {train_len} on {task}")
+    if not heads:
+        return ""
+    return (" / ".join(dict.fromkeys(heads)) + " " + ", ".join(spans)
+            + " (Llama 4 and RNoPE-SWA: one NoPE layer in 4)")
+
+
 def _numbers(values: list[float]) -> str:
     return " / ".join(f"{v:g}" for v in values)
 
@@ -214,7 +237,7 @@ def _count(n: int) -> str:
 #: Each regime fact: (the claim's entry A, its boards) → one clause ("" when the boards lack it).
 FACTS: dict[str, Callable[[str, list[Board]], str]] = {
     "rope": _rope, "alibi": _alibi, "sandwich": _sandwich, "fire": _fire, "xpos": _xpos, "randomized": _randomized,
-    "prope": _prope, "yarn": _yarn}
+    "prope": _prope, "yarn": _yarn, "hybrid": _hybrid}
 
 
 def regime_writer(df: pd.DataFrame, cells_dir: str | Path | None) -> Callable[[object, list[tuple[str, int, dict]]], str]:

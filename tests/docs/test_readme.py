@@ -9,6 +9,7 @@
 """
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -228,6 +229,34 @@ def steps_phrase(steps: dict[str, int], order: list[str]) -> str:
     return f"{', '.join(parts[:-1])} and {parts[-1]} steps"
 
 
+def ratios_phrase(ratios: list[float]) -> str:
+    """How the caveat names an evaluation axis: each ratio past 1× with its weight in the area past train
+    ("2×, 4×, 8× and 16× weighted 0.375, 0.25, 0.25 and 0.125"), or, for a dense axis (more than five
+    ratios past 1×), its evenly spaced run and the ratios after it ("every length from 1.125× to 2× and
+    3×, 4× and 8×")."""
+    past = [r for r in ratios if r > 1]
+    assert len(past) > 1, "the caveat's axis needs at least two ratios past 1x"
+
+    def listed(rs: list[float]) -> str:
+        return f"{', '.join(f'{r:g}×' for r in rs[:-1])} and {rs[-1]:g}×" if len(rs) > 1 else f"{rs[0]:g}×"
+
+    if len(past) <= 5:
+        weights = [w for w in past_area_weights(np.array(ratios, dtype=float)) if w > 0]
+        return f"{listed(past)} weighted {', '.join(f'{w:g}' for w in weights[:-1])} and {weights[-1]:g}"
+    step, end = past[1] - past[0], 1
+    while end < len(past) and math.isclose(past[end] - past[end - 1], step):
+        end += 1
+    rest = past[end:]
+    return f"every length from {past[0]:g}× to {past[end - 1]:g}×" + (f" and {listed(rest)}" if rest else "")
+
+
+def test_ratios_phrase():
+    assert ratios_phrase([1, 2, 4, 8, 16]) == "2×, 4×, 8× and 16× weighted 0.375, 0.25, 0.25 and 0.125"
+    dense = [1, 1.125, 1.25, 1.375, 1.5, 1.625, 1.75, 1.875, 2.0, 3, 4, 8]
+    assert ratios_phrase(dense) == "every length from 1.125× to 2× and 3×, 4× and 8×"
+    assert ratios_phrase([1, 1.5, 2, 2.5, 3, 3.5, 4]) == "every length from 1.5× to 4×"
+
+
 def test_steps_phrase():
     assert steps_phrase({"a": 5, "b": 5}, ["a", "b"]) == "5 steps"
     assert steps_phrase({"s": 2000, "p": 1000, "l": 1000}, ["s", "p", "l"]) == "2000 (s) and 1000 (p, l) steps"
@@ -246,15 +275,8 @@ def test_headline_caveat_states_the_published_scale():
     model = c["model"]
     assert f"{model['n_layers']}-layer, {model['d_model']}-wide models after {steps_phrase(c['steps'], order)}, " \
            f"{len(c['seeds'])} seeds" in " ".join(text.split())
-    ratios = {json.dumps(r) for r in c["ratios"].values()}
-    assert len(ratios) == 1, "the published tasks are evaluated at different ratios: the caveat names one range"
-    published = json.loads(ratios.pop())
-    past = [r for r in published if r > 1]
-    weights = [w for w in past_area_weights(np.array(published, dtype=float)) if w > 0]
-    assert len(past) > 1, "the caveat's weights need at least two ratios past 1x"
-    named = f"{', '.join(f'{r:g}×' for r in past[:-1])} and {past[-1]:g}× weighted " \
-            f"{', '.join(f'{w:g}' for w in weights[:-1])} and {weights[-1]:g}"
-    assert named in " ".join(text.split())
+    for ratios in {json.dumps(r) for r in c["ratios"].values()}:  # each evaluation axis the tasks use
+        assert ratios_phrase(json.loads(ratios)) in " ".join(text.split()), ratios
     units = {"items": "items", "tokens": "tokens", "digits": "digits"}
     for task in order:
         unit = "bytes" if task == "lm" else units[TASKS.get(task).length_unit]  # lm's tokens are bytes

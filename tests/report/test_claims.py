@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from lenbench_testing import CATALOG_DRAFT
 
 from lenbench.config import load_suite
 from lenbench.evaluate import encode_samples
@@ -98,9 +99,13 @@ def test_every_comparison_of_every_claim_is_one_holm_family():
 
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.label)
 def test_every_claim_names_entries_of_the_catalog(claim):
-    suite = load_suite("catalog")
+    """Each entry a claim names is a series of the catalog: an encoding's label, or label+variant for
+    RoPE's variants (a claim may set a main-table entry against a variant, e.g. PoPE against YaRN)."""
+    suite = load_suite(CATALOG_DRAFT)
     labels = {e.label or e.name for e in suite.encodings}
+    series = labels | {f"{label}+{v.key}" for label in labels for v in suite.variants}
     tasks = {t.key for t in suite.tasks}
     assert set(claim.tasks) <= tasks
-    if claim.table == "rank":
-        assert {claim.a, *claim.bs} <= labels
+    assert {claim.a, *claim.bs} <= series
+    if claim.table == "variant_rank":
+        assert "+" in claim.a, "a variant-table claim's A is a variant"

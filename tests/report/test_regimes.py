@@ -172,3 +172,24 @@ def test_the_model_read_back_from_a_cell_config_is_the_one_the_cell_trains(prese
                                max_len=task.seq_len(math.ceil(longest * cell.train_len)),
                                train_len=task.seq_len(cell.train_len))
         assert config_model(json.loads(json.dumps(cell.config())), task) == expected, cell.title
+
+
+@pytest.mark.parametrize(("n_layers", "interval", "local", "schedule"), [
+    (2, None, "sliding", "one of its two layers is NoPE-global, the other RoPE over a sliding window of"),
+    (4, None, "chunked", "one of its four layers is NoPE-global, the others RoPE over a chunk of"),
+    (4, 2, "sliding", "two of its four layers are NoPE-global, the others RoPE over a sliding window of")])
+def test_a_hybrid_states_its_layer_schedule_and_span(tmp_path, n_layers, interval, local, schedule):
+    """Layer ℓ is NoPE-global when (ℓ + 1) % interval == 0 (Llama 4's is_nope_layer; interval min(4, n_layers)
+    by default), and the local span is half of each board's training length unless set."""
+    params = {"local": local} | ({} if interval is None else {"interval": interval})
+    suite = parse_suite({
+        "name": "mine", "seeds": [0], "model": {"d_model": 32, "n_layers": n_layers, "n_heads": 2},
+        "train": {"steps": 2}, "eval": {"ratios": [1, 2]},
+        "tasks": [{"name": "passkey", "train_len": 32}, {"name": "lm", "train_len": 48}],
+        "encodings": ["rope", "nope", {"name": "hybrid", "params": params, "label": "rnope-swa"}]})
+    cells = suite.cells()
+    every = interval or min(4, n_layers)
+    assert sum((layer + 1) % every == 0 for layer in range(n_layers)) == {"one": 1, "two": 2}[schedule.split()[0]]
+    assert clause("RNoPE-SWA", cells, write_cells(tmp_path, cells)) == (
+        f"{schedule} 24 of the 48 training tokens on lm, 16 of 32 on passkey (Llama 4 and RNoPE-SWA: one NoPE "
+        "layer in 4); RoPE at head_dim 16 has 8 frequency pairs")
