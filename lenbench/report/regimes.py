@@ -5,8 +5,8 @@ this module states each fact in one clause from what the board's cells trained: 
 built from its cell's canonical config as the cell built it (`lenbench.run.cell.config_model`, untrained),
 and the clause reads the numbers off it (RoPE's head dimension, ALiBi's slopes, Sandwich's compression,
 FIRE's threshold, xPos's scale base, the range Randomized PE draws from, p-RoPE's dropped pairs, YaRN's
-ramp, a NoPE/RoPE hybrid's NoPE layers and local span). A board of another geometry, or a suite that sets a length-relative parameter, gets clauses true
-of it, not of the catalog.
+ramp, a NoPE/RoPE hybrid's NoPE layers and local span). A board of another geometry, or a suite that sets
+a length-relative parameter, gets clauses true of it, not of the catalog.
 
 The cells' configs come from the results directory's ``cells/`` (a benchmark JSON's own directory
 counts), else from the presets the rows name, each cell only where its id is one of the rows' (an id
